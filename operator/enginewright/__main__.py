@@ -1,0 +1,3 @@
+from enginewright.cli import main
+
+raise SystemExit(main())

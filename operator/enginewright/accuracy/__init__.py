@@ -1,0 +1,5 @@
+"""Accuracy validation: loss metrics over named output tensors. Pure numpy."""
+
+from enginewright.accuracy.metrics import AccuracyError, Verdict, compare, loss
+
+__all__ = ["AccuracyError", "Verdict", "compare", "loss"]

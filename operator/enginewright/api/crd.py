@@ -1,0 +1,126 @@
+"""Generate the TuningRun CustomResourceDefinition from the pydantic models.
+
+The output is a structural OpenAPI v3 schema: `$ref`s inlined, `Optional[X]` written as X (optional
+fields are simply not required), JSON-Schema-2020 bounds translated to the OpenAPI 3.0 dialect the
+API server speaks, and `x-kubernetes-validations` (CEL) carried over from the models.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from enginewright.api import names
+from enginewright.api.models import TuningRunSpec, TuningRunStatus
+
+_DROP = {"title", "discriminator"}
+
+
+def _structural(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_structural(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = dict(node)
+    if "$ref" in node:
+        target = copy.deepcopy(defs[node.pop("$ref").rsplit("/", 1)[-1]])
+        target.update(node)  # a field's own description/default wins over the model's
+        node = target
+    if "anyOf" in node:
+        variants = [v for v in node.pop("anyOf") if v.get("type") != "null"]
+        if len(variants) != 1:
+            raise ValueError(f"not structural: a union of {variants}")
+        node = {**variants[0], **node}
+        if node.get("default", "x") is None:
+            del node["default"]
+        return _structural(node, defs)
+    if "const" in node:
+        node["enum"] = [node.pop("const")]
+    for bound, flag in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(node.get(bound), (int, float)) and not isinstance(node.get(bound), bool):
+            node[flag] = node.pop(bound)
+            node[bound] = True
+    if node.get("additionalProperties") is False:
+        del node["additionalProperties"]
+    elif node.get("additionalProperties") is True:
+        del node["additionalProperties"]
+        node["x-kubernetes-preserve-unknown-fields"] = True
+    if "enum" in node and "type" not in node:
+        node["type"] = "string"
+    if node.get("type") == "object" and "properties" not in node and "additionalProperties" not in node:
+        node["x-kubernetes-preserve-unknown-fields"] = True
+    out = {}
+    for key, value in node.items():
+        if key in _DROP or key == "$defs":
+            continue
+        if key == "properties":
+            out[key] = {k: _structural(v, defs) for k, v in value.items()}
+        elif key in ("items", "additionalProperties"):
+            out[key] = _structural(value, defs)
+        else:
+            out[key] = value
+    return out
+
+
+def model_schema(model: type) -> dict[str, Any]:
+    """Structural OpenAPI v3 schema of one pydantic model, camelCase field names."""
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    return _structural(raw, raw.get("$defs", {}))
+
+
+def tuningrun_crd() -> dict[str, Any]:
+    """The full CustomResourceDefinition object."""
+    spec_schema = model_schema(TuningRunSpec)
+    status_schema = model_schema(TuningRunStatus)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": names.CRD_NAME},
+        "spec": {
+            "group": names.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": names.KIND,
+                "listKind": f"{names.KIND}List",
+                "plural": names.PLURAL,
+                "singular": names.SINGULAR,
+                "shortNames": names.SHORT_NAMES,
+                "categories": ["enginewright"],
+            },
+            "versions": [{
+                "name": names.VERSION,
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Progress", "type": "string", "jsonPath": ".status.progress",
+                     "description": "done/planned routes"},
+                    {"name": "Speedup", "type": "string", "jsonPath": ".status.bestSpeedup",
+                     "description": "best confirmed speedup over the default route"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "A compiler build-route tuning run for one model on one or more GPU types.",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec_schema,
+                        "status": status_schema,
+                    },
+                }},
+            }],
+        },
+    }
+
+
+def render_crds() -> dict[str, str]:
+    """File name -> YAML text of every generated CRD (what `crds/` must hold)."""
+    header = "# Generated by `enginewright crds` from operator/enginewright/api/models.py. Do not edit.\n"
+    crd = tuningrun_crd()
+    return {f"{crd['metadata']['name']}.yaml": header + yaml.safe_dump(crd, sort_keys=False, width=100)}

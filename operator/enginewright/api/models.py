@@ -1,0 +1,376 @@
+"""TuningRun spec and status.
+
+These models are the single source of truth: `enginewright crds` generates `crds/` from them
+(see `api.crd`), and cross-field rules are written twice on purpose, once as a pydantic validator
+(for the CLI and the controller) and once as a CEL rule (so `kubectl apply` refuses a bad manifest).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
+
+from enginewright.api.names import API_VERSION, KIND
+
+S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/.+$"
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict:
+    """One `x-kubernetes-validations` entry."""
+    entry = {"rule": rule, "message": message}
+    if field_path:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+class WireModel(BaseModel):
+    """camelCase on the wire, snake_case in Python, unknown fields refused."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+    def wire(self) -> dict:
+        """The object as it is written in a manifest (camelCase, unset fields left out)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# --------------------------------------------------------------------------------------- spec
+
+
+class ModelFormat(str, Enum):
+    onnx = "onnx"
+    torch_export = "torch-export"
+
+
+class ModelRef(WireModel):
+    """Where the model to tune lives."""
+
+    uri: str = Field(description="Object-store URI of the model, s3://bucket/key.", pattern=S3_URI_PATTERN)
+    sha256: str | None = Field(
+        None, description="Expected SHA-256 of the model bytes; the worker refuses a model that differs.",
+        pattern=r"^[a-f0-9]{64}$",
+    )
+    format: ModelFormat = Field(ModelFormat.onnx, description="Serialization of the model.")
+
+
+class CompilerName(str, Enum):
+    tensorrt = "tensorrt"
+    inductor = "inductor"
+    onnxruntime = "onnxruntime"
+
+
+class InputShape(WireModel):
+    """Shape range of one model input (a TensorRT optimization profile); opt is what gets timed."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("size(self.opt) == size(self.min) && size(self.max) == size(self.min)",
+            "min, opt and max must have the same rank"),
+        cel("self.min.all(i, i >= 0) && self.opt.all(i, i >= 1)",
+            "min dimensions must be >= 0 and opt dimensions >= 1"),
+    ]})
+
+    name: str = Field(description="Input tensor name, as in the model.", min_length=1, max_length=256)
+    min: list[int] = Field(description="Smallest shape the engine accepts.", min_length=1, max_length=16)
+    opt: list[int] = Field(description="Shape the engine is optimized and timed for.", min_length=1, max_length=16)
+    max: list[int] = Field(description="Largest shape the engine accepts.", min_length=1, max_length=16)
+
+    @model_validator(mode="after")
+    def _ranges(self) -> InputShape:
+        if not (len(self.min) == len(self.opt) == len(self.max)):
+            raise ValueError(f"input {self.name!r}: min, opt and max must have the same rank")
+        for lo, mid, hi in zip(self.min, self.opt, self.max):
+            if not (0 <= lo <= mid <= hi) or mid < 1:
+                raise ValueError(f"input {self.name!r}: need 0 <= min <= opt <= max and opt >= 1 "
+                                 f"(got min={self.min} opt={self.opt} max={self.max})")
+        return self
+
+
+class Compiler(WireModel):
+    """The compiler and the settings every route shares, the default route included."""
+
+    name: CompilerName = Field(description="Compiler backend that builds the routes.")
+    image: str | None = Field(None, description="Worker image; defaults to the operator setting for this compiler.",
+                              max_length=512)
+    settings: dict[str, str] = Field(
+        default_factory=dict,
+        description="Base settings applied to every route (not tuner knobs), e.g. TensorRT "
+                    "builder_optimization_level=5, tf32=false; ONNX Runtime intra_op_num_threads=2.",
+    )
+    input_shapes: list[InputShape] = Field(default_factory=list, max_length=64,
+                                           description="Shape ranges per input; empty = the model's static shapes.")
+
+
+class SearchMode(str, Enum):
+    fast = "fast"
+    full = "full"
+    mixed = "mixed"
+
+
+class KnobValues(WireModel):
+    """One knob of the search space and the values to try."""
+
+    name: str = Field(description="Knob name as the compiler reports it (TensorRT: without the leading '-').",
+                      min_length=1, max_length=256)
+    values: list[str] = Field(description="Values to try; the compiler's default is always measured too.",
+                              min_length=1, max_length=64)
+
+
+class Confirm(WireModel):
+    """Interleaved re-measurement of the best candidates against the default route."""
+
+    top_k: int = Field(3, description="Candidates confirmed against the default; 0 disables the round.", ge=0, le=16)
+    rounds: int = Field(5, description="Interleaved rounds (A B C A B C ...).", ge=2, le=100)
+
+
+class Search(WireModel):
+    """Which routes are tried, and how much may be spent."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("!(self.dryRun && self.mode == 'mixed')",
+            "dryRun cannot be combined with mode mixed: its second stage depends on measurements",
+            ".dryRun"),
+    ]})
+
+    mode: SearchMode = Field(SearchMode.fast, description="fast: one knob at a time from the default; "
+                             "full: every combination; mixed: fast, then combinations of the improving knobs.")
+    knobs: list[KnobValues] = Field(default_factory=list, max_length=256,
+                                    description="Knob space; empty = every sweepable knob the compiler reports.")
+    pinned: dict[str, str] = Field(default_factory=dict,
+                                   description="Knobs fixed in every route, the default route included.")
+    max_routes: int = Field(64, description="Budget: most routes built per target, all stages together.",
+                            ge=1, le=100000)
+    route_timeout_seconds: int = Field(900, description="A route still building or measuring after this is "
+                                       "recorded as timeout.", ge=10, le=86400)
+    deadline_seconds: int | None = Field(None, description="Wall-clock budget of the whole run; routes not "
+                                         "started by then are skipped.", ge=60)
+    routes_per_job: int = Field(8, description="Routes one Job builds and measures.", ge=1, le=1000)
+    parallelism: int = Field(1, description="Jobs running at once per target.", ge=1, le=256)
+    dry_run: bool = Field(False, description="List the candidate routes in the status; build nothing.")
+    save_all_engines: bool = Field(False, description="Keep the engine of every route (costs storage); "
+                                   "otherwise only routes that may win are kept.")
+    noise_margin: float = Field(0.03, description="Smallest relative speedup taken for real; the measured "
+                                "spread of the default route raises it.", ge=0.0, le=0.5)
+    confirm: Confirm = Field(default_factory=Confirm, description="Confirmation round.")
+
+    @model_validator(mode="after")
+    def _dry_run(self) -> Search:
+        if self.dry_run and self.mode is SearchMode.mixed:
+            raise ValueError("spec.search.dryRun cannot be combined with mode mixed: "
+                             "its second stage depends on measurements")
+        names = [k.name for k in self.knobs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"spec.search.knobs lists a knob twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
+        return self
+
+
+class Metric(str, Enum):
+    abs = "abs"
+    squared = "squared"
+    max = "max"
+    cosine = "cosine"
+    l0 = "l0"
+
+
+class ReferencePair(WireModel):
+    """Representative inputs and the outputs the reference (unoptimized) model gives for them."""
+
+    inputs: str = Field(description="s3:// URI of an .npz holding one array per model input.", pattern=S3_URI_PATTERN)
+    references: str = Field(description="s3:// URI of an .npz holding one array per model output.",
+                            pattern=S3_URI_PATTERN)
+
+
+class Accuracy(WireModel):
+    """Accuracy validation: a route whose loss reaches the threshold on any output cannot win."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("self.disabled || (has(self.pairs) && size(self.pairs) >= 2)",
+            "accuracy needs at least 2 reference pairs (or disabled: true with a reason)", ".pairs"),
+        cel("self.disabled || has(self.threshold)", "accuracy.threshold is required unless disabled",
+            ".threshold"),
+        cel("!self.disabled || (has(self.reason) && size(self.reason) > 0)",
+            "accuracy.disabled needs a reason", ".reason"),
+    ]})
+
+    disabled: bool = Field(False, description="Turn validation off; needs a reason, and the status then "
+                           "says the winner was not validated.")
+    reason: str | None = Field(None, description="Why validation is off.", max_length=1024)
+    pairs: list[ReferencePair] = Field(default_factory=list, max_length=64, description="Reference pairs.")
+    metric: Metric = Field(Metric.cosine, description="abs: mean absolute error; squared: mean squared error; "
+                           "max: max absolute error; cosine: 1 - cosine similarity; l0: fraction of elements "
+                           "with |d| > atol + rtol*|ref| (trtexec parity).")
+    threshold: float | None = Field(None, description="A tensor fails when its loss is >= threshold.", gt=0)
+    atol: float = Field(1e-5, description="Absolute tolerance (l0 only).", ge=0)
+    rtol: float = Field(1e-5, description="Relative tolerance (l0 only).", ge=0)
+
+    @model_validator(mode="after")
+    def _on_by_default(self) -> Accuracy:
+        if self.disabled:
+            if not self.reason:
+                raise ValueError("spec.accuracy.disabled needs spec.accuracy.reason")
+            return self
+        if len(self.pairs) < 2:
+            raise ValueError(f"spec.accuracy.pairs needs at least 2 reference pairs (got {len(self.pairs)})")
+        if self.threshold is None:
+            raise ValueError("spec.accuracy.threshold is required unless accuracy is disabled")
+        return self
+
+
+class Timing(WireModel):
+    """How each route is timed."""
+
+    warmup_iterations: int = Field(10, description="Untimed runs before measuring.", ge=0, le=100000)
+    iterations: int = Field(50, description="Timed runs per repeat.", ge=1, le=1000000)
+    repeats: int = Field(7, description="Repeats; the median of per-repeat means is reported.", ge=1, le=1000)
+    min_seconds: float = Field(0.5, description="Keep measuring until at least this much time was timed.",
+                               ge=0, le=3600)
+
+
+class Toleration(WireModel):
+    """A pod toleration (core/v1 Toleration)."""
+
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+
+class Resources(WireModel):
+    """Container resources (quantities as strings, e.g. '4', '16Gi')."""
+
+    requests: dict[str, str] = Field(default_factory=dict)
+    limits: dict[str, str] = Field(default_factory=dict)
+
+
+class Target(WireModel):
+    """One GPU type to tune for; every target gets its own routes, cache and catalog entry."""
+
+    gpu_type: str = Field(description="Value of the operator's GPU-type node label, e.g. NVIDIA-H200.",
+                          min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra node selector.")
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
+    resources: Resources = Field(default_factory=Resources, description="Worker container resources.")
+    gpus_per_job: int = Field(1, description="GPUs requested by each Job (nvidia.com/gpu); 0 for CPU compilers.",
+                              ge=0, le=16)
+
+
+class Publish(WireModel):
+    """Where the winning engine goes."""
+
+    bucket: str | None = Field(None, description="Catalog bucket; defaults to the operator setting.",
+                               pattern=r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+    model_name: str | None = Field(None, description="Model name in catalog keys; defaults to the run's name.",
+                                   pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$", max_length=128)
+    enabled: bool = Field(True, description="Publish the winner to the catalog.")
+
+
+class TuningRunSpec(WireModel):
+    """What to tune, for which GPUs, and how."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("self.targets.all(t, self.targets.exists_one(u, u.gpuType == t.gpuType))",
+            "each gpuType may appear once in targets", ".targets"),
+    ]})
+
+    model: ModelRef = Field(description="The model to tune.")
+    compiler: Compiler = Field(description="The compiler and its base settings.")
+    search: Search = Field(default_factory=Search, description="The route search.")
+    accuracy: Accuracy = Field(description="Accuracy validation (on unless disabled with a reason).")
+    timing: Timing = Field(default_factory=Timing, description="Timing of each route.")
+    targets: list[Target] = Field(description="GPU types to tune for.", min_length=1, max_length=16)
+    publish: Publish = Field(default_factory=Publish, description="Catalog publishing.")
+
+    @model_validator(mode="after")
+    def _targets_unique(self) -> TuningRunSpec:
+        seen = [t.gpu_type for t in self.targets]
+        if len(set(seen)) != len(seen):
+            raise ValueError(f"spec.targets: each gpuType may appear once (got {seen})")
+        return self
+
+
+# ------------------------------------------------------------------------------------- status
+
+
+class Phase(str, Enum):
+    pending = "Pending"
+    running = "Running"
+    confirming = "Confirming"
+    publishing = "Publishing"
+    succeeded = "Succeeded"
+    failed = "Failed"
+
+
+class Condition(WireModel):
+    """A Kubernetes-style condition (metav1.Condition)."""
+
+    type: str
+    status: Literal["True", "False", "Unknown"]
+    reason: str = ""
+    message: str = ""
+    last_transition_time: str | None = None
+    observed_generation: int | None = None
+
+
+class RouteResult(WireModel):
+    """A route and how it did, as shown in the status."""
+
+    route_id: str
+    route: str = Field(description="Canonical route string; empty = the default route.")
+    median_ms: float | None = None
+    speedup: float | None = Field(None, description="Default-route time / this route's time.")
+    max_loss: float | None = None
+
+
+class TargetStatus(WireModel):
+    """Progress and result for one GPU type."""
+
+    gpu_type: str
+    stage: str = Field("pending", description="pending, stage1, stage2, confirming, done, failed.")
+    planned: int = 0
+    done: int = 0
+    failed: int = 0
+    rejected: int = Field(0, description="Routes rejected by accuracy.")
+    default_ms: float | None = None
+    best: RouteResult | None = None
+    candidates: list[str] = Field(default_factory=list, description="Dry run: the routes that would be built.")
+    cache_config_maps: list[str] = Field(default_factory=list)
+    engine_uri: str | None = None
+    engine_sha256: str | None = None
+    gpu_seconds: float | None = Field(None, description="GPU time spent building and measuring.")
+    message: str | None = None
+
+
+class TuningRunStatus(WireModel):
+    """Observed state of a TuningRun."""
+
+    model_config = ConfigDict(extra="allow")  # kopf keeps its own bookkeeping beside ours
+
+    phase: Phase = Phase.pending
+    observed_generation: int | None = None
+    conditions: list[Condition] = Field(default_factory=list)
+    progress: str | None = Field(None, description="done/planned routes over all targets.")
+    best_speedup: str | None = Field(None, description="Best confirmed speedup over the default, e.g. 1.23x.")
+    accuracy_validated: bool | None = Field(None, description="False when accuracy validation was disabled.")
+    targets: list[TargetStatus] = Field(default_factory=list)
+    message: str | None = None
+
+
+class ObjectMeta(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+    namespace: str | None = None
+
+
+class TuningRun(WireModel):
+    """A manifest: apiVersion, kind, metadata, spec (and status when read back)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: Literal[API_VERSION] = API_VERSION  # type: ignore[valid-type]
+    kind: Literal[KIND] = KIND  # type: ignore[valid-type]
+    metadata: ObjectMeta
+    spec: TuningRunSpec
+    status: TuningRunStatus | None = None
+

@@ -1,0 +1,152 @@
+"""ONNX Runtime (CPU) backend.
+
+Knobs are real SessionOptions fields and session config entries that change speed. The engine is
+a tar archive of the model as ORT optimized it (`optimized_model_filepath`) plus the settings that
+produced it; loading it runs that optimized graph with graph optimization off, so what is measured
+is what was built, not a re-optimization.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from enginewright.api.cache import Versions
+from enginewright.backends.base import Backend, BuildRequest, Runner
+from enginewright.search.routes import Knob
+
+_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+           "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+
+# name -> (allowed values or None for open-ended, default, help)
+_KNOBS = {
+    "graph_optimization_level": (tuple(_LEVELS), "all", "Graph optimizations ORT applies before running."),
+    "execution_mode": (("sequential", "parallel"), "sequential", "Run independent nodes in parallel."),
+    "intra_op_num_threads": (None, "0", "Threads inside one operator; 0 = ORT's choice (physical cores)."),
+    "inter_op_num_threads": (None, "0", "Threads across operators (parallel mode); 0 = ORT's choice."),
+    "enable_mem_pattern": (("1", "0"), "1", "Pre-plan memory from the first run's allocation pattern."),
+    "enable_cpu_mem_arena": (("1", "0"), "1", "Use the CPU memory arena allocator."),
+    "session.intra_op.allow_spinning": (("1", "0"), "1", "Let idle intra-op threads spin instead of sleep."),
+    "session.inter_op.allow_spinning": (("1", "0"), "1", "Let idle inter-op threads spin instead of sleep."),
+    "session.disable_prepacking": (("0", "1"), "0", "Disable weight pre-packing of constant initializers."),
+    "session.set_denormal_as_zero": (("0", "1"), "0", "Flush denormals to zero."),
+    "session.disable_quant_qdq": (("0", "1"), "0", "Keep QDQ nodes instead of fusing to quantized ops."),
+}
+_SESSION_FIELDS = ("execution_mode", "intra_op_num_threads", "inter_op_num_threads",
+                   "enable_mem_pattern", "enable_cpu_mem_arena")
+
+
+def _ort():
+    import onnxruntime
+    return onnxruntime
+
+
+def session_options(settings: Mapping[str, str], *, optimize: bool = True):
+    """SessionOptions for base settings + route knobs (route wins). Raises ValueError on a value
+    ORT refuses, naming the knob."""
+    ort = _ort()
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    for name, value in settings.items():
+        try:
+            if name == "graph_optimization_level":
+                level = _LEVELS[value] if optimize else "ORT_DISABLE_ALL"
+                options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+            elif name == "execution_mode":
+                options.execution_mode = getattr(ort.ExecutionMode, f"ORT_{value.upper()}")
+            elif name in ("intra_op_num_threads", "inter_op_num_threads"):
+                number = int(value)
+                if number < 0:
+                    raise ValueError("must be >= 0")
+                setattr(options, name, number)
+            elif name in ("enable_mem_pattern", "enable_cpu_mem_arena"):
+                if value not in ("0", "1"):
+                    raise ValueError("must be 0 or 1")
+                setattr(options, name, value == "1")
+            else:
+                options.add_session_config_entry(name, value)
+        except (KeyError, ValueError, AttributeError) as exc:
+            raise ValueError(f"onnxruntime knob {name}={value!r} is invalid: {exc}") from exc
+    if not optimize:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+class OnnxRuntimeRunner(Runner):
+    def __init__(self, session):
+        self.session = session
+        self.output_names = [o.name for o in session.get_outputs()]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        values = self.session.run(self.output_names, dict(inputs))
+        return dict(zip(self.output_names, values))
+
+    def run_prepared(self, prepared) -> None:
+        self.session.run(self.output_names, prepared)
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+    engine_suffix = ".ort.tar"
+
+    def knobs(self) -> list[Knob]:
+        return [Knob(name, values, default, help) for name, (values, default, help) in _KNOBS.items()]
+
+    def versions(self) -> Versions:
+        import platform
+        return Versions(compiler=f"onnxruntime-{_ort().__version__}", gpu_name=f"cpu-{platform.machine()}",
+                        node=os.environ.get("NODE_NAME") or platform.node())
+
+    def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
+        ort = _ort()
+        unknown = sorted(set(route) - set(_KNOBS))
+        if unknown:
+            raise ValueError(f"onnxruntime has no knob(s) {unknown}")
+        settings = {**request.settings, **route}
+        optimized = request.workdir / "optimized.onnx"
+        options = session_options(settings)
+        options.optimized_model_filepath = str(optimized)
+        ort.InferenceSession(str(request.model_path), options, providers=["CPUExecutionProvider"])
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            tar.add(optimized, arcname="model.onnx")
+            meta = json.dumps({"settings": settings, "onnxruntime": ort.__version__}, sort_keys=True).encode()
+            info = tarfile.TarInfo("settings.json")
+            info.size = len(meta)
+            tar.addfile(info, io.BytesIO(meta))
+        return buffer.getvalue()
+
+    def load(self, engine: bytes, workdir: Path) -> Runner:
+        ort = _ort()
+        workdir.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
+            tar.extractall(workdir, filter="data")
+        settings = json.loads((workdir / "settings.json").read_text())["settings"]
+        options = session_options(settings, optimize=False)
+        session = ort.InferenceSession(str(workdir / "model.onnx"), options, providers=["CPUExecutionProvider"])
+        return OnnxRuntimeRunner(session)
+
+    def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
+        import onnx
+        model = onnx.load(str(model_path), load_external_data=False)
+        initializers = {i.name for i in model.graph.initializer}
+        declared = {i.name: i for i in model.graph.input if i.name not in initializers}
+        missing = sorted(set(declared) - set(inputs))
+        extra = sorted(set(inputs) - set(declared))
+        if missing or extra:
+            raise ValueError(f"inputs do not match the model: missing {missing}, unexpected {extra} "
+                             f"(model inputs: {sorted(declared)})")
+        for name, spec in declared.items():
+            dims = spec.type.tensor_type.shape.dim
+            shape = inputs[name].shape
+            if len(dims) != len(shape):
+                raise ValueError(f"input {name!r}: model expects rank {len(dims)}, got shape {shape}")
+            for axis, (dim, size) in enumerate(zip(dims, shape)):
+                if dim.HasField("dim_value") and dim.dim_value != size:
+                    raise ValueError(f"input {name!r}: dimension {axis} must be {dim.dim_value}, got shape {shape}")

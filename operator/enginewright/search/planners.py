@@ -1,0 +1,204 @@
+"""Planners: which routes a search mode tries, in which batches, within which budget."""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from enginewright.search.routes import Knob, Route
+
+
+class PlanError(ValueError):
+    """The requested search cannot be planned; the message says which field to change."""
+
+
+@dataclass(frozen=True)
+class SpaceKnob:
+    """A knob in the search space: its default and the values to try (default first)."""
+
+    name: str
+    default: str
+    values: tuple[str, ...]
+
+    @property
+    def alternatives(self) -> tuple[str, ...]:
+        return tuple(v for v in self.values if v != self.default)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Routes one Job (or one local worker pass) builds and measures; its name is deterministic."""
+
+    name: str
+    stage: str
+    routes: tuple[Route, ...]
+
+
+def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, Sequence[str]]] = (),
+                pinned: dict[str, str] | None = None) -> list[SpaceKnob]:
+    """The compiler's knobs intersected with what the user asked for.
+
+    Nothing requested = every sweepable knob the compiler reports (pinned ones excluded). A knob the
+    compiler does not know, a value it does not allow, or an open-ended knob without values is an
+    error that names the knob.
+    """
+    pinned = pinned or {}
+    by_name = {k.name: k for k in compiler_knobs}
+    for name, value in pinned.items():
+        _check_value(by_name, name, value, "spec.search.pinned")
+    requested = list(requested)
+    space = []
+    if not requested:
+        for knob in compiler_knobs:
+            if knob.sweepable and knob.name not in pinned and len(knob.values) > 1:
+                values = (knob.default,) + tuple(v for v in knob.values if v != knob.default)
+                space.append(SpaceKnob(knob.name, knob.default, values))
+        return space
+    for name, values in requested:
+        if name in pinned:
+            raise PlanError(f"spec.search.knobs: knob {name!r} is also pinned; sweep it or pin it, not both")
+        for value in values:
+            _check_value(by_name, name, value, "spec.search.knobs")
+        knob = by_name[name]
+        ordered = (knob.default,) + tuple(dict.fromkeys(v for v in values if v != knob.default))
+        space.append(SpaceKnob(name, knob.default, ordered))
+    return space
+
+
+def _check_value(by_name: dict[str, Knob], name: str, value: str, where: str) -> None:
+    if name not in by_name:
+        close = difflib.get_close_matches(name, list(by_name), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise PlanError(f"{where}: the compiler has no knob {name!r}{hint}")
+    knob = by_name[name]
+    if knob.values is not None and value not in knob.values:
+        raise PlanError(f"{where}: knob {name!r} does not allow {value!r} (allowed: {'|'.join(knob.values)})")
+
+
+def _defaults(space: Sequence[SpaceKnob]) -> dict[str, str]:
+    return {k.name: k.default for k in space}
+
+
+def baseline(pinned: dict[str, str] | None = None, space: Sequence[SpaceKnob] = ()) -> Route:
+    """The default route: every knob at its default, pinned knobs applied."""
+    return Route.of(dict(pinned or {}), _defaults(space))
+
+
+def plan_fast(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
+              max_routes: int | None = None) -> list[Route]:
+    """Default route, then one knob changed at a time (1 + number of non-default values)."""
+    pinned = dict(pinned or {})
+    defaults = _defaults(space)
+    routes = [baseline(pinned, space)]
+    for knob in space:
+        for value in knob.alternatives:
+            routes.append(Route.of({**pinned, knob.name: value}, defaults))
+    _check_budget("fast", len(routes), max_routes)
+    return routes
+
+
+def full_size(space: Sequence[SpaceKnob]) -> int:
+    return math.prod(len(k.values) for k in space)
+
+
+def plan_full(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
+              max_routes: int | None = None) -> list[Route]:
+    """Every combination of the space's values (the default route first)."""
+    _check_budget("full", full_size(space), max_routes)
+    pinned = dict(pinned or {})
+    defaults = _defaults(space)
+    names = [k.name for k in space]
+    return [Route.of({**pinned, **dict(zip(names, combo))}, defaults)
+            for combo in itertools.product(*(k.values for k in space))]
+
+
+def _check_budget(mode: str, count: int, max_routes: int | None) -> None:
+    if max_routes is not None and count > max_routes:
+        raise PlanError(f"a {mode} search of this space has {count} routes, over spec.search.maxRoutes="
+                        f"{max_routes}: raise maxRoutes, narrow spec.search.knobs"
+                        + (", or use mode fast or mixed" if mode == "full" else ""))
+
+
+def speedup(median_ms: float | None, baseline_ms: float | None) -> float | None:
+    if not median_ms or not baseline_ms:
+        return None
+    return baseline_ms / median_ms
+
+
+def beats(median_ms: float, baseline_ms: float, margin: float) -> bool:
+    """Faster than the baseline by more than the noise margin, not by a hair."""
+    return median_ms < baseline_ms * (1.0 - margin)
+
+
+def improving_values(space: Sequence[SpaceKnob], stage1: Iterable, default_ms: float,
+                     margin: float) -> dict[str, list[tuple[str, float]]]:
+    """Stage-1 single-knob changes that improved: accuracy passed and faster beyond the margin.
+
+    `stage1` holds cache entries; each is compared with its own batch baseline when it has one.
+    Returns knob -> [(value, speedup)], best first.
+    """
+    names = {k.name for k in space}
+    found: dict[str, list[tuple[str, float]]] = {}
+    for entry in stage1:
+        changed = [(k, v) for k, v in entry.knobs.items() if k in names]
+        if len(changed) != 1 or not entry.passed:
+            continue
+        base = entry.baseline_ms or default_ms
+        if beats(entry.median_ms, base, margin):
+            knob, value = changed[0]
+            found.setdefault(knob, []).append((value, base / entry.median_ms))
+    return {k: sorted(v, key=lambda item: -item[1]) for k, v in found.items()}
+
+
+def plan_mixed_stage2(space: Sequence[SpaceKnob], improving: dict[str, list[tuple[str, float]]],
+                      pinned: dict[str, str] | None = None, budget: int | None = None) -> list[Route]:
+    """Combinations of the improving knobs' values, the other knobs at default.
+
+    Only combinations changing two or more knobs (single changes were stage 1). Ordered by the
+    product of the single-knob speedups, so a budget cut keeps the most promising. Empty when
+    fewer than two knobs improved.
+    """
+    if len(improving) < 2:
+        return []
+    pinned = dict(pinned or {})
+    defaults = _defaults(space)
+    names = sorted(improving)
+    options = [[(None, 1.0)] + improving[name] for name in names]
+    scored = []
+    for combo in itertools.product(*options):
+        changes = {name: value for name, (value, _) in zip(names, combo) if value is not None}
+        if len(changes) < 2:
+            continue
+        predicted = math.prod(s for _, s in combo)
+        scored.append((-predicted, Route.of({**pinned, **changes}, defaults)))
+    scored.sort(key=lambda item: (item[0], item[1].canonical))
+    routes = [route for _, route in scored]
+    return routes[:budget] if budget is not None else routes
+
+
+def make_batches(routes: Sequence[Route], routes_per_job: int, stage: str) -> list[Batch]:
+    """Split routes into deterministic batches named `<stage>-b000`, ... (resume-safe: the same
+    plan always yields the same batches)."""
+    if routes_per_job < 1:
+        raise PlanError(f"spec.search.routesPerJob must be >= 1 (got {routes_per_job})")
+    return [Batch(f"{stage}-b{i // routes_per_job:03d}", stage, tuple(routes[i:i + routes_per_job]))
+            for i in range(0, len(routes), routes_per_job)]
+
+
+def pending(routes: Iterable[Route], done_ids: Iterable[str]) -> list[Route]:
+    """Routes with no cache entry yet (resume)."""
+    done = set(done_ids)
+    return [r for r in routes if r.id not in done]
+
+
+def plan_stage1(mode: str, space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
+                max_routes: int | None = None) -> list[Route]:
+    """The routes known before anything is measured: all of `fast` or `full`, stage 1 of `mixed`."""
+    if mode in ("fast", "mixed"):
+        return plan_fast(space, pinned, max_routes)
+    if mode == "full":
+        return plan_full(space, pinned, max_routes)
+    raise PlanError(f"spec.search.mode must be fast, full or mixed (got {mode!r})")
