@@ -64,10 +64,27 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
+def _object_defaults(model: type, schema: dict[str, Any]) -> None:
+    """Give nested objects built by a default_factory `default: {}`, so the API server fills in
+    their own field defaults when a manifest leaves the whole object out."""
+    from pydantic import BaseModel
+    for name, info in model.model_fields.items():
+        prop = schema.get("properties", {}).get(info.alias or name)
+        if prop is None:
+            continue
+        kind = info.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            if info.default_factory is not None:
+                prop.setdefault("default", {})
+            _object_defaults(kind, prop)
+
+
 def model_schema(model: type) -> dict[str, Any]:
     """Structural OpenAPI v3 schema of one pydantic model, camelCase field names."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
-    return _structural(raw, raw.get("$defs", {}))
+    schema = _structural(raw, raw.get("$defs", {}))
+    _object_defaults(model, schema)
+    return schema
 
 
 def tuningrun_crd() -> dict[str, Any]:

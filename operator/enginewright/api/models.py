@@ -128,7 +128,7 @@ class Search(WireModel):
     """Which routes are tried, and how much may be spent."""
 
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
-        cel("!(self.dryRun && self.mode == 'mixed')",
+        cel("!(has(self.dryRun) && self.dryRun && has(self.mode) && self.mode == 'mixed')",
             "dryRun cannot be combined with mode mixed: its second stage depends on measurements",
             ".dryRun"),
     ]})

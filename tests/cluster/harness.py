@@ -1,0 +1,303 @@
+"""Start and stop the real local control plane, the S3 server and the GPU node agent.
+
+Everything binds to 127.0.0.1 on free ports, lives under one work directory, and runs in its own
+process group; with `die_with_parent` (the default for tests) every child also gets a parent-death
+signal, so no process outlives the harness even when pytest is killed.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.cluster.pki import write_pki
+
+REPO = Path(__file__).resolve().parents[2]
+S3_ACCESS_KEY = "enginewright"
+S3_SECRET_KEY = "enginewright-secret-key"
+
+# Nodes of the test/demo cluster: two GPU types and CPU nodes for CPU-only compilers.
+DEFAULT_NODES = [
+    {"name": "gpu-h200-0", "labels": {"nvidia.com/gpu.product": "NVIDIA-H200"}, "gpus": 8},
+    {"name": "gpu-l40s-0", "labels": {"nvidia.com/gpu.product": "NVIDIA-L40S"}, "gpus": 4},
+    {"name": "cpu-0", "labels": {"nvidia.com/gpu.product": "cpu"}, "gpus": 0},
+]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def bin_dir() -> Path:
+    """The cached binaries (tests/cluster/build.sh builds them when missing)."""
+    explicit = os.environ.get("ENGINEWRIGHT_BIN")
+    if explicit:
+        return Path(explicit)
+    out = subprocess.run(["bash", str(REPO / "tests/cluster/build.sh")], check=True, text=True,
+                         stdout=subprocess.PIPE).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
+def _die_with_parent() -> None:
+    os.setsid()
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
+    """Poll `predicate` until it returns a truthy value or `timeout` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the thing polled is not up yet
+            last_error = exc
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_error}" if last_error else ""))
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    log: Path
+
+
+@dataclass
+class LocalCluster:
+    """A real etcd + kube-apiserver + kube-controller-manager + kube-scheduler, a versitygw S3
+    server, and the node agent; `start()` brings them up, `stop()` tears them down."""
+
+    workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="enginewright-cluster-")))
+    binaries: Path | None = None
+    nodes: list[dict] = field(default_factory=lambda: [dict(n) for n in DEFAULT_NODES])
+    die_with_parent: bool = True
+    processes: list[Process] = field(default_factory=list)
+    api_port: int = 0
+    s3_port: int = 0
+    timings: dict[str, float] = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ paths and clients
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "admin.kubeconfig"
+
+    @property
+    def s3_endpoint(self) -> str:
+        return f"127.0.0.1:{self.s3_port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """Environment for tools and the operator: kubeconfig, kubectl/helm on PATH, S3 access."""
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "PATH": f"{self.binaries}{os.pathsep}{os.environ.get('PATH', '')}",
+            "ENGINEWRIGHT_S3_ENDPOINT": self.s3_endpoint,
+            "AWS_ACCESS_KEY_ID": S3_ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": S3_SECRET_KEY,
+        }
+
+    def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run([str(self.binaries / "kubectl"), *args], env=self.env, text=True, input=input,
+                                capture_output=True, timeout=120)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
+        return result
+
+    def log_path(self, name: str) -> Path:
+        return self.workdir / "logs" / f"{name}.log"
+
+    # ------------------------------------------------------------------ lifecycle
+    def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> Process:
+        log = self.log_path(name)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(log, "ab")
+        popen = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                 env=env or os.environ.copy(), cwd=self.workdir,
+                                 preexec_fn=_die_with_parent if self.die_with_parent else os.setsid)
+        handle.close()
+        proc = Process(name, popen, log)
+        self.processes.append(proc)
+        return proc
+
+    def _check_alive(self) -> None:
+        for proc in self.processes:
+            if proc.popen.poll() is not None:
+                tail = proc.log.read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{proc.name} exited with {proc.popen.returncode}; log tail:\n{tail}")
+
+    def start(self) -> LocalCluster:
+        began = time.monotonic()
+        self.binaries = self.binaries or bin_dir()
+        pki = write_pki(self.workdir / "pki")
+        try:
+            self._start_etcd()
+            self._start_apiserver(pki)
+            self._write_kubeconfig(pki)
+            self._start_controllers(pki)
+            self._start_s3()
+            self._start_node_agent()
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        self.timings["up_seconds"] = time.monotonic() - began
+        return self
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        self._spawn("etcd", [
+            str(self.binaries / "etcd"), "--name", "default", "--data-dir", str(self.workdir / "etcd"),
+            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"default=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync=true", "--log-level", "warn",
+        ])
+
+        def healthy():
+            self._check_alive()
+            with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as resp:
+                return json.load(resp).get("health") == "true"
+        wait_for(healthy, 60, "etcd health")
+
+    def _start_apiserver(self, pki: dict[str, Path]) -> None:
+        self.api_port = free_port()
+        self._spawn("kube-apiserver", [
+            str(self.binaries / "kube-apiserver"),
+            f"--etcd-servers={self.etcd_url}",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            f"--secure-port={self.api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={pki['apiserver.crt']}", f"--tls-private-key-file={pki['apiserver.key']}",
+            f"--client-ca-file={pki['ca.crt']}",
+            "--authorization-mode=Node,RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
+            f"--service-account-key-file={pki['sa.pub']}",
+            f"--service-account-signing-key-file={pki['sa.key']}",
+            "--endpoint-reconciler-type=none",
+            "--v=1",
+        ])
+
+    def _write_kubeconfig(self, pki: dict[str, Path]) -> None:
+        self.kubeconfig.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{"name": "local", "cluster": {"server": f"https://127.0.0.1:{self.api_port}",
+                                                       "certificate-authority": str(pki["ca.crt"])}}],
+            "users": [{"name": "admin", "user": {"client-certificate": str(pki["admin.crt"]),
+                                                 "client-key": str(pki["admin.key"])}}],
+            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin",
+                                                       "namespace": "default"}}],
+            "current-context": "local",
+        }, indent=2))
+        context = ssl.create_default_context(cafile=str(pki["ca.crt"]))
+        context.load_cert_chain(str(pki["admin.crt"]), str(pki["admin.key"]))
+
+        def ready():
+            self._check_alive()
+            url = f"https://127.0.0.1:{self.api_port}/readyz"
+            with urllib.request.urlopen(url, context=context, timeout=2) as resp:
+                return resp.status == 200
+        wait_for(ready, 90, "kube-apiserver /readyz")
+
+    def _start_controllers(self, pki: dict[str, Path]) -> None:
+        self._spawn("kube-controller-manager", [
+            str(self.binaries / "kube-controller-manager"),
+            f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+            f"--service-account-private-key-file={pki['sa.key']}", f"--root-ca-file={pki['ca.crt']}",
+            "--use-service-account-credentials=true",
+            "--controllers=*", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--cert-dir={self.workdir / 'kcm-certs'}",
+            "--concurrent-gc-syncs=5", "--v=1",
+        ])
+        self._spawn("kube-scheduler", [
+            str(self.binaries / "kube-scheduler"),
+            f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--cert-dir={self.workdir / 'scheduler-certs'}", "--v=1",
+        ])
+
+    def _start_s3(self) -> None:
+        self.s3_port = free_port()
+        root = self.workdir / "s3"
+        root.mkdir(exist_ok=True)
+        self._spawn("versitygw", [
+            str(self.binaries / "versitygw"), "--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY,
+            "--port", f"127.0.0.1:{self.s3_port}", "posix", str(root),
+        ])
+
+    def _start_node_agent(self) -> None:
+        nodes = self.workdir / "nodes.json"
+        nodes.write_text(json.dumps(self.nodes))
+        env = self.env
+        env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "operator"), env.get("PYTHONPATH", "")])
+        self._spawn("node-agent", [sys.executable, "-m", "tests.cluster.node_agent",
+                                   "--kubeconfig", str(self.kubeconfig), "--nodes", str(nodes),
+                                   "--workdir", str(self.workdir / "pods")], env=env)
+
+    def _wait_ready(self) -> None:
+        def nodes_ready():
+            self._check_alive()
+            out = self.kubectl("get", "nodes", "-o", "json").stdout
+            items = json.loads(out)["items"]
+            ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
+                                             for c in n.get("status", {}).get("conditions", []))]
+            return len(ready) == len(self.nodes)
+        wait_for(nodes_ready, 60, "nodes Ready", interval=0.3)
+
+        def default_service_account():
+            self._check_alive()
+            return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+        wait_for(default_service_account, 60, "the default ServiceAccount (controller-manager)", interval=0.3)
+
+        def s3_up():
+            with socket.create_connection(("127.0.0.1", self.s3_port), timeout=1):
+                return True
+        wait_for(s3_up, 30, "versitygw")
+
+    def stop(self) -> None:
+        """Stop everything (node agent first, etcd last); kill whatever does not exit in time."""
+        for proc in reversed(self.processes):
+            if proc.popen.poll() is None:
+                try:
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        for proc in reversed(self.processes):
+            try:
+                proc.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(proc.popen.pid, signal.SIGKILL)  # also reaps any pod processes left in the group
+            except ProcessLookupError:
+                pass
+            proc.popen.wait()
+        self.processes.clear()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def state(self) -> dict:
+        return {"workdir": str(self.workdir), "kubeconfig": str(self.kubeconfig), "s3_endpoint": self.s3_endpoint,
+                "binaries": str(self.binaries), "pgids": {p.name: p.popen.pid for p in self.processes}}

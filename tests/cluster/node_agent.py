@@ -1,0 +1,476 @@
+"""A node agent for tests and the demo: it stands in for the kubelet and the container runtime only.
+
+It registers Node objects (labels, taints, cpu/memory/pods/nvidia.com/gpu capacity), keeps them
+Ready through node leases and status heartbeats, and runs the containers of pods that the real
+kube-scheduler binds to its nodes as local processes:
+
+- command + args are run as given (the image is not used: a container without `command` fails with
+  a clear reason); env from value, secretKeyRef, configMapKeyRef, fieldRef, envFrom are resolved;
+- emptyDir volumes are per-pod temp dirs; a volume's mountPath is rewritten to that dir wherever it
+  appears in command, args, env values and workingDir (no mount namespaces needed);
+- init containers run first, in order; then the containers, side by side;
+- restartPolicy Never / OnFailure / Always is honoured; status (phase, conditions, container
+  states with exit codes) is written to the pod's status subresource;
+- deleting a pod kills its processes (SIGTERM, then SIGKILL after the grace period) and the agent
+  then removes the pod object, as the kubelet does;
+- each container's output goes to <workdir>/logs/<namespace>_<pod>_<container>.log.
+
+    python -m tests.cluster.node_agent --kubeconfig K --nodes nodes.json --workdir DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import ctypes
+import datetime
+import json
+import logging
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from kubernetes import client, config, watch
+from kubernetes.client.rest import ApiException
+
+log = logging.getLogger("node-agent")
+LEASE_SECONDS = 40
+HEARTBEAT_SECONDS = 10
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+class Spawner:
+    """Starts pod processes from the main thread: PR_SET_PDEATHSIG is tied to the creating thread,
+    so children made from a short-lived thread would be killed when that thread ends."""
+
+    def __init__(self):
+        self.requests: queue.Queue = queue.Queue()
+
+    def spawn(self, **popen_kwargs) -> subprocess.Popen:
+        reply: queue.Queue = queue.Queue()
+        self.requests.put((popen_kwargs, reply))
+        result = reply.get()
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def serve_forever(self, stop: threading.Event) -> None:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+        def child_setup():
+            os.setpgid(0, 0)  # own group: a pod's whole process tree can be signalled
+            libc.prctl(1, signal.SIGKILL)  # and it dies with the agent
+
+        while not stop.is_set():
+            try:
+                kwargs, reply = self.requests.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            try:
+                reply.put(subprocess.Popen(preexec_fn=child_setup, **kwargs))
+            except BaseException as exc:  # reported to the pod, not fatal to the agent
+                reply.put(exc)
+
+
+class PodRunner(threading.Thread):
+    """Runs one pod's containers and reports its status until it ends or is deleted."""
+
+    def __init__(self, agent: "Agent", pod):
+        super().__init__(daemon=True, name=f"pod-{pod.metadata.namespace}/{pod.metadata.name}")
+        self.agent, self.pod = agent, pod
+        self.core = agent.core
+        self.deleted = threading.Event()
+        self.current: subprocess.Popen | None = None
+        self.processes: list[subprocess.Popen] = []
+        self.lock = threading.Lock()
+        self.statuses: dict[str, dict] = {}
+        self.init_statuses: dict[str, dict] = {}
+        self.started_at = now()
+        self.dir = agent.workdir / f"{pod.metadata.namespace}_{pod.metadata.name}_{pod.metadata.uid[:8]}"
+
+    # ---------------------------------------------------------------- env and volumes
+    def _volumes(self) -> dict[str, Path]:
+        paths = {}
+        for volume in self.pod.spec.volumes or []:
+            path = self.dir / "volumes" / volume.name
+            path.mkdir(parents=True, exist_ok=True)
+            if volume.secret:
+                secret = self.core.read_namespaced_secret(volume.secret.secret_name, self.pod.metadata.namespace)
+                for key, value in (secret.data or {}).items():
+                    (path / key).write_bytes(base64.b64decode(value))
+            elif volume.config_map:
+                cm = self.core.read_namespaced_config_map(volume.config_map.name, self.pod.metadata.namespace)
+                for key, value in (cm.data or {}).items():
+                    (path / key).write_text(value)
+            paths[volume.name] = path
+        return paths
+
+    def _field(self, path: str) -> str:
+        meta = self.pod.metadata
+        simple = {"metadata.name": meta.name, "metadata.namespace": meta.namespace, "metadata.uid": meta.uid,
+                  "spec.nodeName": self.pod.spec.node_name, "spec.serviceAccountName": self.pod.spec.service_account_name,
+                  "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
+        if path in simple:
+            return simple[path] or ""
+        match = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
+        if match:
+            return ((meta.labels if match.group(1) == "labels" else meta.annotations) or {}).get(match.group(2), "")
+        raise ValueError(f"unsupported fieldRef {path!r}")
+
+    def _key_ref(self, kind: str, name: str, key: str, optional: bool) -> str | None:
+        ns = self.pod.metadata.namespace
+        try:
+            if kind == "secret":
+                data = self.core.read_namespaced_secret(name, ns).data or {}
+                return base64.b64decode(data[key]).decode() if key in data else self._missing(kind, name, key, optional)
+            data = self.core.read_namespaced_config_map(name, ns).data or {}
+            return data[key] if key in data else self._missing(kind, name, key, optional)
+        except ApiException as exc:
+            if exc.status == 404 and optional:
+                return None
+            raise ValueError(f"{kind} {ns}/{name} not readable: {exc.reason}") from exc
+
+    @staticmethod
+    def _missing(kind, name, key, optional):
+        if optional:
+            return None
+        raise ValueError(f"{kind} {name} has no key {key!r}")
+
+    def _env(self, container, rewrite) -> dict[str, str]:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.dir),
+               "HOSTNAME": self.pod.metadata.name, "PYTHONUNBUFFERED": "1"}
+        for source in container.env_from or []:
+            prefix = source.prefix or ""
+            if source.secret_ref:
+                data = self.core.read_namespaced_secret(source.secret_ref.name, self.pod.metadata.namespace).data or {}
+                env.update({prefix + k: base64.b64decode(v).decode() for k, v in data.items()})
+            if source.config_map_ref:
+                data = self.core.read_namespaced_config_map(source.config_map_ref.name,
+                                                            self.pod.metadata.namespace).data or {}
+                env.update({prefix + k: v for k, v in data.items()})
+        for var in container.env or []:
+            value = var.value
+            ref = var.value_from
+            if ref is not None:
+                if ref.secret_key_ref:
+                    r = ref.secret_key_ref
+                    value = self._key_ref("secret", r.name, r.key, bool(r.optional))
+                elif ref.config_map_key_ref:
+                    r = ref.config_map_key_ref
+                    value = self._key_ref("configmap", r.name, r.key, bool(r.optional))
+                elif ref.field_ref:
+                    value = self._field(ref.field_ref.field_path)
+                elif ref.resource_field_ref:
+                    value = "0"
+            if value is not None:
+                env[var.name] = rewrite(_expand(value, env))
+        return env
+
+    # ---------------------------------------------------------------- running
+    def _container_state(self, name: str, *, running=False, exit_code=None, reason=None, restarts=0,
+                         message=None, init=False) -> None:
+        if running:
+            state = {"running": {"startedAt": now()}}
+        elif exit_code is not None:
+            state = {"terminated": {"exitCode": exit_code, "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+                                    "finishedAt": now(), "startedAt": self.started_at,
+                                    **({"message": message} if message else {})}}
+        else:
+            state = {"waiting": {"reason": reason or "ContainerCreating", **({"message": message} if message else {})}}
+        image = next((c.image for c in (self.pod.spec.init_containers if init else self.pod.spec.containers) or []
+                      if c.name == name), "") or "local-process"
+        target = self.init_statuses if init else self.statuses
+        target[name] = {"name": name, "state": state, "ready": running, "restartCount": restarts,
+                        "image": image, "imageID": "", "started": running}
+
+    def _report(self, phase: str, reason: str | None = None, message: str | None = None) -> None:
+        running = phase == "Running"
+        all_ready = running and all(s["ready"] for s in self.statuses.values())
+        conditions = [
+            {"type": "PodScheduled", "status": "True", "lastTransitionTime": self.started_at},
+            {"type": "Initialized", "status": "True" if phase != "Pending" else "False", "lastTransitionTime": now()},
+            {"type": "ContainersReady", "status": "True" if all_ready else "False", "lastTransitionTime": now()},
+            {"type": "Ready", "status": "True" if all_ready else "False", "lastTransitionTime": now()},
+        ]
+        status = {"phase": phase, "conditions": conditions, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
+                  "podIPs": [{"ip": "127.0.0.1"}], "hostIPs": [{"ip": "127.0.0.1"}], "startTime": self.started_at,
+                  "containerStatuses": list(self.statuses.values()),
+                  "initContainerStatuses": list(self.init_statuses.values())}
+        if reason:
+            status["reason"] = reason
+        if message:
+            status["message"] = message
+        try:
+            self.core.patch_namespaced_pod_status(self.pod.metadata.name, self.pod.metadata.namespace,
+                                                  {"status": status})
+        except ApiException as exc:
+            if exc.status != 404:
+                log.warning("status of %s: %s", self.name, exc.reason)
+
+    def _run_container(self, container, volumes, init: bool) -> int:
+        mounts = {m.mount_path: volumes[m.name] for m in container.volume_mounts or [] if m.name in volumes}
+
+        def rewrite(text: str) -> str:
+            for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+                text = text.replace(mount_path, str(local))
+            return text
+
+        argv = [rewrite(a) for a in (container.command or []) + (container.args or [])]
+        if not container.command:
+            raise ValueError(f"container {container.name!r} has no command: this node agent runs commands "
+                             f"as local processes and cannot run image entrypoints")
+        env = self._env(container, rewrite)
+        argv = [_expand(a, env) for a in argv]
+        cwd = Path(rewrite(container.working_dir)) if container.working_dir else self.dir / "work" / container.name
+        cwd.mkdir(parents=True, exist_ok=True)
+        logfile = self.agent.workdir / "logs" / f"{self.pod.metadata.namespace}_{self.pod.metadata.name}_{container.name}.log"
+        logfile.parent.mkdir(parents=True, exist_ok=True)
+        restarts = 0
+        policy = self.pod.spec.restart_policy or "Always"
+        while True:
+            with open(logfile, "ab") as out:
+                proc = self.agent.spawner.spawn(args=argv, env=env, cwd=str(cwd), stdout=out,
+                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            with self.lock:
+                self.processes.append(proc)
+            self._container_state(container.name, running=True, restarts=restarts, init=init)
+            if not init:
+                self._report("Running")
+            code = proc.wait()
+            with self.lock:
+                self.processes.remove(proc)
+            if self.deleted.is_set():
+                return code
+            self._container_state(container.name, exit_code=code, restarts=restarts, init=init)
+            retry = (policy == "Always") or (policy == "OnFailure" and code != 0)
+            if not retry:
+                return code
+            restarts += 1
+            time.sleep(min(10, 0.5 * 2 ** min(restarts, 5)))  # crash-loop back-off, like the kubelet
+
+    def run(self) -> None:
+        self._report("Pending")
+        try:
+            volumes = self._volumes()
+            for container in self.pod.spec.init_containers or []:
+                code = self._run_container(container, volumes, init=True)
+                if code != 0:
+                    self._report("Failed", "InitContainerFailed", f"init container {container.name} exited {code}")
+                    return
+            for container in self.pod.spec.containers:
+                self._container_state(container.name)
+            results: dict[str, int] = {}
+            errors: list[str] = []
+
+            def run_one(c):
+                try:
+                    results[c.name] = self._run_container(c, volumes, init=False)
+                except Exception as exc:
+                    errors.append(str(exc))
+                    self._container_state(c.name, exit_code=128, reason="StartError", message=str(exc))
+                    results[c.name] = 128
+
+            threads = [threading.Thread(target=run_one, args=(c,), daemon=True) for c in self.pod.spec.containers]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            if self.deleted.is_set():
+                return
+            failed = any(code != 0 for code in results.values())
+            self._report("Failed" if failed else "Succeeded", "Error" if failed else None,
+                         "; ".join(errors) if errors else None)
+        except Exception as exc:
+            log.exception("pod %s failed to start", self.name)
+            for container in self.pod.spec.containers:
+                self._container_state(container.name, exit_code=128, reason="StartError", message=str(exc))
+            self._report("Failed", "StartError", str(exc))
+
+    def kill(self, grace: float) -> None:
+        """SIGTERM every process of the pod, SIGKILL what is left after `grace` seconds."""
+        self.deleted.set()
+        with self.lock:
+            procs = list(self.processes)
+        for proc in procs:
+            _signal_group(proc, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in procs:
+            try:
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes $(VAR) expansion; $$(VAR) escapes."""
+    return re.sub(r"\$\$\(|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+                  lambda m: "$(" if m.group(0) == "$$(" else env.get(m.group(1), m.group(0)), text)
+
+
+class Agent:
+    def __init__(self, nodes: list[dict], workdir: Path):
+        self.nodes = nodes
+        self.names = {n["name"] for n in nodes}
+        self.workdir = workdir
+        self.core = client.CoreV1Api()
+        self.coordination = client.CoordinationV1Api()
+        self.spawner = Spawner()
+        self.pods: dict[str, PodRunner] = {}
+        self.stop = threading.Event()
+
+    # ---------------------------------------------------------------- nodes
+    def register(self) -> None:
+        for spec in self.nodes:
+            capacity = {"cpu": str(spec.get("cpu", 16)), "memory": spec.get("memory", "64Gi"),
+                        "pods": str(spec.get("pods", 110)), "ephemeral-storage": "100Gi"}
+            if spec.get("gpus"):
+                capacity["nvidia.com/gpu"] = str(spec["gpus"])
+            body = {"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": spec["name"], "labels": {"kubernetes.io/hostname": spec["name"],
+                                                                  "kubernetes.io/os": "linux",
+                                                                  "kubernetes.io/arch": "amd64",
+                                                                  **spec.get("labels", {})}},
+                    "spec": {"taints": spec.get("taints", [])}}
+            try:
+                self.core.create_node(body)
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                self.core.patch_node(spec["name"], {"metadata": {"labels": body["metadata"]["labels"]},
+                                                    "spec": body["spec"]})
+            self._node_status(spec["name"], capacity)
+            log.info("registered node %s %s", spec["name"], spec.get("labels"))
+
+    def _node_status(self, name: str, capacity: dict | None = None) -> None:
+        status = {"conditions": [
+            {"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now(), "lastTransitionTime": now()}
+            for t, s, r, m in [("Ready", "True", "KubeletReady", "enginewright node agent is posting ready status"),
+                               ("MemoryPressure", "False", "KubeletHasSufficientMemory", ""),
+                               ("DiskPressure", "False", "KubeletHasNoDiskPressure", ""),
+                               ("PIDPressure", "False", "KubeletHasSufficientPID", "")]],
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
+            "nodeInfo": {"kubeletVersion": "v1.34.4", "kubeProxyVersion": "", "containerRuntimeVersion": "local-process://1",
+                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "enginewright node agent",
+                         "kernelVersion": os.uname().release, "machineID": name, "systemUUID": name, "bootID": name}}
+        if capacity:
+            status["capacity"] = capacity
+            status["allocatable"] = capacity
+        self.core.patch_node_status(name, {"status": status})
+
+    def heartbeat_forever(self) -> None:
+        specs = {n["name"]: n for n in self.nodes}
+        while not self.stop.wait(HEARTBEAT_SECONDS):
+            for name in specs:
+                try:
+                    self._renew_lease(name)
+                    self._node_status(name)
+                except Exception as exc:
+                    log.warning("heartbeat of %s: %s", name, exc)
+
+    def _renew_lease(self, name: str) -> None:
+        body = {"metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS,
+                         "renewTime": now_micro().strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+        try:
+            self.coordination.patch_namespaced_lease(name, "kube-node-lease", body)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self.coordination.create_namespaced_lease("kube-node-lease", body)
+
+    # ---------------------------------------------------------------- pods
+    def watch_pods_forever(self) -> None:
+        while not self.stop.is_set():
+            try:
+                stream = watch.Watch().stream(self.core.list_pod_for_all_namespaces, timeout_seconds=60,
+                                              _request_timeout=90)
+                for event in stream:
+                    self._on_pod(event["type"], event["object"])
+            except Exception as exc:
+                if not self.stop.is_set():
+                    log.warning("pod watch restarted: %s", exc)
+                    time.sleep(1)
+
+    def _on_pod(self, kind: str, pod) -> None:
+        if pod.spec.node_name not in self.names:
+            return
+        key = pod.metadata.uid
+        runner = self.pods.get(key)
+        if kind == "DELETED" or pod.metadata.deletion_timestamp:
+            if runner and not runner.deleted.is_set():
+                grace = pod.metadata.deletion_grace_period_seconds
+                threading.Thread(target=self._delete, args=(pod, runner, 30 if grace is None else grace),
+                                 daemon=True).start()
+            elif runner is None and kind != "DELETED":
+                self._finalize_delete(pod)
+            return
+        if runner is None and pod.status.phase in (None, "Pending"):
+            runner = PodRunner(self, pod)
+            self.pods[key] = runner
+            runner.start()
+
+    def _delete(self, pod, runner: PodRunner, grace: float) -> None:
+        runner.kill(grace)
+        self._finalize_delete(pod)
+
+    def _finalize_delete(self, pod) -> None:
+        try:
+            self.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
+                                            body=client.V1DeleteOptions(grace_period_seconds=0,
+                                                                        preconditions={"uid": pod.metadata.uid}))
+        except ApiException as exc:
+            if exc.status not in (404, 409):
+                log.warning("final delete of %s: %s", pod.metadata.name, exc.reason)
+
+    def shutdown(self, *_):
+        self.stop.set()
+        for runner in list(self.pods.values()):
+            runner.kill(2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--nodes", required=True, help="JSON file: [{name, labels, gpus, taints, cpu, memory}]")
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config.load_kube_config(args.kubeconfig)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    agent = Agent(json.loads(Path(args.nodes).read_text()), workdir)
+    signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: agent.stop.set())
+    agent.register()
+    for name in agent.names:
+        agent._renew_lease(name)
+    threading.Thread(target=agent.heartbeat_forever, daemon=True, name="heartbeat").start()
+    threading.Thread(target=agent.watch_pods_forever, daemon=True, name="pod-watch").start()
+    agent.spawner.serve_forever(agent.stop)
+    agent.shutdown()
+    shutil.rmtree(workdir / "tmp", ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

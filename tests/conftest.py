@@ -1,0 +1,58 @@
+"""Shared fixtures: the real local cluster (started once per session, only when a test asks for it),
+a namespace per test, Kubernetes API clients, and an S3 client."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.cluster.harness import LocalCluster, S3_ACCESS_KEY, S3_SECRET_KEY, wait_for
+
+
+@pytest.fixture(scope="session")
+def cluster():
+    local = LocalCluster()
+    local.start()
+    print(f"\nlocal cluster up in {local.timings['up_seconds']:.1f}s ({local.workdir})")
+    yield local
+    local.stop()
+    local.remove()
+
+
+@pytest.fixture(scope="session")
+def api(cluster):
+    from kubernetes import client, config
+    return client.ApiClient(config.new_client_from_config(str(cluster.kubeconfig)).configuration)
+
+
+@pytest.fixture
+def namespace(cluster, api):
+    from kubernetes import client
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    yield name
+    client.CoreV1Api(api).delete_namespace(name)
+
+
+@pytest.fixture(scope="session")
+def s3(cluster):
+    from minio import Minio
+    return Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
+
+
+@pytest.fixture(scope="session")
+def crd_installed(cluster):
+    """The generated TuningRun CRD, applied with kubectl and Established."""
+    cluster.kubectl("apply", "--server-side", "-f", "crds/")
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                    "crd/tuningruns.tuning.enginewright.io")
+    return True
+
+
+def get_json(cluster: LocalCluster, *args: str) -> dict:
+    return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+__all__ = ["get_json", "wait_for"]

@@ -1,0 +1,25 @@
+"""The generated CRD installs with kubectl, becomes Established, and the API server enforces it."""
+
+import json
+
+from tests.conftest import get_json
+
+
+def test_crd_is_established(cluster, crd_installed):
+    crd = get_json(cluster, "crd", "tuningruns.tuning.enginewright.io")
+    conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert conditions["Established"] == "True"
+    assert conditions["NamesAccepted"] == "True"
+    assert crd["spec"]["names"]["shortNames"] == ["trun"]
+
+
+def test_object_violating_the_schema_is_rejected(cluster, crd_installed, namespace):
+    bad = {"apiVersion": "tuning.enginewright.io/v1alpha1", "kind": "TuningRun",
+           "metadata": {"name": "bad", "namespace": namespace},
+           "spec": {"model": {"uri": "not-a-uri"}, "compiler": {"name": "tensorrt"},
+                    "accuracy": {"disabled": True, "reason": "x"}, "targets": [{"gpuType": "NVIDIA-H200"}]}}
+    result = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert result.returncode != 0
+    assert "spec.model.uri" in result.stderr
+    listed = get_json(cluster, "trun", "-n", namespace)
+    assert listed["items"] == []

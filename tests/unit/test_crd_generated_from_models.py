@@ -1,0 +1,46 @@
+"""crds/ is generated from the pydantic models; a drift or a non-structural schema fails here."""
+
+from pathlib import Path
+
+import yaml
+
+from enginewright.api.crd import render_crds
+
+FORBIDDEN = {"anyOf", "oneOf", "allOf", "$ref", "$defs", "const", "title"}
+
+
+def walk(node, path="schema"):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield path, key, value
+            yield from walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, item in enumerate(node):
+            yield from walk(item, f"{path}[{i}]")
+
+
+def test_committed_crds_match_the_models():
+    for name, text in render_crds().items():
+        committed = Path("crds") / name
+        assert committed.exists(), f"{committed} missing: run `enginewright crds`"
+        assert committed.read_text() == text, f"{committed} drifted from the models: run `enginewright crds`"
+
+
+def test_schema_is_structural_typed_and_described():
+    crd = yaml.safe_load(next(iter(render_crds().values())))
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for path, key, value in walk(schema):
+        assert key not in FORBIDDEN, f"{path} has {key}"
+        if key == "properties":
+            for prop, sub in value.items():
+                assert "type" in sub, f"{path}.{prop} has no type"
+    spec = schema["properties"]["spec"]
+    assert spec["properties"]["accuracy"]["properties"]["threshold"]["exclusiveMinimum"] is True
+    assert spec["properties"]["search"]["properties"]["mode"]["enum"] == ["fast", "full", "mixed"]
+    assert spec["properties"]["search"]["properties"]["mode"]["default"] == "fast"
+    assert spec["properties"]["search"]["properties"]["mode"]["description"]
+    rules = [r["rule"] for r in spec["properties"]["search"]["x-kubernetes-validations"]]
+    assert any("dryRun" in r and "mixed" in r for r in rules)
+    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
+    assert columns == ["Phase", "Progress", "Speedup", "Age"]
+    assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
