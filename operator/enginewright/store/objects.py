@@ -1,0 +1,132 @@
+"""Two object stores behind one small interface: keys are '/'-separated strings."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+from pathlib import Path
+from typing import Iterator, Protocol
+
+
+class ObjectStore(Protocol):
+    def get(self, key: str) -> bytes: ...
+    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None: ...
+    def exists(self, key: str) -> bool: ...
+    def list(self, prefix: str) -> Iterator[str]: ...
+    def uri(self, key: str) -> str: ...
+
+
+class MissingObject(FileNotFoundError):
+    """The object does not exist; the message names it."""
+
+
+def parse_s3_uri(uri: str) -> tuple[str, str]:
+    """`s3://bucket/key` -> (bucket, key)."""
+    match = re.fullmatch(r"s3://([^/]+)/(.+)", uri)
+    if not match:
+        raise ValueError(f"not an s3:// URI: {uri!r}")
+    return match.group(1), match.group(2)
+
+
+class LocalStore:
+    """A directory used as an object store (writes are atomic renames)."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if self.root.resolve() not in path.parents:
+            raise ValueError(f"key {key!r} escapes the store")
+        return path
+
+    def get(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            raise MissingObject(f"no object {self.uri(key)}") from None
+
+    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def list(self, prefix: str) -> Iterator[str]:
+        base = self.root
+        for path in sorted(base.rglob("*")):
+            if path.is_file() and not path.name.startswith("."):
+                key = path.relative_to(base).as_posix()
+                if key.startswith(prefix):
+                    yield key
+
+    def uri(self, key: str) -> str:
+        return f"file://{self._path(key)}"
+
+
+class S3Store:
+    """One bucket of an S3-compatible server, through the minio SDK."""
+
+    def __init__(self, client, bucket: str):
+        self.client, self.bucket = client, bucket
+
+    def ensure_bucket(self) -> None:
+        if not self.client.bucket_exists(self.bucket):
+            self.client.make_bucket(self.bucket)
+
+    def get(self, key: str) -> bytes:
+        from minio.error import S3Error
+        try:
+            response = self.client.get_object(self.bucket, key)
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchBucket"):
+                raise MissingObject(f"no object {self.uri(key)} ({exc.code})") from None
+            raise
+        try:
+            return response.read()
+        finally:
+            response.close()
+            response.release_conn()
+
+    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
+        metadata = {"sha256": hashlib.sha256(data).hexdigest(), **(metadata or {})}
+        self.client.put_object(self.bucket, key, io.BytesIO(data), len(data), metadata=metadata)
+
+    def exists(self, key: str) -> bool:
+        from minio.error import S3Error
+        try:
+            self.client.stat_object(self.bucket, key)
+            return True
+        except S3Error as exc:
+            if exc.code in ("NoSuchKey", "NoSuchBucket", "NotFound"):
+                return False
+            raise
+
+    def list(self, prefix: str) -> Iterator[str]:
+        for obj in self.client.list_objects(self.bucket, prefix=prefix, recursive=True):
+            yield obj.object_name
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+def s3_client_from_env():
+    """A minio client from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+    (set from a Secret in worker pods) and ENGINEWRIGHT_S3_SECURE (default false)."""
+    from minio import Minio
+    endpoint = os.environ.get("ENGINEWRIGHT_S3_ENDPOINT")
+    if not endpoint:
+        raise RuntimeError("ENGINEWRIGHT_S3_ENDPOINT is not set: the worker needs the object store's host:port")
+    return Minio(endpoint, access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
+                 secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+                 secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true")
+
+
+def store_from_env(bucket: str) -> S3Store:
+    return S3Store(s3_client_from_env(), bucket)

@@ -1,0 +1,280 @@
+"""The worker: a batch of routes for one target in, one cache entry per route out.
+
+Each route is built in one child process and measured in a second, fresh one (the engine bytes that
+are measured are the bytes that get kept and published). Every entry is written to the store the
+moment it is known, and routes that already have an entry are skipped, so a killed worker loses at
+most the route in flight.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, now_iso
+from enginewright.search.routes import Route
+
+log = logging.getLogger("enginewright.worker")
+
+
+@dataclass
+class Accuracy:
+    """What the worker checks outputs against (local paths of the downloaded .npz files)."""
+
+    inputs: list[Path]
+    references: list[Path]
+    metric: str = "cosine"
+    threshold: float | None = None
+    atol: float = 1e-5
+    rtol: float = 1e-5
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.references) and self.threshold is not None
+
+
+@dataclass
+class WorkerContext:
+    """Everything one worker invocation needs, whatever started it (a Job or `enginewright tune`)."""
+
+    backend: str
+    model: Path
+    accuracy: Accuracy
+    store: object  # store.ObjectStore
+    prefix: str  # e.g. runs/<ns>/<run>-<uid8>/<gpu-type>
+    target: str
+    workdir: Path
+    engine_suffix: str = ".engine"
+    settings: dict[str, str] = field(default_factory=dict)
+    input_shapes: list[dict] = field(default_factory=list)
+    timing: dict = field(default_factory=lambda: {"warmup_iterations": 10, "iterations": 50, "repeats": 7,
+                                                  "min_seconds": 0.5})
+    route_timeout: float = 900.0
+    deadline: float | None = None  # epoch seconds; routes not started by then are skipped
+    save_all_engines: bool = False
+    backend_options: dict = field(default_factory=dict)
+    progress: Callable[[str], None] | None = None
+
+    def entry_key(self, route_id: str) -> str:
+        return f"{self.prefix}/entries/{route_id}.json"
+
+    def engine_key(self, route_id: str) -> str:
+        return f"{self.prefix}/engines/{route_id}{self.engine_suffix}"
+
+    def say(self, message: str) -> None:
+        log.info(message)
+        if self.progress:
+            self.progress(message)
+
+
+@dataclass
+class ChildResult:
+    ok: bool
+    data: dict
+    outcome: Outcome | None = None  # set when the child failed
+    error: str | None = None
+
+
+def run_child(ctx: WorkerContext, request: dict, timeout: float, failure: Outcome) -> ChildResult:
+    """Run one child step in its own process group; a timeout kills the whole group."""
+    folder = Path(request["workdir"])
+    folder.mkdir(parents=True, exist_ok=True)
+    request = {**request, "backend": ctx.backend, "backend_options": ctx.backend_options,
+               "result": str(folder / f"{request['action']}-result.json")}
+    Path(request["result"]).unlink(missing_ok=True)
+    request_path = folder / f"{request['action']}-request.json"
+    request_path.write_text(json.dumps(request))
+    log_path = folder / f"{request['action']}.log"
+    with open(log_path, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "enginewright.worker.child", str(request_path)],
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            code = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return ChildResult(False, {}, Outcome.timeout, f"{request['action']} exceeded {timeout:.0f}s")
+        finally:
+            _kill_group(proc)  # leftovers of the child's own children
+    result_path = Path(request["result"])
+    if not result_path.exists():
+        tail = log_path.read_text(errors="replace")[-1500:].strip()
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
+        return ChildResult(False, {}, Outcome.crash, f"{request['action']} process {how}" + (f": {tail}" if tail else ""))
+    data = json.loads(result_path.read_text())
+    if not data.get("ok"):
+        return ChildResult(False, data, failure, data.get("error"))
+    return ChildResult(True, data)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    proc.wait()
+
+
+class Worker:
+    """Builds, checks and times routes for one target; writes entries and keeps engines."""
+
+    def __init__(self, ctx: WorkerContext):
+        self.ctx = ctx
+
+    # ------------------------------------------------------------------ store
+    def existing(self) -> dict[str, CacheEntry]:
+        entries = {}
+        for key in self.ctx.store.list(f"{self.ctx.prefix}/entries/"):
+            entry = CacheEntry.from_json(self.ctx.store.get(key))
+            entries[entry.route_id] = entry
+        return entries
+
+    def _write(self, entry: CacheEntry) -> None:
+        self.ctx.store.put(self.ctx.entry_key(entry.route_id), entry.to_json().encode(),
+                           {"route-id": entry.route_id, "outcome": entry.outcome.value})
+
+    # ------------------------------------------------------------------ one route
+    def build_and_measure(self, route: Route, stage: str, batch: str) -> tuple[CacheEntry, Path | None]:
+        """Build then measure `route`; returns its entry (no baseline yet) and the engine file."""
+        ctx = self.ctx
+        folder = ctx.workdir / "routes" / route.id
+        shutil.rmtree(folder, ignore_errors=True)
+        engine_path = folder / f"engine{ctx.engine_suffix}"
+        started = now_iso()
+        base = CacheEntry(target=ctx.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
+                          stage=stage, batch=batch, outcome=Outcome.ok, started_at=started)
+        remaining = self._time_left()
+        built = run_child(ctx, {"action": "build", "workdir": str(folder), "model": str(ctx.model),
+                                "settings": ctx.settings, "input_shapes": ctx.input_shapes,
+                                "route": route.as_dict, "engine": str(engine_path)},
+                          min(ctx.route_timeout, remaining), Outcome.build_failed)
+        if not built.ok:
+            return base.model_copy(update={"outcome": built.outcome, "error": built.error,
+                                           "finished_at": now_iso()}), None
+        build_seconds = built.data["build_seconds"]
+        engine = engine_path.read_bytes()
+        measured = run_child(ctx, {"action": "measure", "workdir": str(folder), "engine": str(engine_path),
+                                   "inputs": [str(p) for p in ctx.accuracy.inputs],
+                                   "references": [str(p) for p in ctx.accuracy.references] if ctx.accuracy.enabled else [],
+                                   "metric": ctx.accuracy.metric, "threshold": ctx.accuracy.threshold,
+                                   "atol": ctx.accuracy.atol, "rtol": ctx.accuracy.rtol, "timing": ctx.timing},
+                             max(10.0, min(ctx.route_timeout - build_seconds, self._time_left())), Outcome.crash)
+        update = {"build_seconds": round(build_seconds, 3), "engine_sha256": hashlib.sha256(engine).hexdigest(),
+                  "engine_size": len(engine), "finished_at": now_iso()}
+        if not measured.ok:
+            return base.model_copy(update={**update, "outcome": measured.outcome, "error": measured.error}), None
+        data = measured.data
+        versions = Versions.model_validate(data["versions"])
+        if os.environ.get("NODE_NAME"):
+            versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
+        update.update(versions=versions, loss=data.get("loss"),
+                      timing=TimingStats.model_validate(data["timing"]) if data.get("timing") else None)
+        if not data.get("passed", True):
+            update.update(outcome=Outcome.accuracy_rejected, error=data.get("summary"))
+        return base.model_copy(update=update), engine_path
+
+    def _time_left(self) -> float:
+        if self.ctx.deadline is None:
+            return float("inf")
+        return max(0.0, self.ctx.deadline - time.time())
+
+    def _keep(self, entry: CacheEntry, engine_path: Path, baseline_ms: float | None, is_default: bool) -> CacheEntry:
+        """Upload the engine when it may win (or the run keeps them all)."""
+        faster = entry.passed and baseline_ms is not None and entry.median_ms < baseline_ms
+        if is_default or faster or self.ctx.save_all_engines:
+            key = self.ctx.engine_key(entry.route_id)
+            self.ctx.store.put(key, engine_path.read_bytes(), {"route-id": entry.route_id, "route": entry.route})
+            return entry.model_copy(update={"engine_uri": self.ctx.store.uri(key)})
+        return entry
+
+    # ------------------------------------------------------------------ a batch
+    def run_batch(self, routes: Sequence[Route], stage: str, batch: str, default: Route) -> list[CacheEntry]:
+        """Measure the default route on this device first (this batch's baseline), then every
+        route of the batch that has no entry yet. Returns the entries written by this call."""
+        ctx = self.ctx
+        done = self.existing()
+        todo = [r for r in routes if r.id not in done and r.id != default.id]
+        default_pending = default.id not in done and any(r.id == default.id for r in routes)
+        if not todo and not default_pending:
+            ctx.say(f"[{batch}] all {len(routes)} routes already measured; nothing to do")
+            return []
+        written: list[CacheEntry] = []
+        ctx.say(f"[{batch}] measuring the default route as this batch's baseline")
+        baseline, default_engine = self.build_and_measure(default, stage, batch)
+        if not baseline.passed:
+            baseline = baseline.model_copy(update={"baseline_ms": None})
+            ctx.say(f"[{batch}] the default route failed ({baseline.outcome.value}): {baseline.error}")
+            if default.id not in done:
+                self._write(baseline)
+                written.append(baseline)
+            return written
+        baseline_ms = baseline.median_ms
+        if default.id not in done:
+            baseline = self._keep(baseline.model_copy(update={"baseline_ms": baseline_ms}), default_engine,
+                                  baseline_ms, is_default=True)
+            self._write(baseline)
+            written.append(baseline)
+        ctx.say(f"[{batch}] default route: {baseline_ms:.4f} ms")
+        for index, route in enumerate(todo, 1):
+            if self._time_left() <= 0:
+                ctx.say(f"[{batch}] deadline reached: {len(todo) - index + 1} routes left unmeasured")
+                break
+            entry, engine_path = self.build_and_measure(route, stage, batch)
+            entry = entry.model_copy(update={"baseline_ms": baseline_ms})
+            if engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
+                entry = self._keep(entry, engine_path, baseline_ms, is_default=False)
+            self._write(entry)
+            written.append(entry)
+            ctx.say(f"[{batch}] route {index}/{len(todo)} {route}: {describe(entry)}")
+            shutil.rmtree(ctx.workdir / "routes" / route.id, ignore_errors=True)
+        return written
+
+    # ------------------------------------------------------------------ confirmation
+    def confirm(self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int) -> dict[str, list[float]]:
+        """Interleaved re-measurement of the kept engines of `candidates` and the default."""
+        ctx = self.ctx
+        folder = ctx.workdir / "confirm"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+        engines = {}
+        for entry in [default, *candidates]:
+            path = folder / f"{entry.route_id}{ctx.engine_suffix}"
+            path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
+            engines[entry.route_id] = str(path)
+        ctx.say(f"[confirm] {len(candidates)} candidates vs the default, {rounds} interleaved rounds")
+        result = run_child(ctx, {"action": "confirm", "workdir": str(folder), "engines": engines,
+                                 "inputs": [str(ctx.accuracy.inputs[0])], "rounds": rounds, "timing": ctx.timing},
+                           ctx.route_timeout * (1 + len(candidates)), Outcome.crash)
+        if not result.ok:
+            raise RuntimeError(f"confirmation round failed: {result.error}")
+        return result.data["rounds"]
+
+
+def describe(entry: CacheEntry) -> str:
+    """One human line for a finished route."""
+    if entry.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout):
+        return f"{entry.outcome.value}: {(entry.error or '').splitlines()[0][:200]}"
+    parts = [entry.outcome.value]
+    if entry.timing:
+        parts.append(f"{entry.timing.median_ms:.4f} ms")
+        if entry.baseline_ms:
+            parts.append(f"({entry.baseline_ms / entry.timing.median_ms:.3f}x vs default)")
+    if entry.loss:
+        parts.append(f"max loss {max(entry.loss.values()):.3g}")
+    if entry.build_seconds is not None:
+        parts.append(f"build {entry.build_seconds:.1f}s")
+    return ", ".join(parts)
+
+
+def scratch_dir(prefix: str = "enginewright-worker-") -> Path:
+    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -1,0 +1,33 @@
+"""The example model and reference data, and a helper that runs `enginewright tune` as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FAST_TIMING = ["--warmup", "2", "--iterations", "5", "--repeats", "3", "--min-seconds", "0.05"]
+
+
+@pytest.fixture(scope="session")
+def example(tmp_path_factory) -> Path:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    from make_example import write_example
+    folder = tmp_path_factory.mktemp("example")
+    write_example(folder)
+    return folder
+
+
+def tune_args(example: Path, out: Path, *extra: str, references: str = "references") -> list[str]:
+    return [sys.executable, "-m", "enginewright", "tune", str(example / "mlp.onnx"), "--backend", "onnxruntime",
+            "--inputs", str(example / "inputs-0.npz"), "--inputs", str(example / "inputs-1.npz"),
+            "--references", str(example / f"{references}-0.npz"), "--references", str(example / f"{references}-1.npz"),
+            "--metric", "cosine", "--threshold", "1e-4", "--setting", "intra_op_num_threads=1",
+            "--out", str(out), *FAST_TIMING, *extra]
+
+
+def run_tune(example: Path, out: Path, *extra: str, references: str = "references") -> subprocess.CompletedProcess:
+    return subprocess.run(tune_args(example, out, *extra, references=references), capture_output=True, text=True,
+                          timeout=600)
