@@ -48,7 +48,7 @@ def cmd_tune(args) -> int:
         save_all_engines=args.save_all_engines,
         timing={"warmup_iterations": args.warmup, "iterations": args.iterations, "repeats": args.repeats,
                 "min_seconds": args.min_seconds},
-        backend_options={"device": args.device} if args.device else {})
+        backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism)
     entries_dir = opts.out / "store" / "runs" / "local" / "entries"
 
     def say(message: str) -> None:
@@ -110,6 +110,8 @@ def register(sub) -> None:
     tune.add_argument("--iterations", type=int, default=50)
     tune.add_argument("--repeats", type=int, default=7)
     tune.add_argument("--min-seconds", type=float, default=0.5)
+    tune.add_argument("--build-parallelism", type=int, default=1,
+                      help="routes built at once (measuring is always one at a time)")
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")
     tune.add_argument("--out", default="tune-out", help="cache + report directory; rerun to resume")
     tune.set_defaults(func=cmd_tune)

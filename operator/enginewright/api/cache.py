@@ -61,6 +61,8 @@ class CacheEntry(WireModel):
                                       "batch, on the same device: this entry's own baseline.")
     build_seconds: float | None = None
     loss: dict[str, float] | None = Field(None, description="Accuracy loss per output tensor (worst pair).")
+    load_info: dict[str, float] | None = Field(None, description="How the engine loaded in the measuring "
+                                               "process: seconds, compile-cache hits/misses.")
     engine_sha256: str | None = None
     engine_size: int | None = None
     engine_uri: str | None = None

@@ -27,6 +27,7 @@ class BuildRequest:
     settings: dict[str, str] = field(default_factory=dict)
     input_shapes: list = field(default_factory=list)  # api.models.InputShape
     workdir: Path = Path(".")
+    sample_inputs: dict | None = None  # named arrays of the first reference pair, for shape-specializing compilers
 
 
 @dataclass
@@ -61,6 +62,10 @@ class Runner(abc.ABC):
 
     def run_prepared(self, prepared) -> None:
         self.run(prepared)
+
+    def describe(self) -> dict:
+        """How the engine loaded (e.g. compile-cache hits), recorded in the cache entry."""
+        return {}
 
     def close(self) -> None:
         """Release device memory and handles."""

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -64,6 +65,7 @@ class WorkerContext:
     deadline: float | None = None  # epoch seconds; routes not started by then are skipped
     save_all_engines: bool = False
     backend_options: dict = field(default_factory=dict)
+    build_parallelism: int = 1
     progress: Callable[[str], None] | None = None
 
     def entry_key(self, route_id: str) -> str:
@@ -76,6 +78,15 @@ class WorkerContext:
         log.info(message)
         if self.progress:
             self.progress(message)
+
+
+@dataclass
+class Built:
+    """A route after its build step: the entry so far, and the engine file (None if it failed)."""
+
+    route: Route
+    entry: CacheEntry
+    engine_path: Path | None
 
 
 @dataclass
@@ -144,44 +155,53 @@ class Worker:
                            {"route-id": entry.route_id, "outcome": entry.outcome.value})
 
     # ------------------------------------------------------------------ one route
-    def build_and_measure(self, route: Route, stage: str, batch: str) -> tuple[CacheEntry, Path | None]:
-        """Build then measure `route`; returns its entry (no baseline yet) and the engine file."""
+    def build(self, route: Route, stage: str, batch: str) -> Built:
+        """Build `route` in a child process; the engine file stays in the route's folder."""
         ctx = self.ctx
         folder = ctx.workdir / "routes" / route.id
         shutil.rmtree(folder, ignore_errors=True)
         engine_path = folder / f"engine{ctx.engine_suffix}"
-        started = now_iso()
-        base = CacheEntry(target=ctx.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
-                          stage=stage, batch=batch, outcome=Outcome.ok, started_at=started)
-        remaining = self._time_left()
-        built = run_child(ctx, {"action": "build", "workdir": str(folder), "model": str(ctx.model),
-                                "settings": ctx.settings, "input_shapes": ctx.input_shapes,
-                                "route": route.as_dict, "engine": str(engine_path)},
-                          min(ctx.route_timeout, remaining), Outcome.build_failed)
-        if not built.ok:
-            return base.model_copy(update={"outcome": built.outcome, "error": built.error,
-                                           "finished_at": now_iso()}), None
-        build_seconds = built.data["build_seconds"]
+        entry = CacheEntry(target=ctx.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
+                           stage=stage, batch=batch, outcome=Outcome.ok, started_at=now_iso())
+        result = run_child(ctx, {"action": "build", "workdir": str(folder), "model": str(ctx.model),
+                                 "settings": ctx.settings, "input_shapes": ctx.input_shapes,
+                                 "route": route.as_dict, "engine": str(engine_path),
+                                 "inputs": [str(ctx.accuracy.inputs[0])]},
+                           min(ctx.route_timeout, self._time_left()), Outcome.build_failed)
+        if not result.ok:
+            return Built(route, entry.model_copy(update={"outcome": result.outcome, "error": result.error,
+                                                         "finished_at": now_iso()}), None)
         engine = engine_path.read_bytes()
-        measured = run_child(ctx, {"action": "measure", "workdir": str(folder), "engine": str(engine_path),
+        return Built(route, entry.model_copy(update={
+            "build_seconds": round(result.data["build_seconds"], 3),
+            "engine_sha256": hashlib.sha256(engine).hexdigest(), "engine_size": len(engine)}), engine_path)
+
+    def measure(self, built: Built) -> CacheEntry:
+        """Load the built engine in a fresh child, check accuracy, time it."""
+        ctx, entry = self.ctx, built.entry
+        if built.engine_path is None:
+            return entry
+        folder = built.engine_path.parent
+        measured = run_child(ctx, {"action": "measure", "workdir": str(folder), "engine": str(built.engine_path),
                                    "inputs": [str(p) for p in ctx.accuracy.inputs],
                                    "references": [str(p) for p in ctx.accuracy.references] if ctx.accuracy.enabled else [],
                                    "metric": ctx.accuracy.metric, "threshold": ctx.accuracy.threshold,
                                    "atol": ctx.accuracy.atol, "rtol": ctx.accuracy.rtol, "timing": ctx.timing},
-                             max(10.0, min(ctx.route_timeout - build_seconds, self._time_left())), Outcome.crash)
-        update = {"build_seconds": round(build_seconds, 3), "engine_sha256": hashlib.sha256(engine).hexdigest(),
-                  "engine_size": len(engine), "finished_at": now_iso()}
+                             max(10.0, min(ctx.route_timeout - (entry.build_seconds or 0), self._time_left())),
+                             Outcome.crash)
         if not measured.ok:
-            return base.model_copy(update={**update, "outcome": measured.outcome, "error": measured.error}), None
+            return entry.model_copy(update={"outcome": measured.outcome, "error": measured.error,
+                                            "finished_at": now_iso()})
         data = measured.data
         versions = Versions.model_validate(data["versions"])
         if os.environ.get("NODE_NAME"):
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-        update.update(versions=versions, loss=data.get("loss"),
-                      timing=TimingStats.model_validate(data["timing"]) if data.get("timing") else None)
+        update = {"versions": versions, "loss": data.get("loss"), "load_info": data.get("load_info"),
+                  "timing": TimingStats.model_validate(data["timing"]) if data.get("timing") else None,
+                  "finished_at": now_iso()}
         if not data.get("passed", True):
             update.update(outcome=Outcome.accuracy_rejected, error=data.get("summary"))
-        return base.model_copy(update=update), engine_path
+        return entry.model_copy(update=update)
 
     def _time_left(self) -> float:
         if self.ctx.deadline is None:
@@ -199,20 +219,25 @@ class Worker:
 
     # ------------------------------------------------------------------ a batch
     def run_batch(self, routes: Sequence[Route], stage: str, batch: str, default: Route) -> list[CacheEntry]:
-        """Measure the default route on this device first (this batch's baseline), then every
-        route of the batch that has no entry yet. Returns the entries written by this call."""
+        """Build the batch's routes (up to `build_parallelism` at once), then measure one at a time:
+        the default route first, as this batch's baseline on this device, then every route of the
+        batch that has no entry yet. Measuring never overlaps a build, so timing sees an idle machine.
+        Returns the entries written by this call."""
         ctx = self.ctx
         done = self.existing()
         todo = [r for r in routes if r.id not in done and r.id != default.id]
-        default_pending = default.id not in done and any(r.id == default.id for r in routes)
-        if not todo and not default_pending:
+        if not todo and default.id in done:
             ctx.say(f"[{batch}] all {len(routes)} routes already measured; nothing to do")
             return []
+        if self._time_left() <= 0:
+            ctx.say(f"[{batch}] deadline reached: {len(todo)} routes left unmeasured")
+            return []
+        ctx.say(f"[{batch}] building {len(todo) + 1} routes (default included), {ctx.build_parallelism} at a time")
+        with ThreadPoolExecutor(max_workers=max(1, ctx.build_parallelism)) as pool:
+            builds = list(pool.map(lambda r: self.build(r, stage, batch), [default, *todo]))
         written: list[CacheEntry] = []
-        ctx.say(f"[{batch}] measuring the default route as this batch's baseline")
-        baseline, default_engine = self.build_and_measure(default, stage, batch)
+        baseline = self.measure(builds[0])
         if not baseline.passed:
-            baseline = baseline.model_copy(update={"baseline_ms": None})
             ctx.say(f"[{batch}] the default route failed ({baseline.outcome.value}): {baseline.error}")
             if default.id not in done:
                 self._write(baseline)
@@ -220,23 +245,23 @@ class Worker:
             return written
         baseline_ms = baseline.median_ms
         if default.id not in done:
-            baseline = self._keep(baseline.model_copy(update={"baseline_ms": baseline_ms}), default_engine,
+            baseline = self._keep(baseline.model_copy(update={"baseline_ms": baseline_ms}), builds[0].engine_path,
                                   baseline_ms, is_default=True)
             self._write(baseline)
             written.append(baseline)
-        ctx.say(f"[{batch}] default route: {baseline_ms:.4f} ms")
-        for index, route in enumerate(todo, 1):
+        ctx.say(f"[{batch}] default route (baseline): {baseline_ms:.4f} ms")
+        for index, built in enumerate(builds[1:], 1):
             if self._time_left() <= 0:
                 ctx.say(f"[{batch}] deadline reached: {len(todo) - index + 1} routes left unmeasured")
                 break
-            entry, engine_path = self.build_and_measure(route, stage, batch)
-            entry = entry.model_copy(update={"baseline_ms": baseline_ms})
-            if engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
-                entry = self._keep(entry, engine_path, baseline_ms, is_default=False)
+            entry = self.measure(built).model_copy(update={"baseline_ms": baseline_ms})
+            if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
+                entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
             self._write(entry)
             written.append(entry)
-            ctx.say(f"[{batch}] route {index}/{len(todo)} {route}: {describe(entry)}")
-            shutil.rmtree(ctx.workdir / "routes" / route.id, ignore_errors=True)
+            ctx.say(f"[{batch}] route {index}/{len(todo)} {built.route}: {describe(entry)}")
+        for built in builds:
+            shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
         return written
 
     # ------------------------------------------------------------------ confirmation

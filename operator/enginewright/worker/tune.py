@@ -50,6 +50,8 @@ class TuneOptions:
     confirm_rounds: int = 5
     save_all_engines: bool = False
     backend_options: dict = field(default_factory=dict)
+    build_parallelism: int = 1
+    cache: Path | None = None  # cache directory shared between runs; default OUT/store
 
     def fingerprint(self) -> dict:
         """What a resumed run must share with the interrupted one."""
@@ -76,16 +78,17 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
     stage1 = plan_stage1(opts.mode, space, opts.pinned, opts.max_routes)
     default = stage1[0]
     ctx = WorkerContext(
-        backend=opts.backend, model=opts.model, store=LocalStore(opts.out / "store"), prefix=f"runs/{TARGET}",
+        backend=opts.backend, model=opts.model, store=LocalStore(opts.cache or opts.out / "store"), prefix=f"runs/{TARGET}",
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, route_timeout=opts.route_timeout, save_all_engines=opts.save_all_engines,
-        backend_options=opts.backend_options, progress=say)
+        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, progress=say)
     worker = Worker(ctx)
     say(f"{opts.mode} search: {len(stage1)} routes in stage 1 ({len(worker.existing())} already in the cache)")
     for batch in make_batches(stage1, opts.routes_per_batch, "stage1"):
         worker.run_batch(batch.routes, "stage1", batch.name, default)
-    entries = worker.existing()
+    planned = {r.id for r in stage1}
+    entries = _planned(worker, planned)
     default_entry = entries.get(default.id)
     _check_default(default_entry, entries)
     margin = noise_margin(list(entries.values()), opts.noise_margin)
@@ -98,7 +101,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
             f"-> {len(stage2)} combined routes")
         for batch in make_batches(stage2, opts.routes_per_batch, "stage2"):
             worker.run_batch(batch.routes, "stage2", batch.name, default)
-        entries = worker.existing()
+        planned |= {r.id for r in stage2}
+        entries = _planned(worker, planned)
         margin = noise_margin(list(entries.values()), opts.noise_margin)
 
     all_entries = list(entries.values())
@@ -117,6 +121,11 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
     from enginewright.report import render
     render(opts.out, summary)
     return TuneResult(summary, all_entries, decision)
+
+
+def _planned(worker: Worker, planned: set[str]) -> dict[str, CacheEntry]:
+    """Entries of this run's routes only: a shared cache may hold other runs' routes too."""
+    return {rid: e for rid, e in worker.existing().items() if rid in planned}
 
 
 def _check_resume(opts: TuneOptions) -> None:
@@ -175,5 +184,5 @@ def _summary(opts, backend, default: Route, decision: Decision, entries: list[Ca
         "measure_seconds": round(sum((e.timing.mean_ms * e.timing.n) / 1000 for e in entries if e.timing), 2),
         "wall_seconds": round(time.monotonic() - began, 2),
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
-                    if k not in ("inputs", "references")},
+                    if k not in ("inputs", "references", "cache")},
     }

@@ -1,0 +1,104 @@
+"""Benchmark workloads built from code that ships in installed packages (torch, torchvision): no
+downloads. Each is exported with torch.export on the target device in fp16, with float32 inputs
+(cast by the `input_dtype` setting) and float32 eager reference outputs from the same weights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+
+@dataclass
+class Workload:
+    name: str
+    make: Callable  # () -> torch.nn.Module (float32, eval)
+    input_shape: tuple[int, ...]
+    note: str
+
+
+def _resnet():
+    import torchvision
+    return torchvision.models.resnet50(weights=None)
+
+
+def _encoder():
+    import torch
+    return torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True,
+                                            dropout=0.0, norm_first=True)
+
+
+def _mlp():
+    import torch
+    return torch.nn.Sequential(torch.nn.Linear(4096, 16384), torch.nn.GELU(), torch.nn.Linear(16384, 4096),
+                               torch.nn.GELU(), torch.nn.Linear(4096, 4096))
+
+
+def _convnet():
+    import torch
+    layers = []
+    channels = 3
+    for width in (32, 64, 64, 128):
+        layers += [torch.nn.Conv2d(channels, width, 3, padding=1), torch.nn.BatchNorm2d(width), torch.nn.ReLU()]
+        channels = width
+    layers += [torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(channels, 10)]
+    return torch.nn.Sequential(*layers)
+
+
+def _attention():
+    import torch
+
+    class Attention(torch.nn.Module):
+        def __init__(self, dim=768, heads=12):
+            super().__init__()
+            self.heads = heads
+            self.norm = torch.nn.LayerNorm(dim)
+            self.qkv = torch.nn.Linear(dim, 3 * dim)
+            self.out = torch.nn.Linear(dim, dim)
+
+        def forward(self, x):
+            b, n, d = x.shape
+            q, k, v = self.qkv(self.norm(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return x + self.out(y.transpose(1, 2).reshape(b, n, d))
+    return Attention()
+
+
+WORKLOADS = [
+    Workload("resnet50", _resnet, (32, 3, 224, 224), "torchvision ResNet-50, random weights, batch 32"),
+    Workload("encoder", _encoder, (16, 512, 1024), "transformer encoder layer d=1024 h=16 ff=4096, 16x512 tokens"),
+    Workload("mlp", _mlp, (4096, 4096), "MLP 4096-16384-4096-4096 with GELU, 4096 rows"),
+    Workload("convnet", _convnet, (64, 3, 64, 64), "4-layer conv+BN+ReLU net, batch 64, 64x64"),
+    Workload("attention", _attention, (8, 1024, 768), "pre-norm causal self-attention block d=768 h=12, 8x1024"),
+]
+
+
+def prepare(workload: Workload, folder: Path, device: str, dtype: str = "float16", pairs: int = 2) -> dict:
+    """Export the workload (fp16 weights) and write float32 inputs and float32 eager references,
+    keyed by the exported program's input name; returns the paths."""
+    import torch
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = workload.make().eval().to(device)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(workload.input_shape).astype(np.float32) for _ in range(pairs)]
+    refs = []
+    with torch.no_grad():
+        for x in xs:
+            refs.append(model(torch.from_numpy(x).to(device)).float().cpu().numpy())
+    half = model.to(getattr(torch, dtype))
+    sample = torch.from_numpy(xs[0]).to(device).to(getattr(torch, dtype))
+    exported = torch.export.export(half, (sample,))
+    name = next(spec.arg.name for spec in exported.graph_signature.input_specs
+                if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT)
+    program = folder / "program.pt2"
+    torch.export.save(exported, str(program))
+    inputs, references = [], []
+    for i, (x, ref) in enumerate(zip(xs, refs)):
+        np.savez(folder / f"inputs-{i}.npz", **{name: x})
+        np.savez(folder / f"references-{i}.npz", output=ref)
+        inputs.append(folder / f"inputs-{i}.npz")
+        references.append(folder / f"references-{i}.npz")
+    return {"program": program, "inputs": inputs, "references": references}

@@ -1,0 +1,310 @@
+"""PyTorch Inductor backend (torch.compile), on a CUDA GPU or on CPU.
+
+Input: a `torch.export` program (`torch.export.save`, usually `.pt2`). Knobs: options of
+`torch._inductor.config` that change code generation, discovered from the installed torch (a knob
+this torch does not have is simply not offered).
+
+Engine: a tar of the exported program, the portable compile caches that the build produced
+(`torch.compiler.save_cache_artifacts`: FX graph, AOTAutograd, Triton kernels, autotuning results)
+and the route's options. Loading it in a fresh process hot-loads those caches and compiles the same
+program with the same options, which hits the caches instead of re-tuning; the runner reports the
+cache hits and misses so that can be checked. AOTInductor packages are not used: on the H200 machine
+(torch 2.11, CUDA 13) they compiled but `aoti_load_package` segfaulted.
+
+Inputs and outputs: inputs are the program's positional user inputs, by placeholder name; outputs
+are named `output` (one tensor) or `output_0`, `output_1`, ... (a tuple), or by key (a dict).
+Base settings: `device` (cuda|cpu), `input_dtype` (cast float inputs, e.g. float16 or bfloat16).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from enginewright.api.cache import Versions
+from enginewright.backends.base import Backend, BackendUnavailable, BuildRequest, Runner
+from enginewright.search.routes import Knob
+
+# Candidate knobs: name -> explicit values for non-boolean options (booleans sweep false/true).
+CANDIDATES: dict[str, tuple[str, ...] | None] = {
+    "max_autotune": None,
+    "max_autotune_gemm_backends": ("ATEN", "TRITON", "ATEN,TRITON"),
+    "max_autotune_pointwise": None,
+    "coordinate_descent_tuning": None,
+    "epilogue_fusion": None,
+    "aggressive_fusion": None,
+    "benchmark_fusion": None,
+    "triton.cudagraphs": None,
+    "triton.persistent_reductions": None,
+    "freezing": None,
+    "shape_padding": None,
+    "comprehensive_padding": None,
+    "layout_optimization": None,
+    "split_reductions": None,
+}
+CUDA_ONLY = {"triton.cudagraphs", "triton.persistent_reductions", "max_autotune_pointwise"}
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as exc:
+        raise BackendUnavailable("the inductor backend needs PyTorch (pip install 'enginewright[torch]')") from exc
+    return torch
+
+
+def _config_value(config, dotted: str):
+    node = config
+    for part in dotted.split("."):
+        if not hasattr(node, part):
+            raise AttributeError(dotted)
+        node = getattr(node, part)
+    return node
+
+
+def to_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def typed(value: str, default):
+    """A route's string value as the type of the option's default."""
+    if isinstance(default, bool):
+        if value.lower() in ("true", "1", "on"):
+            return True
+        if value.lower() in ("false", "0", "off"):
+            return False
+        raise ValueError(f"expected true or false, got {value!r}")
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
+
+
+def discover_knobs(config, device: str) -> list[Knob]:
+    """The candidate knobs the installed torch has, with their defaults."""
+    knobs = []
+    for name, values in CANDIDATES.items():
+        if device != "cuda" and name in CUDA_ONLY:
+            continue
+        try:
+            default = _config_value(config, name)
+        except AttributeError:
+            continue
+        if isinstance(default, bool):
+            allowed = ("false", "true")
+        elif values is not None:
+            allowed = tuple(dict.fromkeys((to_text(default),) + values))
+        else:
+            continue
+        doc = ""
+        knobs.append(Knob(name, allowed, to_text(default), doc))
+    return knobs
+
+
+def route_options(config, route: Mapping[str, str]) -> dict:
+    """Typed inductor options for `torch.compile(options=...)`; refuses unknown knobs."""
+    options = {}
+    for name, value in route.items():
+        if name not in CANDIDATES:
+            raise ValueError(f"inductor has no tunable knob {name!r}")
+        try:
+            default = _config_value(config, name)
+        except AttributeError:
+            raise ValueError(f"this torch has no inductor option {name!r}") from None
+        try:
+            options[name] = typed(value, default)
+        except ValueError as exc:
+            raise ValueError(f"inductor knob {name}: {exc}") from None
+    return options
+
+
+def _isolate_caches(folder: Path) -> None:
+    """Per-route compile caches: a build captures only its own artifacts, a load starts empty."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+
+
+def _to_tensors(torch, inputs: Mapping[str, np.ndarray], names: list[str], device: str, dtype: str | None):
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise ValueError(f"inputs are missing {missing} (the program takes {names})")
+    cast = getattr(torch, dtype) if dtype else None
+    tensors = []
+    for name in names:
+        t = torch.from_numpy(np.ascontiguousarray(inputs[name])).to(device)
+        if cast is not None and t.is_floating_point():
+            t = t.to(cast)
+        tensors.append(t)
+    return tensors
+
+
+def _outputs(result) -> dict[str, np.ndarray]:
+    def host(t):
+        t = t.detach()
+        return (t.float() if t.is_floating_point() else t).cpu().numpy()
+    if isinstance(result, dict):
+        return {str(k): host(v) for k, v in result.items()}
+    if isinstance(result, (tuple, list)):
+        return {f"output_{i}": host(v) for i, v in enumerate(result)}
+    return {"output": host(result)}
+
+
+class InductorRunner(Runner):
+    def __init__(self, torch, compiled, names: list[str], device: str, dtype: str | None, info: dict):
+        self.torch, self.compiled, self.names, self.device, self.dtype = torch, compiled, names, device, dtype
+        self.info = info
+
+    def _call(self, tensors):
+        if self.device == "cuda":
+            self.torch.compiler.cudagraph_mark_step_begin()
+        with self.torch.inference_mode():
+            return self.compiled(*tensors)
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        out = _outputs(self._call(self.prepare(inputs)))
+        return out
+
+    def prepare(self, inputs):
+        return _to_tensors(self.torch, inputs, self.names, self.device, self.dtype)
+
+    def run_prepared(self, prepared) -> None:
+        self._call(prepared)
+
+    def timed_iterations(self, inputs, count: int) -> float:
+        if self.device != "cuda":
+            return super().timed_iterations(inputs, count)
+        torch = self.torch
+        prepared = self.prepare(inputs)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(count):
+            self._call(prepared)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+    def describe(self) -> dict:
+        """Compile-cache hits and misses so far: a loaded engine must hit, never re-tune."""
+        from torch._dynamo.utils import counters
+        inductor = counters["inductor"]
+        return {"fxgraph_cache_hit": int(inductor.get("fxgraph_cache_hit", 0)),
+                "fxgraph_cache_miss": int(inductor.get("fxgraph_cache_miss", 0)),
+                "autotune_remote_or_local_hits": int(inductor.get("autotune_local_cache_hit", 0))}
+
+    def close(self) -> None:
+        self.compiled = None
+        if self.device == "cuda":
+            self.torch.cuda.empty_cache()
+
+
+class InductorBackend(Backend):
+    name = "inductor"
+    engine_suffix = ".inductor.tar"
+
+    def __init__(self, device: str | None = None):
+        self._device = device
+
+    @property
+    def device(self) -> str:
+        if self._device is None:
+            torch = _torch()
+            self._device = "cuda" if torch.cuda.is_available() else "cpu"
+        return self._device
+
+    def knobs(self) -> list[Knob]:
+        import torch._inductor.config as config  # noqa: F401  (imports torch)
+        _torch()
+        return discover_knobs(config, self.device)
+
+    def versions(self) -> Versions:
+        torch = _torch()
+        gpu, driver = None, None
+        if self.device == "cuda":
+            gpu = torch.cuda.get_device_name()
+            try:
+                import pynvml
+                pynvml.nvmlInit()
+                driver = pynvml.nvmlSystemGetDriverVersion()
+                driver = driver.decode() if isinstance(driver, bytes) else driver
+            except Exception:
+                driver = None
+        else:
+            import platform
+            gpu = f"cpu-{platform.machine()}"
+        try:
+            import triton
+            compiler = f"inductor-torch-{torch.__version__}-triton-{triton.__version__}"
+        except ImportError:
+            compiler = f"inductor-torch-{torch.__version__}"
+        return Versions(compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu)
+
+    def _compile(self, torch, program: Path, options: dict):
+        exported = torch.export.load(str(program))
+        module = exported.module().to(self.device)
+        names = [spec.arg.name for spec in exported.graph_signature.input_specs
+                 if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+        return torch.compile(module, backend="inductor", options=options, dynamic=False), names
+
+    def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
+        _isolate_caches(request.workdir / "caches-build")
+        torch = _torch()
+        import torch._inductor.config as config
+        options = route_options(config, route)
+        settings = dict(request.settings)
+        device = settings.pop("device", None) or self.device
+        self._device = device
+        dtype = settings.pop("input_dtype", None)
+        sample = request.sample_inputs
+        if sample is None:
+            raise ValueError("the inductor backend needs sample inputs to compile for their shapes")
+        compiled, names = self._compile(torch, request.model_path, options)
+        runner = InductorRunner(torch, compiled, names, device, dtype, {})
+        runner.run(sample)  # compiles (and autotunes) for these shapes
+        if device == "cuda":
+            torch.cuda.synchronize()
+        saved = torch.compiler.save_cache_artifacts()
+        artifacts = saved[0] if saved else b""
+        meta = {"options": {k: to_text(v) for k, v in options.items()}, "device": device, "input_dtype": dtype,
+                "input_names": names, "torch": torch.__version__}
+        buffer = io.BytesIO()
+        with tarfile.open(fileobj=buffer, mode="w") as tar:
+            for arcname, data in (("program.pt2", request.model_path.read_bytes()), ("caches.bin", artifacts),
+                                  ("settings.json", json.dumps(meta, sort_keys=True).encode())):
+                info = tarfile.TarInfo(arcname)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        return buffer.getvalue()
+
+    def load(self, engine: bytes, workdir: Path) -> Runner:
+        workdir.mkdir(parents=True, exist_ok=True)
+        _isolate_caches(workdir / "caches-load")
+        with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
+            tar.extractall(workdir, filter="data")
+        meta = json.loads((workdir / "settings.json").read_text())
+        torch = _torch()
+        import torch._inductor.config as config
+        self._device = meta["device"]
+        artifacts = (workdir / "caches.bin").read_bytes()
+        if artifacts:
+            torch.compiler.load_cache_artifacts(artifacts)
+        options = route_options(config, meta["options"])
+        compiled, names = self._compile(torch, workdir / "program.pt2", options)
+        return InductorRunner(torch, compiled, names, meta["device"], meta.get("input_dtype"), {})
+
+    def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
+        torch = _torch()
+        exported = torch.export.load(str(model_path))
+        names = [spec.arg.name for spec in exported.graph_signature.input_specs
+                 if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+        missing = sorted(set(names) - set(inputs))
+        if missing:
+            raise ValueError(f"inputs do not match the program: missing {missing} (program inputs: {names})")
