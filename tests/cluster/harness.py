@@ -22,7 +22,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.cluster.pki import write_pki
+
 
 REPO = Path(__file__).resolve().parents[2]
 S3_ACCESS_KEY = "enginewright"
@@ -146,6 +146,7 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         began = time.monotonic()
         self.binaries = self.binaries or bin_dir()
+        from tests.cluster.pki import write_pki  # needs cryptography, only for a real cluster
         pki = write_pki(self.workdir / "pki")
         try:
             self._start_etcd()

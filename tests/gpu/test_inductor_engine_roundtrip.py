@@ -18,17 +18,18 @@ def program(tmp_path_factory):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).to(device).eval()
+    exported = torch.export.export(model, (torch.zeros(16, 64, device=device),))
+    names = [s.arg.name for s in exported.graph_signature.input_specs
+             if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    assert len(names) == 1
+    torch.export.save(exported, str(folder / "model.pt2"))
     rng = np.random.default_rng(0)
     for i in range(2):
         x = rng.standard_normal((16, 64)).astype(np.float32)
         with torch.no_grad():
             ref = model(torch.from_numpy(x).to(device)).cpu().numpy()
-        np.savez(folder / f"inputs-{i}.npz", x=x)
+        np.savez(folder / f"inputs-{i}.npz", **{names[0]: x})
         np.savez(folder / f"references-{i}.npz", output=ref)
-    exported = torch.export.export(model, (torch.zeros(16, 64, device=device),))
-    assert [s.arg.name for s in exported.graph_signature.input_specs
-            if s.kind == torch.export.graph_signature.InputKind.USER_INPUT] == ["x"]
-    torch.export.save(exported, str(folder / "model.pt2"))
     return folder, device
 
 

@@ -51,6 +51,7 @@ class TuneOptions:
     save_all_engines: bool = False
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
+    deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
 
     def fingerprint(self) -> dict:
@@ -82,7 +83,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, route_timeout=opts.route_timeout, save_all_engines=opts.save_all_engines,
-        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, progress=say)
+        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, deadline=opts.deadline,
+        progress=say)
     worker = Worker(ctx)
     say(f"{opts.mode} search: {len(stage1)} routes in stage 1 ({len(worker.existing())} already in the cache)")
     for batch in make_batches(stage1, opts.routes_per_batch, "stage1"):
@@ -110,7 +112,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
     confirmation = None
     candidates = [e for e in rank_candidates(all_entries, default.id, default_entry.median_ms)
                   if e.engine_uri][:opts.top_k]
-    if opts.top_k and opts.confirm_rounds >= 2 and candidates:
+    if opts.top_k and opts.confirm_rounds >= 2 and candidates and (opts.deadline is None or time.time() < opts.deadline):
         confirmation = _confirm(worker, candidates, default_entry, opts, margin)
         decision = confirmation
     summary = _summary(opts, backend, default, decision, all_entries, began)
@@ -184,5 +186,5 @@ def _summary(opts, backend, default: Route, decision: Decision, entries: list[Ca
         "measure_seconds": round(sum((e.timing.mean_ms * e.timing.n) / 1000 for e in entries if e.timing), 2),
         "wall_seconds": round(time.monotonic() - began, 2),
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
-                    if k not in ("inputs", "references", "cache")},
+                    if k not in ("inputs", "references", "cache", "deadline")},
     }
