@@ -100,11 +100,13 @@ def load_entries(directory: Path) -> list[CacheEntry]:
     return [CacheEntry.from_json(p.read_bytes()) for p in sorted(directory.rglob("entries/*.json"))]
 
 
-def render(directory: Path, summary: dict | None = None) -> tuple[Path, Path]:
-    """(Re)write report.md and report.png in `directory` from its cache entries."""
+def render(directory: Path, summary: dict | None = None,
+           entries: Sequence[CacheEntry] | None = None) -> tuple[Path, Path]:
+    """(Re)write report.md and report.png in `directory` from `entries` (default: the cache entries
+    found under `directory`)."""
     from enginewright.search.routes import route_id
     from enginewright.search.winner import choose_winner
-    entries = load_entries(directory)
+    entries = list(entries) if entries is not None else load_entries(directory)
     if not entries:
         raise FileNotFoundError(f"no cache entries (entries/*.json) under {directory}")
     summary_path = directory / "summary.json"

@@ -121,7 +121,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
         sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")), metric=opts.metric, atol=opts.atol,
         rtol=opts.rtol, search_mode=opts.mode))
     from enginewright.report import render
-    render(opts.out, summary)
+    render(opts.out, summary, all_entries)
     return TuneResult(summary, all_entries, decision)
 
 
