@@ -145,22 +145,18 @@ def _context(common: dict, workdir: Path, cache: Path, say):
 
 
 def _aa_test(worker, default_entry, say) -> dict:
-    """Default vs two copies of itself, AA_ROUNDS interleaved rounds in one process."""
+    """Default vs two copies of itself, AA_ROUNDS interleaved rounds (one process per engine)."""
     from enginewright.search.winner import confirm
-    from enginewright.worker.batch import Outcome, run_child
     ctx = worker.ctx
     folder = ctx.workdir / "aa"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "default.inductor.tar"
     path.write_bytes(ctx.store.get(ctx.engine_key(default_entry.route_id)))
-    engines = {"default": str(path), "copy-a": str(path), "copy-b": str(path)}
     say(f"A/A test: {AA_ROUNDS} rounds")
-    result = run_child(ctx, {"action": "confirm", "workdir": str(folder), "engines": engines,
-                             "inputs": [str(ctx.accuracy.inputs[0])], "rounds": AA_ROUNDS, "timing": ctx.timing},
-                       600, Outcome.crash)
-    if not result.ok:
-        return {"error": result.error}
-    rounds = result.data["rounds"]
+    try:
+        rounds = worker.interleave({"default": path, "copy-a": path, "copy-b": path}, AA_ROUNDS, folder)
+    except RuntimeError as exc:
+        return {"error": str(exc)}
     trials = AA_ROUNDS // CONFIRM_ROUNDS
     rule_false = strict_false = 0
     for t in range(trials):
@@ -172,6 +168,34 @@ def _aa_test(worker, default_entry, say) -> dict:
     return {"trials": trials, "rule_false_winners": rule_false, "strict_false_winners": strict_false,
             "max_relative_spread": round(max(spread), 4),
             "round_cv": round(statistics.pstdev(rounds["default"]) / statistics.fmean(rounds["default"]), 4)}
+
+
+def cmd_noise(args) -> int:
+    """Small check of the confirmation measurement: default vs `triton.cudagraphs=true`, side by
+    side, and the A/A test, for one workload (each engine in a process of its own)."""
+    from enginewright.worker.batch import Worker
+    from enginewright.worker.tune import TuneOptions, tune
+    from workloads import WORKLOADS, prepare
+    out = Path(args.out)
+    say = lambda m: print(f"[{args.workload}] {m}", flush=True)
+    workload = next(w for w in WORKLOADS if w.name == args.workload)
+    files = prepare(workload, out / "data", "cuda")
+    common = dict(backend="inductor", model=files["program"], inputs=files["inputs"], references=files["references"],
+                  metric="cosine", threshold=THRESHOLD, settings={"input_dtype": "float16"}, timing=TIMING,
+                  route_timeout=300, build_parallelism=2, cache=out / "cache", backend_options={"device": "cuda"})
+    result = tune(TuneOptions(**common, out=out / "fast", mode="fast", knobs=[("triton.cudagraphs", ["true"])],
+                              top_k=0, save_all_engines=True), say)
+    by_id = {e.route_id: e for e in result.entries}
+    default = result.summary["default_id"]
+    other = next(e for e in result.entries if e.route_id != default)
+    worker = Worker(_context(common, out / "side", out / "cache", say))
+    rounds = worker.confirm([other], by_id[default], SIDE_BY_SIDE_ROUNDS)
+    side = geomean([d / t for d, t in zip(rounds[default], rounds[other.route_id])])
+    report = {"workload": args.workload, "sweep_speedup": other.baseline_ms / other.median_ms,
+              "side_by_side_speedup": side, "rounds": rounds, "aa": _aa_test(worker, by_id[default], say)}
+    (out / "noise.json").write_text(json.dumps(report, indent=2))
+    print(json.dumps({k: v for k, v in report.items() if k != "rounds"}, indent=2))
+    return 0
 
 
 def cmd_run(args) -> int:
@@ -300,6 +324,10 @@ def main() -> int:
     run.add_argument("--gpus", default="")
     run.add_argument("--out", required=True)
     run.set_defaults(func=cmd_run)
+    noise = sub.add_parser("noise")
+    noise.add_argument("--workload", default="attention")
+    noise.add_argument("--out", required=True)
+    noise.set_defaults(func=cmd_noise)
     docs = sub.add_parser("docs")
     docs.add_argument("results", nargs="+")
     docs.add_argument("--docs", default="docs")

@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -275,14 +276,59 @@ class Worker:
         for entry in [default, *candidates]:
             path = folder / f"{entry.route_id}{ctx.engine_suffix}"
             path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
-            engines[entry.route_id] = str(path)
+            engines[entry.route_id] = path
         ctx.say(f"[confirm] {len(candidates)} candidates vs the default, {rounds} interleaved rounds")
-        result = run_child(ctx, {"action": "confirm", "workdir": str(folder), "engines": engines,
-                                 "inputs": [str(ctx.accuracy.inputs[0])], "rounds": rounds, "timing": ctx.timing},
-                           ctx.route_timeout * (1 + len(candidates)), Outcome.crash)
-        if not result.ok:
-            raise RuntimeError(f"confirmation round failed: {result.error}")
-        return result.data["rounds"]
+        return self.interleave(engines, rounds, folder)
+
+    def interleave(self, engines: dict[str, Path], rounds: int, folder: Path) -> dict[str, list[float]]:
+        """Time each engine once per round (A B C, B C A, ...), every engine held loaded in a process
+        of its own and only one measuring at a time. Returns per-round median times by key."""
+        ctx = self.ctx
+        servers: dict[str, subprocess.Popen] = {}
+        try:
+            for key, path in engines.items():
+                workdir = folder / f"serve-{key}"
+                workdir.mkdir(parents=True, exist_ok=True)
+                request = {"action": "serve", "backend": ctx.backend, "backend_options": ctx.backend_options,
+                           "engine": str(path), "workdir": str(workdir), "inputs": [str(ctx.accuracy.inputs[0])],
+                           "timing": ctx.timing}
+                (workdir / "request.json").write_text(json.dumps(request))
+                with open(workdir / "serve.log", "wb") as log_file:
+                    servers[key] = subprocess.Popen(
+                        [sys.executable, "-m", "enginewright.worker.child", str(workdir / "request.json")],
+                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
+                        start_new_session=True)
+            for key in servers:  # loading runs in parallel; wait until every engine is warm
+                self._reply(servers[key], key, folder, ctx.route_timeout)
+            keys = list(engines)
+            times: dict[str, list[float]] = {key: [] for key in keys}
+            for index in range(rounds):
+                shift = index % len(keys)
+                for key in keys[shift:] + keys[:shift]:
+                    servers[key].stdin.write("measure\n")
+                    servers[key].stdin.flush()
+                    times[key].append(self._reply(servers[key], key, folder, ctx.route_timeout)["median_ms"])
+            return times
+        finally:
+            for proc in servers.values():
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+                _kill_group(proc)
+
+    @staticmethod
+    def _reply(proc: subprocess.Popen, key: str, folder: Path, timeout: float) -> dict:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        line = proc.stdout.readline() if ready else ""
+        if not line:
+            log_tail = (folder / f"serve-{key}" / "serve.log").read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"confirmation: the process holding engine {key} did not answer: {log_tail}")
+        return json.loads(line)
 
 
 def describe(entry: CacheEntry) -> str:

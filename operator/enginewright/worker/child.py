@@ -4,9 +4,9 @@ is recorded and the batch goes on.
     python -m enginewright.worker.child REQUEST.json
 
 `build`: compile the route and write the engine bytes. `measure`: load engine bytes in this fresh
-process (never a rebuild), run every reference pair, check accuracy, then time it. `confirm`: load
-several engines and time them interleaved, round after round. The result is written as JSON to
-the request's `result` path; a child that dies leaves no result and the parent records a crash.
+process (never a rebuild), run every reference pair, check accuracy, then time it. The result is
+written as JSON to the request's `result` path; a child that dies leaves no result and the parent
+records a crash. `serve`: hold one engine and time it whenever the parent asks (confirmation rounds).
 """
 
 from __future__ import annotations
@@ -79,36 +79,39 @@ def measure(request: dict) -> dict:
         runner.close()
 
 
-def confirm(request: dict) -> dict:
-    """Interleaved rounds: every round times each engine once (A B C, A B C, ...), rotating the
-    start so no engine always runs right after the same neighbour."""
+def serve(request: dict) -> None:
+    """Hold one loaded engine and time it on request: the parent sends `measure` lines on stdin and
+    reads one JSON line per measurement from stdout. One engine per process, so engines measured in
+    the same confirmation round cannot slow each other down (several torch.compile'd copies of one
+    program in one process add guard-checking overhead to every call; the H200 benchmark saw it)."""
+    import os
     from dataclasses import replace
     from enginewright.backends.base import measure as time_runner
+    reply = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything else the libraries print goes to the log, not into the protocol
     backend = _backend(request)
+    runner = backend.load(Path(request["engine"]).read_bytes(), Path(request["workdir"]))
     inputs = load_npz(request["inputs"][0])
-    runners = {rid: backend.load(Path(path).read_bytes(), Path(request["workdir"]) / rid)
-               for rid, path in request["engines"].items()}
     plan = replace(_plan(request), repeats=1, min_seconds=0.0)
-    ids = list(runners)
-    rounds: dict[str, list[float]] = {rid: [] for rid in ids}
-    try:
-        for runner in runners.values():  # warm every engine before round 1
-            time_runner(runner, inputs, plan)
-        for index in range(request["rounds"]):
-            order = ids[index % len(ids):] + ids[:index % len(ids)]
-            for rid in order:
-                rounds[rid].append(time_runner(runners[rid], inputs, plan).median_ms)
-    finally:
-        for runner in runners.values():
-            runner.close()
-    return {"rounds": rounds, "versions": backend.versions().wire()}
+    time_runner(runner, inputs, plan)  # warm: compile-cache load, first calls, clocks
+    reply.write(json.dumps({"ready": True}) + "\n")
+    reply.flush()
+    for line in sys.stdin:
+        if line.strip() != "measure":
+            break
+        reply.write(json.dumps({"median_ms": time_runner(runner, inputs, plan).median_ms}) + "\n")
+        reply.flush()
+    runner.close()
 
 
-ACTIONS = {"build": build, "measure": measure, "confirm": confirm}
+ACTIONS = {"build": build, "measure": measure}
 
 
 def main(argv: list[str]) -> int:
     request = json.loads(Path(argv[1]).read_text())
+    if request["action"] == "serve":
+        serve(request)
+        return 0
     out = Path(request["result"])
     try:
         result = {"ok": True, **ACTIONS[request["action"]](request)}

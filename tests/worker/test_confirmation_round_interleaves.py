@@ -1,0 +1,42 @@
+"""The confirmation round holds every engine loaded in a process of its own and times them in
+rotating order, one at a time; an engine that cannot load is reported, not hung on."""
+
+from pathlib import Path
+
+import pytest
+
+from enginewright.store import LocalStore
+from enginewright.worker.batch import Accuracy, Worker, WorkerContext
+from tests.worker.conftest import run_tune
+
+
+@pytest.fixture(scope="module")
+def default_engine(example, tmp_path_factory):
+    out = tmp_path_factory.mktemp("confirm")
+    assert run_tune(example, out, "--knob", "enable_mem_pattern=0", "--no-confirm").returncode == 0
+    return next((out / "store/runs/local/engines").glob("e3b0c44298fc.*"))
+
+
+def worker(example, tmp_path, timeout=120.0):
+    ctx = WorkerContext(backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"),
+                        prefix="runs/x", target="cpu", workdir=tmp_path / "work",
+                        accuracy=Accuracy([example / "inputs-0.npz"], []), route_timeout=timeout,
+                        timing={"warmup_iterations": 1, "iterations": 3, "repeats": 1, "min_seconds": 0.0})
+    return Worker(ctx)
+
+
+def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
+    rounds = worker(example, tmp_path).interleave({"a": default_engine, "b": default_engine, "c": default_engine},
+                                                  4, tmp_path / "confirm")
+    assert set(rounds) == {"a", "b", "c"}
+    assert all(len(times) == 4 and all(t > 0 for t in times) for times in rounds.values())
+    logs = sorted(p.parent.name for p in (tmp_path / "confirm").glob("serve-*/serve.log"))
+    assert logs == ["serve-a", "serve-b", "serve-c"]  # one process per engine
+
+
+def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engine):
+    broken = tmp_path / "broken.ort.tar"
+    broken.write_bytes(b"not a tar archive")
+    with pytest.raises(RuntimeError, match="engine broken did not answer"):
+        worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
+                                                         tmp_path / "confirm")
