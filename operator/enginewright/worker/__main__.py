@@ -1,0 +1,3 @@
+from enginewright.worker.job import main
+
+raise SystemExit(main())

@@ -1,0 +1,150 @@
+"""The tuning Job's entrypoint: one batch of routes for one target, against the object store.
+
+    python -m enginewright.worker --batch FILE.json     (or the JSON in $ENGINEWRIGHT_BATCH)
+
+The worker has no Kubernetes credentials and needs none: it reads the model and the reference data
+from the object store, writes one cache entry per route there as soon as it is known, and keeps the
+engines that may win. Object-store access comes from the environment (set from a Secret):
+ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, ENGINEWRIGHT_S3_SECURE.
+
+Exit codes: 0 done (route failures are results, not errors); 2 bad input (missing object, digest
+mismatch, corrupt model, inputs that do not fit the model), with the reason on stderr and in
+/dev/termination-log so `kubectl describe pod` shows it; 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import logging
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from enginewright.api.models import TuningRunSpec, WireModel
+from enginewright.search.routes import Route, parse_route
+
+log = logging.getLogger("enginewright.worker")
+
+
+class BatchRequest(WireModel):
+    """What the controller hands a worker Job (the same fields `enginewright tune` fills locally)."""
+
+    target: str = Field(description="GPU type this batch runs on.")
+    stage: str = "stage1"
+    batch: str = Field(description="Deterministic batch name, e.g. stage1-b003.")
+    bucket: str = Field(description="Bucket for entries and engines.")
+    prefix: str = Field(description="Key prefix of this run and target, runs/<ns>/<run>-<uid8>/<gpu-type>.")
+    routes: list[str] = Field(description="Canonical route strings of the batch.")
+    default_route: str = Field("", description="The run's default route (pinned knobs only).")
+    spec: TuningRunSpec
+
+
+class InputError(Exception):
+    """The Job's inputs are unusable; retrying cannot help."""
+
+
+def fetch(uri: str, dest: Path) -> Path:
+    """Download an s3:// object to `dest`, naming the object when it is missing."""
+    from enginewright.store import parse_s3_uri, store_from_env
+    from enginewright.store.objects import MissingObject
+    bucket, key = parse_s3_uri(uri)
+    try:
+        data = store_from_env(bucket).get(key)
+    except MissingObject as exc:
+        raise InputError(f"{exc}: check spec.model.uri / spec.accuracy.pairs") from None
+    dest.write_bytes(data)
+    return dest
+
+
+def prepare_inputs(request: BatchRequest, workdir: Path):
+    """Download the model and the reference pairs once; verify the digest and that the inputs fit."""
+    import numpy as np
+    from enginewright.backends import get_backend
+    from enginewright.worker.batch import Accuracy
+    spec = request.spec
+    suffix = ".onnx" if spec.model.format.value == "onnx" else ".pt2"
+    model = fetch(spec.model.uri, workdir / f"model{suffix}")
+    digest = hashlib.sha256(model.read_bytes()).hexdigest()
+    if spec.model.sha256 and digest != spec.model.sha256:
+        raise InputError(f"model {spec.model.uri} has sha256 {digest}, but spec.model.sha256 pins "
+                         f"{spec.model.sha256}: the object changed, or the pin is wrong")
+    inputs, references = [], []
+    for i, pair in enumerate(spec.accuracy.pairs):
+        inputs.append(fetch(pair.inputs, workdir / f"inputs-{i}.npz"))
+        references.append(fetch(pair.references, workdir / f"references-{i}.npz"))
+    backend = get_backend(spec.compiler.name.value)
+    try:
+        if spec.compiler.name.value == "onnxruntime":
+            import onnx
+            onnx.checker.check_model(str(model))
+        for path in inputs:
+            with np.load(path, allow_pickle=False) as data:
+                backend.check_inputs(model, {k: data[k] for k in data.files})
+    except ValueError as exc:
+        raise InputError(f"{spec.model.uri}: {exc}") from None
+    except Exception as exc:  # the parser's own error for a corrupt model
+        raise InputError(f"{spec.model.uri} is not a valid {spec.model.format.value} model: {exc}") from None
+    accuracy = spec.accuracy
+    return backend, model, Accuracy(inputs, [] if accuracy.disabled else references, accuracy.metric.value,
+                                    None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol)
+
+
+def run(request: BatchRequest, workdir: Path) -> int:
+    from enginewright.store import store_from_env
+    from enginewright.worker.batch import Worker, WorkerContext
+    spec = request.spec
+    backend, model, accuracy = prepare_inputs(request, workdir)
+    timing = spec.timing
+    ctx = WorkerContext(
+        backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store_from_env(request.bucket),
+        prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
+        settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
+        timing={"warmup_iterations": timing.warmup_iterations, "iterations": timing.iterations,
+                "repeats": timing.repeats, "min_seconds": timing.min_seconds},
+        route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
+        progress=lambda message: print(message, flush=True))
+    routes = [Route.of(parse_route(r)) for r in request.routes]
+    default = Route.of(parse_route(request.default_route))
+    written = Worker(ctx).run_batch(routes, request.stage, request.batch, default)
+    print(json.dumps({"batch": request.batch, "written": len(written),
+                      "outcomes": {e.route_id: e.outcome.value for e in written}}), flush=True)
+    return 0
+
+
+def _termination_message(message: str) -> None:
+    try:
+        Path("/dev/termination-log").write_text(message[:4000])
+    except OSError:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m enginewright.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH)")
+    parser.add_argument("--workdir", help="scratch directory (default: a temp dir)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    text = Path(args.batch).read_text() if args.batch else os.environ.get("ENGINEWRIGHT_BATCH", "")
+    if not text:
+        print("no batch request: pass --batch FILE or set ENGINEWRIGHT_BATCH", file=sys.stderr)
+        return 2
+    try:
+        request = BatchRequest.model_validate_json(text)
+        workdir = Path(args.workdir or tempfile.mkdtemp(prefix="enginewright-job-"))
+        workdir.mkdir(parents=True, exist_ok=True)
+        return run(request, workdir)
+    except (InputError, ValidationError) as exc:
+        message = f"enginewright worker: bad input: {exc}"
+        print(message, file=sys.stderr, flush=True)
+        _termination_message(message)
+        return 2
+    except Exception as exc:
+        message = f"enginewright worker: {type(exc).__name__}: {exc}"
+        print(message, file=sys.stderr, flush=True)
+        _termination_message(message)
+        raise

@@ -1,0 +1,89 @@
+"""A tuning Job runs the worker on a CPU node through the real scheduler and Job controller: it reads
+the model and reference pairs from the S3 server, writes one cache entry per route there, and keeps
+the default engine. It runs with no Kubernetes token, S3 credentials from a Secret. A digest that
+does not match the pin fails the Job with a message that says so."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from enginewright.api.cache import CacheEntry
+from enginewright.search.routes import Route, parse_route
+from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+from tests.conftest import get_json, wait_for
+
+SPEC = yaml.safe_load(Path("examples/tuningrun-onnx-fast.yaml").read_text())["spec"]
+
+
+@pytest.fixture(scope="module")
+def uploaded(s3, tmp_path_factory):
+    sys.path.insert(0, str(Path("examples").resolve()))
+    from make_example import write_example
+    folder = tmp_path_factory.mktemp("example")
+    write_example(folder)
+    if not s3.bucket_exists("enginewright-models"):
+        s3.make_bucket("enginewright-models")
+    if not s3.bucket_exists("enginewright"):
+        s3.make_bucket("enginewright")
+    for name in ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz"):
+        s3.fput_object("enginewright-models", f"example/{name}", str(folder / name))
+    return folder
+
+
+def worker_job(cluster, namespace, name, spec, routes):
+    batch = {"target": "cpu", "stage": "stage1", "batch": "stage1-b000", "bucket": "enginewright",
+             "prefix": f"runs/{namespace}/{name}/cpu", "routes": routes, "defaultRoute": "", "spec": spec}
+    env = [{"name": "ENGINEWRIGHT_BATCH", "value": json.dumps(batch)},
+           {"name": "ENGINEWRIGHT_S3_ENDPOINT", "value": cluster.s3_endpoint},
+           {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+           {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "access"}}},
+           {"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "secret"}}}]
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"backoffLimit": 0, "template": {"spec": {
+                "restartPolicy": "Never", "automountServiceAccountToken": False,
+                "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
+                "containers": [{"name": "worker", "image": "enginewright/worker:dev",
+                                "command": [sys.executable, "-m", "enginewright.worker"], "env": env}]}}}}
+
+
+def finished(cluster, namespace, name):
+    conditions = get_json(cluster, "job", name, "-n", namespace).get("status", {}).get("conditions", [])
+    return next((c["type"] for c in conditions if c["type"] in ("Complete", "Failed") and c["status"] == "True"), None)
+
+
+def test_worker_job_writes_entries_and_engines_to_the_store(cluster, namespace, s3, uploaded):
+    cluster.kubectl("create", "secret", "generic", "s3", "-n", namespace,
+                    f"--from-literal=access={S3_ACCESS_KEY}", f"--from-literal=secret={S3_SECRET_KEY}")
+    spec = {**SPEC, "timing": {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.05}}
+    routes = ["", "-enable_mem_pattern=0", "-graph_optimization_level=basic"]
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(worker_job(cluster, namespace, "tune-b000", spec, routes)))
+    assert wait_for(lambda: finished(cluster, namespace, "tune-b000"), 180, "the worker Job to finish", 0.5) == "Complete"
+
+    prefix = f"runs/{namespace}/tune-b000/cpu/"
+    keys = sorted(o.object_name for o in s3.list_objects("enginewright", prefix=prefix, recursive=True))
+    ids = [Route.of(parse_route(r)).id for r in routes]
+    assert [k for k in keys if "/entries/" in k] == sorted(f"{prefix}entries/{i}.json" for i in ids)
+    assert f"{prefix}engines/{ids[0]}.ort.tar" in keys  # the default engine is always kept
+    for i in ids:
+        entry = CacheEntry.from_json(s3.get_object("enginewright", f"{prefix}entries/{i}.json").read())
+        assert entry.outcome.value == "ok" and entry.timing.median_ms > 0
+        assert entry.versions.node == "cpu-0"
+        assert entry.baseline_ms > 0 and max(entry.loss.values()) < 0.001
+    pod = get_json(cluster, "pods", "-n", namespace, "-l", "job-name=tune-b000")["items"][0]
+    assert pod["spec"]["automountServiceAccountToken"] is False
+
+
+def test_a_model_that_does_not_match_its_pin_fails_the_job_clearly(cluster, namespace, s3, uploaded):
+    cluster.kubectl("create", "secret", "generic", "s3", "-n", namespace,
+                    f"--from-literal=access={S3_ACCESS_KEY}", f"--from-literal=secret={S3_SECRET_KEY}")
+    spec = {**SPEC, "model": {**SPEC["model"], "sha256": "0" * 64}}
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(worker_job(cluster, namespace, "pinned", spec, [""])))
+    assert wait_for(lambda: finished(cluster, namespace, "pinned"), 120, "the Job to finish", 0.5) == "Failed"
+    pod = get_json(cluster, "pods", "-n", namespace, "-l", "job-name=pinned")["items"][0]
+    assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 2
+    log = (cluster.workdir / "pods" / "logs" / f"{namespace}_{pod['metadata']['name']}_worker.log").read_text()
+    assert "spec.model.sha256 pins 0000" in log
+    assert not list(s3.list_objects("enginewright", prefix=f"runs/{namespace}/pinned/", recursive=True))
