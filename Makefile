@@ -6,7 +6,7 @@ VENV := $(CACHE)/venv-$(DEPS_KEY)
 PY := $(VENV)/bin/python
 export ENGINEWRIGHT_CACHE := $(CACHE)
 
-.PHONY: setup venv binaries test unit e2e crds crds-check cluster-up demo clean-cache
+.PHONY: setup venv binaries test unit e2e crds cluster-up demo clean-cache
 
 setup: venv binaries
 
@@ -39,3 +39,13 @@ cluster-up: setup
 
 clean-cache:
 	rm -rf $(CACHE)
+
+# Local tuning demo on the example model (ONNX Runtime, CPU; no cluster): writes tune-out/.
+demo: venv
+	$(PY) examples/make_example.py
+	$(VENV)/bin/enginewright tune examples/data/mlp.onnx --backend onnxruntime --search mixed \
+	  --inputs examples/data/inputs-0.npz --inputs examples/data/inputs-1.npz \
+	  --references examples/data/references-0.npz --references examples/data/references-1.npz \
+	  --metric cosine --threshold 1e-4 --setting intra_op_num_threads=1 \
+	  --knob graph_optimization_level=basic,extended,all --knob enable_mem_pattern=0 \
+	  --knob session.intra_op.allow_spinning=0 --knob enable_cpu_mem_arena=0 --out tune-out
