@@ -18,6 +18,11 @@ from enginewright.api.names import API_VERSION, KIND
 S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/.+$"
 
 
+def duplicated(values: list[str]) -> list[str]:
+    """Values that appear more than once, sorted."""
+    return sorted({v for v in values if values.count(v) > 1})
+
+
 def cel(rule: str, message: str, field_path: str | None = None) -> dict:
     """One `x-kubernetes-validations` entry."""
     entry = {"rule": rule, "message": message}
@@ -159,9 +164,8 @@ class Search(WireModel):
         if self.dry_run and self.mode is SearchMode.mixed:
             raise ValueError("spec.search.dryRun cannot be combined with mode mixed: "
                              "its second stage depends on measurements")
-        names = [k.name for k in self.knobs]
-        if len(set(names)) != len(names):
-            raise ValueError(f"spec.search.knobs lists a knob twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
+        if twice := duplicated([k.name for k in self.knobs]):
+            raise ValueError(f"spec.search.knobs lists a knob twice: {twice}")
         return self
 
 
@@ -284,9 +288,8 @@ class TuningRunSpec(WireModel):
 
     @model_validator(mode="after")
     def _targets_unique(self) -> TuningRunSpec:
-        seen = [t.gpu_type for t in self.targets]
-        if len(set(seen)) != len(seen):
-            raise ValueError(f"spec.targets: each gpuType may appear once (got {seen})")
+        if twice := duplicated([t.gpu_type for t in self.targets]):
+            raise ValueError(f"spec.targets: each gpuType may appear once ({twice} repeated)")
         return self
 
 
