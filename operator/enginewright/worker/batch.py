@@ -220,9 +220,10 @@ class Worker:
 
     # ------------------------------------------------------------------ a batch
     def run_batch(self, routes: Sequence[Route], stage: str, batch: str, default: Route) -> list[CacheEntry]:
-        """Build the batch's routes (up to `build_parallelism` at once), then measure one at a time:
-        the default route first, as this batch's baseline on this device, then every route of the
-        batch that has no entry yet. Measuring never overlaps a build, so timing sees an idle machine.
+        """Measure the default route first (this batch's baseline on this device), then every route
+        of the batch that has no entry yet. Routes are built `build_parallelism` at a time and then
+        measured one at a time, so measuring never overlaps a build and a killed worker loses at most
+        the routes of the group in flight (one route with the default parallelism of 1).
         Returns the entries written by this call."""
         ctx = self.ctx
         done = self.existing()
@@ -233,36 +234,43 @@ class Worker:
         if self._time_left() <= 0:
             ctx.say(f"[{batch}] deadline reached: {len(todo)} routes left unmeasured")
             return []
-        ctx.say(f"[{batch}] building {len(todo) + 1} routes (default included), {ctx.build_parallelism} at a time")
-        with ThreadPoolExecutor(max_workers=max(1, ctx.build_parallelism)) as pool:
-            builds = list(pool.map(lambda r: self.build(r, stage, batch), [default, *todo]))
+        width = max(1, ctx.build_parallelism)
+        ctx.say(f"[{batch}] {len(todo) + 1} routes (default included), built {width} at a time")
+        queue = [default, *todo]
+        groups = [queue[i:i + width] for i in range(0, len(queue), width)]
         written: list[CacheEntry] = []
-        baseline = self.measure(builds[0])
-        if not baseline.passed:
-            ctx.say(f"[{batch}] the default route failed ({baseline.outcome.value}): {baseline.error}")
-            if default.id not in done:
-                self._write(baseline)
-                written.append(baseline)
-            return written
-        baseline_ms = baseline.median_ms
-        if default.id not in done:
-            baseline = self._keep(baseline.model_copy(update={"baseline_ms": baseline_ms}), builds[0].engine_path,
-                                  baseline_ms, is_default=True)
-            self._write(baseline)
-            written.append(baseline)
-        ctx.say(f"[{batch}] default route (baseline): {baseline_ms:.4f} ms")
-        for index, built in enumerate(builds[1:], 1):
-            if self._time_left() <= 0:
-                ctx.say(f"[{batch}] deadline reached: {len(todo) - index + 1} routes left unmeasured")
-                break
-            entry = self.measure(built).model_copy(update={"baseline_ms": baseline_ms})
-            if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
-                entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
-            self._write(entry)
-            written.append(entry)
-            ctx.say(f"[{batch}] route {index}/{len(todo)} {built.route}: {describe(entry)}")
-        for built in builds:
-            shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
+        baseline_ms: float | None = None
+        measured = 0
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            for group in groups:
+                if self._time_left() <= 0:
+                    ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
+                    break
+                for built in pool.map(lambda r: self.build(r, stage, batch), group):
+                    entry = self.measure(built)
+                    if built.route.id == default.id:
+                        if not entry.passed:
+                            ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
+                            if default.id not in done:
+                                self._write(entry)
+                                written.append(entry)
+                            return written
+                        baseline_ms = entry.median_ms
+                        ctx.say(f"[{batch}] default route (baseline): {baseline_ms:.4f} ms")
+                        if default.id in done:
+                            continue
+                        entry = self._keep(entry.model_copy(update={"baseline_ms": baseline_ms}),
+                                           built.engine_path, baseline_ms, is_default=True)
+                    else:
+                        measured += 1
+                        entry = entry.model_copy(update={"baseline_ms": baseline_ms})
+                        if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
+                            entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
+                    self._write(entry)
+                    written.append(entry)
+                    if built.route.id != default.id:
+                        ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
+                    shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
         return written
 
     # ------------------------------------------------------------------ confirmation
