@@ -87,3 +87,35 @@ def test_a_model_that_does_not_match_its_pin_fails_the_job_clearly(cluster, name
     log = (cluster.workdir / "pods" / "logs" / f"{namespace}_{pod['metadata']['name']}_worker.log").read_text()
     assert "spec.model.sha256 pins 0000" in log
     assert not list(s3.list_objects("enginewright", prefix=f"runs/{namespace}/pinned/", recursive=True))
+
+
+@pytest.mark.parametrize("case,message", [
+    ("missing model", "no object s3://enginewright-models/example/nothing.onnx (NoSuchKey)"),
+    ("corrupt model", "is not a valid onnx model"),
+    ("inputs do not fit", "dimension 0 must be 8"),
+])
+def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, tmp_path, case, message):
+    import io
+    import subprocess
+
+    import numpy as np
+    spec = json.loads(json.dumps(SPEC))
+    if case == "missing model":
+        spec["model"]["uri"] = "s3://enginewright-models/example/nothing.onnx"
+    elif case == "corrupt model":
+        s3.put_object("enginewright-models", "example/corrupt.onnx", io.BytesIO(b"\x08garbage" * 100), 800)
+        spec["model"]["uri"] = "s3://enginewright-models/example/corrupt.onnx"
+    else:
+        buffer = io.BytesIO()
+        np.savez(buffer, image=np.zeros((2, 3, 32, 32), dtype=np.float32))
+        s3.put_object("enginewright-models", "example/small-inputs.npz", io.BytesIO(buffer.getvalue()),
+                      len(buffer.getvalue()))
+        spec["accuracy"]["pairs"][0]["inputs"] = "s3://enginewright-models/example/small-inputs.npz"
+    batch = {"target": "cpu", "batch": "stage1-b000", "bucket": "enginewright", "prefix": "runs/bad/x/cpu",
+             "routes": [""], "spec": spec}
+    env = {**cluster.env, "ENGINEWRIGHT_BATCH": json.dumps(batch)}
+    done = subprocess.run([sys.executable, "-m", "enginewright.worker", "--workdir", str(tmp_path)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "bad input" in done.stderr and message in done.stderr
+    assert "Traceback" not in done.stderr

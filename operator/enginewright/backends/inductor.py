@@ -288,6 +288,9 @@ class InductorBackend(Backend):
         workdir.mkdir(parents=True, exist_ok=True)
         _isolate_caches(workdir / "caches-load")
         with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
+            missing = {"program.pt2", "caches.bin", "settings.json"} - set(tar.getnames())
+            if missing:
+                raise ValueError(f"not an inductor engine: it lacks {sorted(missing)}")
             tar.extractall(workdir, filter="data")
         meta = json.loads((workdir / "settings.json").read_text())
         torch = _torch()

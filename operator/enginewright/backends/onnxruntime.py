@@ -126,6 +126,9 @@ class OnnxRuntimeBackend(Backend):
         ort = _ort()
         workdir.mkdir(parents=True, exist_ok=True)
         with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
+            missing = {"model.onnx", "settings.json"} - set(tar.getnames())
+            if missing:
+                raise ValueError(f"not an onnxruntime engine: it lacks {sorted(missing)}")
             tar.extractall(workdir, filter="data")
         settings = json.loads((workdir / "settings.json").read_text())["settings"]
         options = session_options(settings, optimize=False)

@@ -1,0 +1,48 @@
+"""A route that hangs past its timeout, or whose engine cannot be loaded, is recorded with its
+outcome and message; its child process is gone afterwards."""
+
+import os
+
+from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.search.routes import Route
+from enginewright.store import LocalStore
+from enginewright.worker.batch import Accuracy, Built, Worker, WorkerContext
+
+
+def make_worker(example, tmp_path, timeout):
+    return Worker(WorkerContext(
+        backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"), prefix="runs/x",
+        target="cpu", workdir=tmp_path / "work", route_timeout=timeout,
+        accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4)))
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[1]) == pid and stat[0] != "Z":
+                found.append(int(entry))
+    return found
+
+
+def test_a_build_over_its_timeout_is_recorded_as_timeout(example, tmp_path):
+    built = make_worker(example, tmp_path, timeout=0.2).build(Route.of({"enable_mem_pattern": "0"}), "stage1", "b0")
+    assert built.engine_path is None
+    assert built.entry.outcome is Outcome.timeout
+    assert "build exceeded" in built.entry.error
+    assert children_of(os.getpid()) == []
+
+
+def test_an_engine_that_cannot_load_is_recorded_as_crash_with_the_reason(example, tmp_path):
+    engine = tmp_path / "broken.ort.tar"
+    engine.write_bytes(b"\x00" * 512)
+    route = Route.of({"enable_mem_pattern": "0"})
+    entry = CacheEntry(target="cpu", route_id=route.id, route=route.canonical, outcome=Outcome.ok)
+    measured = make_worker(example, tmp_path, timeout=60).measure(Built(route, entry, engine))
+    assert measured.outcome is Outcome.crash
+    assert "not an onnxruntime engine" in measured.error
+    assert measured.timing is None
