@@ -7,7 +7,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Mapping
 
 import numpy as np
 
@@ -74,7 +74,8 @@ class Runner(abc.ABC):
 def measure(runner: Runner, inputs: Mapping[str, np.ndarray], plan: TimingPlan) -> TimingStats:
     """Warm up, then `repeats` timed repeats of `iterations` runs each (more repeats while less than
     `min_seconds` was timed). Stats are over per-repeat mean iteration times."""
-    runner.timed_iterations(inputs, plan.warmup_iterations) if plan.warmup_iterations else None
+    if plan.warmup_iterations:
+        runner.timed_iterations(inputs, plan.warmup_iterations)
     per_iteration: list[float] = []
     total_ms = 0.0
     while len(per_iteration) < plan.repeats or total_ms < plan.min_seconds * 1000.0:
@@ -118,5 +119,3 @@ class Backend(abc.ABC):
     def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
         """Raise ValueError naming the input when `inputs` cannot feed the model. Optional."""
 
-
-ProgressFn = Callable[[str], None]

@@ -103,8 +103,7 @@ def discover_knobs(config, device: str) -> list[Knob]:
             allowed = tuple(dict.fromkeys((to_text(default),) + values))
         else:
             continue
-        doc = ""
-        knobs.append(Knob(name, allowed, to_text(default), doc))
+        knobs.append(Knob(name, allowed, to_text(default)))
     return knobs
 
 
@@ -169,8 +168,7 @@ class InductorRunner(Runner):
             return self.compiled(*tensors)
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        out = _outputs(self._call(self.prepare(inputs)))
-        return out
+        return _outputs(self._call(self.prepare(inputs)))
 
     def prepare(self, inputs):
         return _to_tensors(self.torch, inputs, self.names, self.device, self.dtype)

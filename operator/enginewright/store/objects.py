@@ -76,10 +76,6 @@ class S3Store:
     def __init__(self, client, bucket: str):
         self.client, self.bucket = client, bucket
 
-    def ensure_bucket(self) -> None:
-        if not self.client.bucket_exists(self.bucket):
-            self.client.make_bucket(self.bucket)
-
     def get(self, key: str) -> bytes:
         from minio.error import S3Error
         try:

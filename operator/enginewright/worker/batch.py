@@ -17,7 +17,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -354,6 +353,3 @@ def describe(entry: CacheEntry) -> str:
         parts.append(f"build {entry.build_seconds:.1f}s")
     return ", ".join(parts)
 
-
-def scratch_dir(prefix: str = "enginewright-worker-") -> Path:
-    return Path(tempfile.mkdtemp(prefix=prefix))
