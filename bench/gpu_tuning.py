@@ -167,7 +167,8 @@ def _aa_test(worker, default_entry, say) -> dict:
     spread = [max(v) / min(v) - 1 for v in rounds.values()]
     return {"trials": trials, "rule_false_winners": rule_false, "strict_false_winners": strict_false,
             "max_relative_spread": round(max(spread), 4),
-            "round_cv": round(statistics.pstdev(rounds["default"]) / statistics.fmean(rounds["default"]), 4)}
+            "round_cv": round(statistics.pstdev(rounds["default"]) / statistics.fmean(rounds["default"]), 4),
+            "rounds": rounds}  # raw, to tell machine-wide drift (shared within a round) from per-process bias
 
 
 def cmd_noise(args) -> int:
