@@ -1,6 +1,6 @@
 """Measure tuning on a real GPU with the Inductor backend: search modes, speedups, cost and noise.
 
-    python bench/gpu_tuning.py run --workloads resnet50,encoder --out OUT [--gpus 0,1]
+    python bench/gpu_tuning.py run --workloads resnet50,encoder --out OUT [--gpus 0,1] [--export $OUT]
     python bench/gpu_tuning.py docs RESULTS.json... --docs docs   # writes docs/benchmarks.md
 
 `run` tunes each workload with the product's own flow (`enginewright.worker.tune`):
@@ -129,6 +129,12 @@ def run_workload(name: str, out: Path, say) -> dict:
         "wall_s": round(time.monotonic() - began, 1),
     }
     (folder / "result.json").write_text(json.dumps(result, indent=2))
+    export = os.environ.get("BENCH_EXPORT")
+    if export:  # only the small files, flat: the device's reply carries a limited number of files
+        import shutil
+        Path(export).mkdir(parents=True, exist_ok=True)
+        shutil.copy(folder / "result.json", Path(export) / f"{name}.json")
+        shutil.copy(folder / "mixed" / "report.png", Path(export) / f"{name}.png")
     say(f"{name}: done in {result['wall_s']}s — default {result['default_ms']:.4f} ms, "
         f"mixed {result['modes']['mixed']['winner']} x{result['modes']['mixed']['speedup_side_by_side'] or 1:.3f}")
     return result
@@ -200,6 +206,8 @@ def cmd_noise(args) -> int:
 
 
 def cmd_run(args) -> int:
+    if args.export:
+        os.environ["BENCH_EXPORT"] = args.export
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     names = args.workloads.split(",")
@@ -239,7 +247,8 @@ def cmd_docs(args) -> int:
     docs = Path(args.docs)
     (docs / "benchmarks").mkdir(parents=True, exist_ok=True)
     for path, r in zip(args.results, results):
-        plot = Path(path).parent / "mixed" / "report.png"
+        plot = next((p for p in (Path(path).parent / "mixed" / "report.png", Path(path).with_suffix(".png"))
+                     if p.exists()), Path(path).parent / "missing.png")
         if plot.exists():
             shutil.copy(plot, docs / "benchmarks" / f"{r['workload']}.png")
     lines = [
@@ -324,6 +333,7 @@ def main() -> int:
     run.add_argument("--workloads", default="resnet50,encoder,mlp,convnet,attention")
     run.add_argument("--gpus", default="")
     run.add_argument("--out", required=True)
+    run.add_argument("--export", help="copy <workload>.json and <workload>.png here as each finishes")
     run.set_defaults(func=cmd_run)
     noise = sub.add_parser("noise")
     noise.add_argument("--workload", default="attention")
