@@ -1,5 +1,5 @@
 # Enginewright developer entry points. Everything heavy is cached under $(CACHE).
-CACHE ?= $(HOME)/.cache/enginewright
+CACHE ?= $(or $(ENGINEWRIGHT_CACHE),$(HOME)/.cache/enginewright)
 PYTHON ?= python3
 DEPS_KEY := $(shell cat pyproject.toml | sha256sum | cut -c1-12)
 VENV := $(CACHE)/venv-$(DEPS_KEY)
