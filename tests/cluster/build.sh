@@ -25,7 +25,7 @@ timed() { # timed NAME CMD...: runs CMD, logs its wall time
 kube_key="$KUBE_VERSION-$(cd "$here/kube" && cat go.mod go.sum cmd/*/main.go | sha256sum | cut -c1-10)"
 kube_dir="$cache/bin/kube-$kube_key"
 if [ ! -x "$kube_dir/kubectl" ]; then
-  log "building Kubernetes $KUBE_VERSION control plane + etcd + kubectl into $kube_dir (cold: ~15-25 min on 2 cores)"
+  log "building Kubernetes $KUBE_VERSION control plane + etcd + kubectl into $kube_dir (cold: ~8 min on 2 cores)"
   rm -rf "$kube_dir.tmp" && mkdir -p "$kube_dir.tmp"
   (cd "$here/kube" && timed "kube $KUBE_VERSION" go build -ldflags="-s -w" -o "$kube_dir.tmp/" ./cmd/...)
   mv "$kube_dir.tmp" "$kube_dir"
