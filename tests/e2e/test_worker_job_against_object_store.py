@@ -119,3 +119,26 @@ def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, 
     assert done.returncode == 2, done.stderr
     assert "bad input" in done.stderr and message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3, uploaded, tmp_path):
+    import subprocess
+    spec = {**SPEC, "timing": {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.05},
+            "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4}}}
+    routes = ["-enable_mem_pattern=0", "-enable_cpu_mem_arena=0"]
+    batch = {"target": "cpu", "batch": "stage1-b000", "bucket": "enginewright", "prefix": "runs/confirm/r/cpu",
+             "routes": ["", *routes], "spec": spec}
+
+    def worker(request):
+        env = {**cluster.env, "ENGINEWRIGHT_BATCH": json.dumps(request)}
+        return subprocess.run([sys.executable, "-m", "enginewright.worker", "--workdir", str(tmp_path)], env=env,
+                              capture_output=True, text=True, timeout=300)
+    swept = worker(batch)
+    assert swept.returncode == 0, swept.stderr
+    confirmed = worker({**batch, "mode": "confirm", "batch": "confirm-0", "routes": routes})
+    assert confirmed.returncode == 0, confirmed.stderr
+    result = json.loads(s3.get_object("enginewright", "runs/confirm/r/cpu/confirm/confirm-0.json").read())
+    ids = {Route.of(parse_route(r)).id for r in ["", *routes]}
+    assert set(result["rounds"]) == ids and all(len(v) == 4 for v in result["rounds"].values())
+    assert result["winner_id"] in ids and result["reason"]
+    assert set(result["ratios"]) == ids - {Route.of({}).id}

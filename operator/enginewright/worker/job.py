@@ -1,4 +1,5 @@
-"""The tuning Job's entrypoint: one batch of routes for one target, against the object store.
+"""The tuning Job's entrypoint: one batch of routes for one target (or one confirmation round),
+against the object store.
 
     python -m enginewright.worker --batch FILE.json     (or the JSON in $ENGINEWRIGHT_BATCH)
 
@@ -23,6 +24,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from typing import Literal
+
 from pydantic import Field, ValidationError
 
 from enginewright.api.models import TuningRunSpec, WireModel
@@ -35,11 +38,14 @@ class BatchRequest(WireModel):
     """What the controller hands a worker Job (the same fields `enginewright tune` fills locally)."""
 
     target: str = Field(description="GPU type this batch runs on.")
+    mode: Literal["sweep", "confirm"] = Field("sweep", description="sweep: build and measure `routes`; "
+                                              "confirm: re-measure the kept engines of `routes` against "
+                                              "the default, interleaved, and decide.")
     stage: str = "stage1"
     batch: str = Field(description="Deterministic batch name, e.g. stage1-b003.")
     bucket: str = Field(description="Bucket for entries and engines.")
     prefix: str = Field(description="Key prefix of this run and target, runs/<ns>/<run>-<uid8>/<gpu-type>.")
-    routes: list[str] = Field(description="Canonical route strings of the batch.")
+    routes: list[str] = Field(description="Canonical route strings of the batch (confirm: the candidates).")
     default_route: str = Field("", description="The run's default route (pinned knobs only).")
     spec: TuningRunSpec
 
@@ -110,9 +116,31 @@ def run(request: BatchRequest, workdir: Path) -> int:
         progress=lambda message: print(message, flush=True))
     routes = [Route.of(parse_route(r)) for r in request.routes]
     default = Route.of(parse_route(request.default_route))
+    if request.mode == "confirm":
+        return confirm_round(Worker(ctx), routes, default, request)
     written = Worker(ctx).run_batch(routes, request.stage, request.batch, default)
     print(json.dumps({"batch": request.batch, "written": len(written),
                       "outcomes": {e.route_id: e.outcome.value for e in written}}), flush=True)
+    return 0
+
+
+def confirm_round(worker, routes: list[Route], default: Route, request: BatchRequest) -> int:
+    """Interleave the kept engines of the candidate routes with the default's and write the rounds
+    and the decision to `<prefix>/confirm/<batch>.json`."""
+    from enginewright.search.winner import confirm, noise_margin
+    entries = worker.existing()
+    missing = [r.canonical or "(default)" for r in [default, *routes] if r.id not in entries
+               or not entries[r.id].engine_uri]
+    if missing:
+        raise InputError(f"no kept engine for {missing}: a confirmation round needs measured, kept engines")
+    spec = request.spec
+    rounds = worker.confirm([entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds)
+    margin = noise_margin(list(entries.values()), spec.search.noise_margin)
+    decision = confirm(rounds, default.id, margin)
+    result = {"batch": request.batch, "rounds": rounds, "winner_id": decision.winner_id,
+              "speedup": decision.speedup, "margin": margin, "reason": decision.reason, "ratios": decision.ratios}
+    worker.ctx.store.put(f"{request.prefix}/confirm/{request.batch}.json", json.dumps(result).encode())
+    print(json.dumps({k: v for k, v in result.items() if k != "rounds"}), flush=True)
     return 0
 
 
