@@ -28,6 +28,17 @@ def tune_args(example: Path, out: Path, *extra: str, references: str = "referenc
             "--out", str(out), *FAST_TIMING, *extra]
 
 
+def make_worker(example: Path, tmp_path: Path, timeout: float = 120.0):
+    """A Worker on the example model with a local store under `tmp_path` and short timing."""
+    from enginewright.store import LocalStore
+    from enginewright.worker.batch import Accuracy, Worker, WorkerContext
+    return Worker(WorkerContext(
+        backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"), prefix="runs/x",
+        target="cpu", workdir=tmp_path / "work", route_timeout=timeout,
+        accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4),
+        timing={"warmup_iterations": 1, "iterations": 3, "repeats": 1, "min_seconds": 0.0}))
+
+
 def run_tune(example: Path, out: Path, *extra: str, references: str = "references") -> subprocess.CompletedProcess:
     return subprocess.run(tune_args(example, out, *extra, references=references), capture_output=True, text=True,
                           timeout=600)

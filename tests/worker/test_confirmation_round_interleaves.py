@@ -1,13 +1,9 @@
 """The confirmation round holds every engine loaded in a process of its own and times them in
 rotating order, one at a time; an engine that cannot load is reported, not hung on."""
 
-from pathlib import Path
-
 import pytest
 
-from enginewright.store import LocalStore
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext
-from tests.worker.conftest import run_tune
+from tests.worker.conftest import make_worker, run_tune
 
 
 @pytest.fixture(scope="module")
@@ -17,16 +13,8 @@ def default_engine(example, tmp_path_factory):
     return next((out / "store/runs/local/engines").glob("e3b0c44298fc.*"))
 
 
-def worker(example, tmp_path, timeout=120.0):
-    ctx = WorkerContext(backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"),
-                        prefix="runs/x", target="cpu", workdir=tmp_path / "work",
-                        accuracy=Accuracy([example / "inputs-0.npz"], []), route_timeout=timeout,
-                        timing={"warmup_iterations": 1, "iterations": 3, "repeats": 1, "min_seconds": 0.0})
-    return Worker(ctx)
-
-
 def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
-    rounds = worker(example, tmp_path).interleave({"a": default_engine, "b": default_engine, "c": default_engine},
+    rounds = make_worker(example, tmp_path).interleave({"a": default_engine, "b": default_engine, "c": default_engine},
                                                   4, tmp_path / "confirm")
     assert set(rounds) == {"a", "b", "c"}
     assert all(len(times) == 4 and all(t > 0 for t in times) for times in rounds.values())
@@ -38,5 +26,5 @@ def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engin
     broken = tmp_path / "broken.ort.tar"
     broken.write_bytes(b"not a tar archive")
     with pytest.raises(RuntimeError, match="engine broken did not answer"):
-        worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
+        make_worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
                                                          tmp_path / "confirm")

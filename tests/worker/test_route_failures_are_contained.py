@@ -5,15 +5,8 @@ import os
 
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.search.routes import Route
-from enginewright.store import LocalStore
-from enginewright.worker.batch import Accuracy, Built, Worker, WorkerContext
-
-
-def make_worker(example, tmp_path, timeout):
-    return Worker(WorkerContext(
-        backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"), prefix="runs/x",
-        target="cpu", workdir=tmp_path / "work", route_timeout=timeout,
-        accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4)))
+from enginewright.worker.batch import Built
+from tests.worker.conftest import make_worker
 
 
 def processes_mentioning(text: str) -> list[int]:
