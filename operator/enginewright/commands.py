@@ -50,22 +50,20 @@ def cmd_tune(args) -> int:
                 "min_seconds": args.min_seconds},
         backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism)
     entries_dir = opts.out / "store" / "runs" / "local" / "entries"
-    planned = {"stage1": 0, "stage2": 0}
+    planned = {"routes": 0}
+
+    def on_plan(total: int) -> None:
+        planned["routes"] = total
 
     def say(message: str) -> None:
         """Progress: a bar of measured / planned routes, then the worker's line."""
-        import re
-        if match := re.search(r"(\d+) routes in stage 1", message):
-            planned["stage1"] = int(match.group(1))
-        if match := re.search(r"-> (\d+) combined routes", message):
-            planned["stage2"] = int(match.group(1))
-        total = max(1, sum(planned.values()))
+        total = max(1, planned["routes"])
         done = min(total, len(list(entries_dir.glob("*.json"))) if entries_dir.exists() else 0)
         bar = "#" * round(20 * done / total)
         print(f"[{bar:<20}] {done:3d}/{total:<3d} {message}", flush=True)
 
     try:
-        result = tune(opts, say)
+        result = tune(opts, say, on_plan)
     except (TuneError, PlanError) as exc:
         print(f"enginewright tune: {exc}", file=sys.stderr)
         return 3

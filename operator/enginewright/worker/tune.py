@@ -69,7 +69,10 @@ class TuneResult:
     decision: Decision
 
 
-def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
+def tune(opts: TuneOptions, say: Callable[[str], None] = print,
+         on_plan: Callable[[int], None] | None = None) -> TuneResult:
+    """Run the whole flow; `say` gets progress lines, `on_plan` the number of routes planned so far
+    (after stage 1, and again after mixed's stage 2)."""
     from enginewright.backends import get_backend
     began = time.monotonic()
     opts.out.mkdir(parents=True, exist_ok=True)
@@ -86,6 +89,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
         backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, deadline=opts.deadline,
         progress=say)
     worker = Worker(ctx)
+    if on_plan:
+        on_plan(len(stage1))
     say(f"{opts.mode} search: {len(stage1)} routes in stage 1 ({len(worker.existing())} already in the cache)")
     for batch in make_batches(stage1, opts.routes_per_batch, "stage1"):
         worker.run_batch(batch.routes, "stage1", batch.name, default)
@@ -96,9 +101,10 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
     margin = noise_margin(list(entries.values()), opts.noise_margin)
 
     if opts.mode == "mixed":
-        stage1_entries = [entries[r.id] for r in stage1 if r.id in entries]
-        improving = improving_values(space, stage1_entries, default_entry.median_ms, margin)
+        improving = improving_values(space, list(entries.values()), default_entry.median_ms, margin)
         stage2 = plan_mixed_stage2(space, improving, opts.pinned, budget=max(0, opts.max_routes - len(stage1)))
+        if on_plan:
+            on_plan(len(stage1) + len(stage2))
         say(f"stage 2: {len(improving)} improving knobs ({', '.join(sorted(improving)) or 'none'}) "
             f"-> {len(stage2)} combined routes")
         for batch in make_batches(stage2, opts.routes_per_batch, "stage2"):
@@ -109,12 +115,10 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print) -> TuneResult:
 
     all_entries = list(entries.values())
     decision = choose_winner(all_entries, default.id, margin)
-    confirmation = None
     candidates = [e for e in rank_candidates(all_entries, default.id, default_entry.median_ms)
                   if e.engine_uri][:opts.top_k]
     if opts.top_k and opts.confirm_rounds >= 2 and candidates and (opts.deadline is None or time.time() < opts.deadline):
-        confirmation = _confirm(worker, candidates, default_entry, opts, margin)
-        decision = confirmation
+        decision = _confirm(worker, candidates, default_entry, opts, margin)
     summary = _summary(opts, backend, default, decision, all_entries, began)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (opts.out / "trtexec-cache.jsonl").write_text(export_trtexec(
