@@ -81,7 +81,9 @@ def serve(request: dict) -> None:
     """Hold one loaded engine and time it on request: the parent sends `measure` lines on stdin and
     reads one JSON line per measurement from stdout. One engine per process, so engines measured in
     the same confirmation round cannot slow each other down (several torch.compile'd copies of one
-    program in one process add guard-checking overhead to every call; the H200 benchmark saw it)."""
+    program in one process add guard-checking overhead to every call; the H200 benchmark saw it).
+    A round times repeats of `iterations` runs until `min_seconds` were timed (one repeat at least):
+    one short repeat (15 ms for a 0.3 ms engine) let a single burst of host noise decide a round."""
     import os
     from dataclasses import replace
     from enginewright.backends.base import measure as time_runner
@@ -90,8 +92,9 @@ def serve(request: dict) -> None:
     backend = _backend(request)
     runner = backend.load(Path(request["engine"]).read_bytes(), Path(request["workdir"]))
     inputs = load_npz(request["inputs"][0])
-    plan = replace(_plan(request), repeats=1, min_seconds=0.0)
-    time_runner(runner, inputs, plan)  # warm: compile-cache load, first calls, clocks
+    plan = _plan(request)
+    time_runner(runner, inputs, replace(plan, repeats=1, min_seconds=0.0))  # warm: cache load, first calls
+    plan = replace(plan, warmup_iterations=0, repeats=1)  # a round: repeats until min_seconds were timed
     reply.write(json.dumps({"ready": True}) + "\n")
     reply.flush()
     for line in sys.stdin:
