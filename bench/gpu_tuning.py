@@ -62,8 +62,14 @@ def run_workload(name: str, out: Path, say) -> dict:
     workload = next(w for w in WORKLOADS if w.name == name)
     folder = out / name
     began = time.monotonic()
-    files = prepare(workload, folder / "data", "cuda")
-    say(f"{name}: exported in {time.monotonic() - began:.1f}s")
+    data = folder / "data"
+    if (data / "program.pt2").exists() and (data / "references-1.npz").exists():  # a resumed run: same bytes
+        files = {"program": data / "program.pt2", "inputs": sorted(data.glob("inputs-*.npz")),
+                 "references": sorted(data.glob("references-*.npz"))}
+        say(f"{name}: resuming the run in {folder}")
+    else:
+        files = prepare(workload, data, "cuda")
+        say(f"{name}: exported in {time.monotonic() - began:.1f}s")
     cache = folder / "cache"
     common = dict(backend="inductor", model=files["program"], inputs=files["inputs"], references=files["references"],
                   metric="cosine", threshold=THRESHOLD, settings={"input_dtype": "float16"}, timing=TIMING,
