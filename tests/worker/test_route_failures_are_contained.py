@@ -41,3 +41,15 @@ def test_an_engine_that_cannot_load_is_recorded_as_crash_with_the_reason(example
     assert measured.outcome is Outcome.crash
     assert "not an onnxruntime engine" in measured.error
     assert measured.timing is None
+
+
+def test_a_route_cut_short_by_the_runs_deadline_is_not_cached_and_a_later_run_measures_it(example, tmp_path):
+    import time
+    worker = make_worker(example, tmp_path, timeout=120)
+    default, other = Route.of({}), Route.of({"enable_mem_pattern": "0"})
+    worker.ctx.deadline = time.time() + 0.2  # a child process cannot even import onnxruntime in that time
+    assert worker.run_batch([default, other], "stage1", "b0", default) == []
+    assert worker.existing() == {}  # no "timeout" entry that would stop a resumed run from measuring it
+    worker.ctx.deadline = None
+    written = worker.run_batch([default, other], "stage1", "b0", default)
+    assert {e.route_id: e.outcome for e in written} == {default.id: Outcome.ok, other.id: Outcome.ok}

@@ -222,7 +222,9 @@ class Worker:
         """Measure the default route first (this batch's baseline on this device), then every route
         of the batch that has no entry yet. Routes are built `build_parallelism` at a time and then
         measured one at a time, so measuring never overlaps a build and a killed worker loses at most
-        the routes of the group in flight (one route with the default parallelism of 1).
+        the routes of the group in flight (one route with the default parallelism of 1). A route whose
+        build or measurement the run's deadline cut short gets no entry (its timeout says nothing
+        about the route).
         Returns the entries written by this call."""
         ctx = self.ctx
         done = self.existing()
@@ -247,6 +249,15 @@ class Worker:
                     break
                 for built in pool.map(lambda r: self.build(r, stage, batch), group):
                     entry = self.measure(built)
+                    if entry.outcome is Outcome.timeout and self._time_left() <= 0:
+                        # Cut short by the run's deadline, not slow on its own: not cached, so a
+                        # resumed or later run measures it.
+                        ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
+                                f"not recorded, a later run retries it")
+                        shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
+                        if built.route.id == default.id:
+                            return written
+                        continue
                     if built.route.id == default.id:
                         if not entry.passed:
                             ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
