@@ -323,14 +323,15 @@ def cmd_docs(args) -> int:
     notes = (old[old.index(NOTES_BEGIN):old.index(NOTES_END) + len(NOTES_END)]
              if NOTES_BEGIN in old and NOTES_END in old else f"{NOTES_BEGIN}\n{NOTES_END}")
     r0 = results[0]
+    cores = ", ".join(f"{r['workload']} {r.get('cpus', '?')}" for r in results)
     lines = [
         "# GPU tuning benchmark (Inductor on NVIDIA H200)", "",
         f"Measured {args.date or datetime.now(timezone.utc).date()} at git revision `{args.revision}` with "
-        f"`bench/gpu_tuning.py`: torch {r0['torch']}, {r0['gpu']}, {r0.get('cpus', '?')} CPU cores per GPU "
-        f"process. Raw results: `docs/benchmarks/raw/`.", "", notes, "",
+        f"`bench/gpu_tuning.py`: torch {r0['torch']}, {r0['gpu']}; CPU cores of each workload's process: "
+        f"{cores}. Raw results: `docs/benchmarks/raw/`.", "", notes, "",
         "## How it was run", "",
-        "```", *(args.command or ["python bench/gpu_tuning.py run --workloads W1,W2 --gpus 0,1 --out OUT --export EXPORT"]),
-        f"python bench/gpu_tuning.py docs EXPORT/*.json --docs docs --revision {args.revision or 'REV'}", "```", "",
+        "```", *(args.command or ["python bench/gpu_tuning.py run --workloads W1,W2 --gpus 0,1 --out OUT --export EXPORT",
+                                  "python bench/gpu_tuning.py docs EXPORT/*.json --docs docs --revision REV"]), "```", "",
         f"Each workload is tuned with the product's own flow (`enginewright.worker.tune`, the same as "
         f"`enginewright tune`). Knobs: fast and mixed over {', '.join(KNOBS)} (mixed: at most "
         f"{MIXED_MAX_ROUTES} routes, so stage 2 tries the best predicted combinations first); full over "
@@ -367,22 +368,26 @@ def cmd_docs(args) -> int:
               f"by side, {geomean(sweep_geo):.3f}x in the sweep**, across {len(results)} workloads "
               f"({', '.join(r['workload'] for r in results)}); a workload where the default was kept counts as 1.", "",
               "## Cost and search efficiency", "",
-              "| workload | fast: routes / cost s | mixed: measured of planned / cost s | full: measured of planned / "
+              "| workload | fast: routes / cost s | mixed: routes with an entry of planned / cost s | full: routes with an entry of planned / "
               "cost s | mixed winner ÷ full winner (side by side) | mixed cost ÷ full cost | wall s: mixed, full, "
               "side by side, A/A |", "|---|---|---|---|---|---|---|"]
     for r in results:
         m, e = r["modes"], r["efficiency"]
         planned = r.get("planned", {})
         walls = r.get("phase_wall_s", {})
+        timeouts = lambda rows: sum(x["outcome"] == "timeout" for x in rows)
+        late = lambda n: f" ({n} timed out)" if n else ""
         lines.append(f"| {r['workload']} | {m['fast']['routes']} / {m['fast']['cost_s']} | {m['mixed']['routes']} of "
-                     f"{planned.get('mixed', '?')} / {m['mixed']['cost_s']} | {m['full']['routes']} of "
-                     f"{planned.get('full', '?')} / {m['full']['cost_s']} | "
+                     f"{planned.get('mixed', '?')}{late(timeouts(r['routes']))} / {m['mixed']['cost_s']} | "
+                     f"{m['full']['routes']} of {planned.get('full', '?')}{late(timeouts(r.get('full_routes', [])))} / "
+                     f"{m['full']['cost_s']} | "
                      f"{e['mixed_winner_over_full_winner_side_by_side']:.3f} | "
                      f"{(e['mixed_cost_over_full_cost'] or float('nan')):.2f} | "
                      f"{', '.join(str(walls.get(k, '?')) for k in ('mixed', 'full', 'side_by_side', 'aa'))} |")
     lines += ["", "Cost = build seconds + engine load seconds + timed seconds of the routes a mode needs (a "
-              "route both modes need counts in both). \"measured of planned\" below the plan means the call's "
-              "deadline stopped the search early.", "",
+              "route both modes need counts in both). \"with an entry of planned\" below the plan means the call's "
+              "deadline stopped the search early; \"timed out\" routes have an entry, with no time (route timeout, "
+              "or the call's deadline in runs before deadline-cut routes were kept out of the cache).", "",
               "## Noise: A/A test", "",
               "The default engine against two copies of itself (three processes holding the same engine bytes), "
               f"interleaved rounds split into trials of {CONFIRM_ROUNDS} rounds. A false winner is a trial where a "
@@ -393,8 +398,7 @@ def cmd_docs(args) -> int:
               "process bias (copy-a, copy-b) | max spread of one engine | round CV |", "|---|---|---|---|---|---|---|---|"]
     total = {"trials": 0, "rule": 0, "strict": 0}
     aa_rows = [(r["workload"], r["aa"]) for r in results] + [
-        (f"{json.loads(Path(p).read_text())['workload']} (noise study)", json.loads(Path(p).read_text())["aa"])
-        for p in args.noise]
+        (Path(p).stem, json.loads(Path(p).read_text())["aa"]) for p in args.extra_aa]
     for name, a in aa_rows:
         if "error" in a:
             lines.append(f"| {name} | error: {a['error'][:80]} | | | | | | |")
@@ -421,8 +425,8 @@ def cmd_docs(args) -> int:
             ratio = f"{x['baseline_ms'] / x['median_ms']:.3f}" if x["median_ms"] and x["baseline_ms"] else "—"
             load = x.get("load") or {}
             lines.append(f"| `{x['route']}` | {x['stage']} | {x['outcome']} | "
-                         f"{x['median_ms'] if x['median_ms'] is None else format(x['median_ms'], '.4f')} | {ratio} | "
-                         f"{x['build_s']} | {load.get('load_seconds', '—')} | "
+                         f"{'—' if x['median_ms'] is None else format(x['median_ms'], '.4f')} | {ratio} | "
+                         f"{x['build_s'] or '—'} | {load.get('load_seconds', '—')} | "
                          f"{load.get('fxgraph_cache_hit', '—')}/{load.get('fxgraph_cache_miss', '—')} | "
                          f"{'—' if x['loss'] is None else format(x['loss'], '.2g')} |")
         lines.append("")
@@ -450,7 +454,8 @@ def main() -> int:
     docs.add_argument("--docs", default="docs")
     docs.add_argument("--revision", default="")
     docs.add_argument("--date", default="")
-    docs.add_argument("--noise", nargs="*", default=[], help="noise.json files of `noise` runs (A/A table)")
+    docs.add_argument("--extra-aa", nargs="*", default=[],
+                      help="more result or noise.json files whose A/A test joins the A/A table (row named by file)")
     docs.add_argument("--command", action="append", help="a command as run (repeat; shown in the doc)")
     docs.set_defaults(func=cmd_docs)
     args = parser.parse_args()
