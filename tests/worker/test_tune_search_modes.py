@@ -1,6 +1,7 @@
 """`enginewright tune` with ONNX Runtime completes fast, full and mixed runs on the example model."""
 
 import json
+import re
 
 import pytest
 
@@ -38,6 +39,9 @@ def test_fast_and_full_measure_every_planned_route(example, tmp_path, mode, plan
     import hashlib
     assert hashlib.sha256(engine.read_bytes()).hexdigest() == summary["winner_engine_sha256"]
     assert "speedup" in result.stdout and "(default)" in result.stdout
+    # The progress bar counts each route once its entry exists: the default's line already shows 1.
+    assert re.search(r"\]\s+1/\s*\d+\s+\[stage1-b000\] default route \(baseline\)", result.stdout), result.stdout
+    assert re.search(rf"\]\s+{planned}/{planned}\s+\[stage1-b000\] route {planned - 1}/{planned - 1} ", result.stdout)
     assert (out / "report.md").read_text().count("\n|") >= planned + 1
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     lines = (out / "trtexec-cache.jsonl").read_text().splitlines()

@@ -266,20 +266,21 @@ class Worker:
                                 written.append(entry)
                             return written
                         baseline_ms = entry.median_ms
+                        if default.id not in done:  # written before the line, so progress counts it
+                            entry = self._keep(entry.model_copy(update={"baseline_ms": baseline_ms}),
+                                               built.engine_path, baseline_ms, is_default=True)
+                            self._write(entry)
+                            written.append(entry)
                         ctx.say(f"[{batch}] default route (baseline): {baseline_ms:.4f} ms")
-                        if default.id in done:
-                            continue
-                        entry = self._keep(entry.model_copy(update={"baseline_ms": baseline_ms}),
-                                           built.engine_path, baseline_ms, is_default=True)
-                    else:
-                        measured += 1
-                        entry = entry.model_copy(update={"baseline_ms": baseline_ms})
-                        if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
-                            entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
+                        shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
+                        continue
+                    measured += 1
+                    entry = entry.model_copy(update={"baseline_ms": baseline_ms})
+                    if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
+                        entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
                     self._write(entry)
                     written.append(entry)
-                    if built.route.id != default.id:
-                        ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
+                    ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
                     shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
         return written
 
