@@ -63,8 +63,8 @@ def run_workload(name: str, out: Path, say) -> dict:
     folder = out / name
     began = time.monotonic()
     data = folder / "data"
-    if (data / "program.pt2").exists() and (data / "references-1.npz").exists():  # a resumed run: same bytes
-        files = {"program": data / "program.pt2", "inputs": sorted(data.glob("inputs-*.npz")),
+    if (data / f"{name}.pt2").exists() and (data / "references-1.npz").exists():  # a resumed run: same bytes
+        files = {"program": data / f"{name}.pt2", "inputs": sorted(data.glob("inputs-*.npz")),
                  "references": sorted(data.glob("references-*.npz"))}
         say(f"{name}: resuming the run in {folder}")
     else:

@@ -93,7 +93,7 @@ def prepare(workload: Workload, folder: Path, device: str, dtype: str = "float16
     exported = torch.export.export(half, (sample,))
     name = next(spec.arg.name for spec in exported.graph_signature.input_specs
                 if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT)
-    program = folder / "program.pt2"
+    program = folder / f"{workload.name}.pt2"  # the report's plot is titled by the model's file name
     torch.export.save(exported, str(program))
     inputs, references = [], []
     for i, (x, ref) in enumerate(zip(xs, refs)):

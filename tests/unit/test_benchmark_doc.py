@@ -1,0 +1,52 @@
+"""The H200 benchmark page is generated from the raw results committed beside it, and the bench's
+pure helpers (core shares, A/A verdicts) do what the page says they do."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import gpu_tuning  # noqa: E402  (bench/ is not a package)
+
+
+def test_the_committed_benchmark_page_is_exactly_what_its_raw_results_render(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    shutil.copy(REPO / "docs/benchmarks.md", docs / "benchmarks.md")  # the notes block comes from here
+    done = subprocess.run([str(REPO / "bench/render_benchmarks_doc.sh"), str(docs)], capture_output=True, text=True,
+                          env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert (docs / "benchmarks.md").read_text() == (REPO / "docs/benchmarks.md").read_text()
+    assert "mixed winner geomean 1.563x side by side" in done.stdout
+
+
+def test_the_headline_false_winner_counts_follow_from_the_recorded_rounds():
+    raw = REPO / "docs/benchmarks/raw"
+    files = [raw / f"{w}.json" for w in ("resnet50", "encoder", "mlp", "convnet", "attention")]
+    files += [raw / "resnet50-call1.json", raw / "resnet50-call3.json"]
+    verdicts = [gpu_tuning.aa_verdicts(json.loads(f.read_text())["aa"]["rounds"], 5) for f in files]
+    assert sum(v["trials"] for v in verdicts) == 56
+    assert sum(v["rule_false_winners"] for v in verdicts) == 4
+    assert sum(v["strict_false_winners"] for v in verdicts) == 36
+
+
+def test_aa_verdicts_on_drift_shared_by_a_round_and_on_a_lasting_process_offset():
+    drift = [1.0, 1.6, 1.0, 1.6, 1.0] * 2  # machine-wide regime changes, the same for every engine of a round
+    shared = {"default": drift, "copy-a": drift, "copy-b": drift}
+    v = gpu_tuning.aa_verdicts(shared, 5)
+    assert v["trials"] == 2 and v["rule_false_winners"] == 0 and v["process_bias"] == {"copy-a": 1.0, "copy-b": 1.0}
+    offset = {**shared, "copy-b": [t * 0.8 for t in drift]}  # one process 20% faster all along
+    v = gpu_tuning.aa_verdicts(offset, 5)
+    assert v["rule_false_winners"] == 2 and v["strict_false_winners"] == 2 and v["process_bias"]["copy-b"] == 0.8
+
+
+def test_cores_are_split_into_contiguous_disjoint_shares():
+    shares = gpu_tuning.split_cores(list(range(32)), 2)
+    assert shares == [list(range(16)), list(range(16, 32))]
+    assert [len(s) for s in gpu_tuning.split_cores(list(range(5)), 2)] == [3, 2]
+    assert gpu_tuning.split_cores([7], 2) == [[7], [7]]  # never an empty share
