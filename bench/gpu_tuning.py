@@ -7,11 +7,13 @@
   1. mixed search over KNOBS (its stage 1 is exactly the fast search; the fast winner is read from
      stage 1 with the same noise-margin rule), with the confirmation round;
   2. full search over the three knobs of FULL_KNOBS (every combination), sharing the cache;
-  3. side by side, in one interleaved measurement: default, fast winner, mixed winner, full winner;
+  3. side by side, in one interleaved measurement: default, fast winner, mixed winner, full winner,
+     each engine held in a process of its own;
   4. an A/A test: the default engine against two copies of itself for AA_ROUNDS rounds, split into
      trials of CONFIRM_ROUNDS rounds; how often the confirmation rule, and a strict "any faster
      measurement wins" rule, would name a false winner.
-Workloads listed together run in parallel, one GPU each (--gpus), or one after another.
+Workloads listed together run in parallel, one GPU each (--gpus), each GPU's process on its own share
+of the cores, or one after another. `run` again with the same --out resumes a workload's run.
 """
 
 from __future__ import annotations
