@@ -249,22 +249,20 @@ class Worker:
                     break
                 for built in pool.map(lambda r: self.build(r, stage, batch), group):
                     entry = self.measure(built)
-                    if entry.outcome is Outcome.timeout and self._time_left() <= 0:
-                        # Cut short by the run's deadline, not slow on its own: not cached, so a
-                        # resumed or later run measures it.
+                    is_default = built.route.id == default.id
+                    # Cut short by the run's deadline, not slow on its own: not cached, so a resumed or
+                    # later run measures it.
+                    cut = entry.outcome is Outcome.timeout and self._time_left() <= 0
+                    if cut:
                         ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
                                 f"not recorded, a later run retries it")
-                        shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
-                        if built.route.id == default.id:
-                            return written
-                        continue
-                    if built.route.id == default.id:
-                        if not entry.passed:
-                            ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
-                            if default.id not in done:
-                                self._write(entry)
-                                written.append(entry)
-                            return written
+                    elif is_default and not entry.passed:
+                        ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
+                        if default.id not in done:
+                            self._write(entry)
+                            written.append(entry)
+                        return written
+                    elif is_default:
                         baseline_ms = entry.median_ms
                         if default.id not in done:  # written before the line, so progress counts it
                             entry = self._keep(entry.model_copy(update={"baseline_ms": baseline_ms}),
@@ -272,16 +270,17 @@ class Worker:
                             self._write(entry)
                             written.append(entry)
                         ctx.say(f"[{batch}] default route (baseline): {baseline_ms:.4f} ms")
-                        shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
-                        continue
-                    measured += 1
-                    entry = entry.model_copy(update={"baseline_ms": baseline_ms})
-                    if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
-                        entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
-                    self._write(entry)
-                    written.append(entry)
-                    ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
+                    else:
+                        measured += 1
+                        entry = entry.model_copy(update={"baseline_ms": baseline_ms})
+                        if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
+                            entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
+                        self._write(entry)
+                        written.append(entry)
+                        ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
                     shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
+                    if cut and is_default:
+                        return written
         return written
 
     # ------------------------------------------------------------------ confirmation

@@ -94,13 +94,13 @@ def serve(request: dict) -> None:
     inputs = load_npz(request["inputs"][0])
     plan = _plan(request)
     time_runner(runner, inputs, replace(plan, repeats=1, min_seconds=0.0))  # warm: cache load, first calls
-    plan = replace(plan, warmup_iterations=0, repeats=1)  # a round: repeats until min_seconds were timed
+    round_plan = replace(plan, warmup_iterations=0, repeats=1)  # repeats until min_seconds were timed
     reply.write(json.dumps({"ready": True}) + "\n")
     reply.flush()
     for line in sys.stdin:
         if line.strip() != "measure":
             break
-        reply.write(json.dumps({"median_ms": time_runner(runner, inputs, plan).median_ms}) + "\n")
+        reply.write(json.dumps({"median_ms": time_runner(runner, inputs, round_plan).median_ms}) + "\n")
         reply.flush()
     runner.close()
 
