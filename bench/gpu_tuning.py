@@ -117,6 +117,7 @@ def run_workload(name: str, out: Path, say) -> dict:
     aa = _aa_test(ctx_worker, by_id[default], say)
     aa_wall = time.monotonic() - t0
 
+    in_mixed = {e.route_id for e in mixed.entries}
     mixed_cost = cost_seconds(mixed.entries)
     fast_cost = cost_seconds(stage1)
     full_cost = cost_seconds(full_entries)
@@ -129,7 +130,8 @@ def run_workload(name: str, out: Path, say) -> dict:
         "modes": {
             mode: {"winner": by_id[rid].route or "(default)", "winner_ms": by_id[rid].median_ms,
                    "speedup_side_by_side": side.get(rid),
-                   "speedup_sweep": by_id[rid].baseline_ms / by_id[rid].median_ms if rid != default else 1.0, "loss": max((by_id[rid].loss or {"": 0}).values()),
+                   "speedup_sweep": by_id[rid].baseline_ms / by_id[rid].median_ms if rid != default else 1.0,
+                   "loss": max((by_id[rid].loss or {"": 0}).values()),
                    "routes": n, "cost_s": round(cost, 1), "wall_s": wall}
             for mode, rid, n, cost, wall in (
                 ("fast", winners["fast"], len(stage1), fast_cost, None),
@@ -143,7 +145,7 @@ def run_workload(name: str, out: Path, say) -> dict:
         "aa": aa,
         "routes": [_route_row(e) for e in sorted(mixed.entries, key=lambda e: (e.stage, e.median_ms or 1e9))],
         "full_routes": [_route_row(e) for e in sorted(full.entries, key=lambda e: e.median_ms or 1e9)
-                        if e.route_id not in {m.route_id for m in mixed.entries}],
+                        if e.route_id not in in_mixed],
         "default_baselines_ms": sorted({e.baseline_ms for e in mixed.entries + full.entries if e.baseline_ms}),
         "wall_s": round(time.monotonic() - began, 1),
     }
@@ -301,13 +303,6 @@ def cmd_run(args) -> int:
 NOTES_BEGIN, NOTES_END = "<!-- notes: written by hand, kept by `gpu_tuning.py docs` -->", "<!-- /notes -->"
 
 
-def sweep_speedup(route: dict) -> float:
-    """The route against the default measured in the same batch (1.0 for the default itself)."""
-    if route.get("route") == "(default)" or not route.get("baseline_ms") or not route.get("median_ms"):
-        return 1.0
-    return route["baseline_ms"] / route["median_ms"]
-
-
 def cmd_docs(args) -> int:
     """Merge result files into docs/benchmarks.md (+ copy the per-workload plots). The hand-written
     notes between the NOTES markers of an existing benchmarks.md are kept."""
@@ -349,23 +344,19 @@ def cmd_docs(args) -> int:
         "full winner | sweep x | side by side x | max loss (mixed winner) |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    side_geo, sweep_geo = [], []
+    def cells(mode: dict, side: bool = True) -> list[str]:
+        out = [f"`{mode['winner']}`", f"{mode['speedup_sweep']:.3f}"]
+        if side:
+            sbs = mode["speedup_side_by_side"]
+            out.append("1 (default kept)" if mode["winner"] == "(default)" else "—" if sbs is None else f"{sbs:.3f}")
+        return out
+
+    side_geo = [r["modes"]["mixed"]["speedup_side_by_side"] or 1.0 for r in results]
+    sweep_geo = [r["modes"]["mixed"]["speedup_sweep"] for r in results]
     for r in results:
         m = r["modes"]
-        routes = {x["route"]: x for x in r["routes"] + r.get("full_routes", [])}
-        def cells(mode, side=True):
-            winner = m[mode]["winner"]
-            sweep = m[mode].get("speedup_sweep") or sweep_speedup(routes.get(winner, {}))
-            out = [f"`{winner}`", f"{sweep:.3f}"]
-            if side:
-                sbs = m[mode]["speedup_side_by_side"]
-                out.append("1 (default kept)" if winner == "(default)" else
-                           "—" if sbs is None else f"{sbs:.3f}")
-            return out
-        side_geo.append(m["mixed"]["speedup_side_by_side"] or 1.0)
-        sweep_geo.append(float(cells("mixed", False)[1]))
-        lines.append(f"| {r['workload']} | {r['default_ms']:.4f} | {' | '.join(cells('fast', False))} | "
-                     f"{' | '.join(cells('mixed'))} | {' | '.join(cells('full'))} | {m['mixed']['loss']:.2g} |")
+        lines.append(f"| {r['workload']} | {r['default_ms']:.4f} | {' | '.join(cells(m['fast'], False))} | "
+                     f"{' | '.join(cells(m['mixed']))} | {' | '.join(cells(m['full']))} | {m['mixed']['loss']:.2g} |")
     lines += ["", f"**Geometric-mean speedup of the mixed winner over the default: {geomean(side_geo):.3f}x side "
               f"by side, {geomean(sweep_geo):.3f}x in the sweep**, across {len(results)} workloads "
               f"({', '.join(r['workload'] for r in results)}); a workload where the default was kept counts as 1.", "",
@@ -373,15 +364,17 @@ def cmd_docs(args) -> int:
               "| workload | fast: routes / cost s | mixed: routes with an entry of planned / cost s | full: routes with an entry of planned / "
               "cost s | mixed winner ÷ full winner (side by side) | mixed cost ÷ full cost | wall s: mixed, full, "
               "side by side, A/A |", "|---|---|---|---|---|---|---|"]
+    def late(rows: list[dict]) -> str:
+        n = sum(x["outcome"] == "timeout" for x in rows)
+        return f" ({n} timed out)" if n else ""
+
     for r in results:
         m, e = r["modes"], r["efficiency"]
         planned = r.get("planned", {})
         walls = r.get("phase_wall_s", {})
-        timeouts = lambda rows: sum(x["outcome"] == "timeout" for x in rows)
-        late = lambda n: f" ({n} timed out)" if n else ""
         lines.append(f"| {r['workload']} | {m['fast']['routes']} / {m['fast']['cost_s']} | {m['mixed']['routes']} of "
-                     f"{planned.get('mixed', '?')}{late(timeouts(r['routes']))} / {m['mixed']['cost_s']} | "
-                     f"{m['full']['routes']} of {planned.get('full', '?')}{late(timeouts(r.get('full_routes', [])))} / "
+                     f"{planned.get('mixed', '?')}{late(r['routes'])} / {m['mixed']['cost_s']} | "
+                     f"{m['full']['routes']} of {planned.get('full', '?')}{late(r.get('full_routes', []))} / "
                      f"{m['full']['cost_s']} | "
                      f"{e['mixed_winner_over_full_winner_side_by_side']:.3f} | "
                      f"{(e['mixed_cost_over_full_cost'] or float('nan')):.2f} | "
