@@ -12,7 +12,12 @@ BACKENDS = ("onnxruntime", "inductor", "tensorrt")
 
 
 def get_backend(name: str, **options) -> Backend:
-    """The backend called `name` (`onnxruntime`, `inductor`, `tensorrt`)."""
+    """The backend called `name` (`onnxruntime`, `inductor`, `tensorrt`), or a backend class from
+    another package named `module:Class` (the worker's child processes import it by that name)."""
+    if ":" in name:
+        import importlib
+        module, _, attribute = name.partition(":")
+        return getattr(importlib.import_module(module), attribute)(**options)
     if name == "onnxruntime":
         from enginewright.backends.onnxruntime import OnnxRuntimeBackend
         return OnnxRuntimeBackend(**options)

@@ -247,7 +247,9 @@ class Worker:
                 if self._time_left() <= 0:
                     ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
                     break
-                for built in pool.map(lambda r: self.build(r, stage, batch), group):
+                # The whole group is built before its first measurement: a route timed next to a
+                # running compilation would time the compiler's load, not the engine.
+                for built in list(pool.map(lambda r: self.build(r, stage, batch), group)):
                     entry = self.measure(built)
                     is_default = built.route.id == default.id
                     # Cut short by the run's deadline, not slow on its own: not cached, so a resumed or

@@ -1,0 +1,60 @@
+"""A test backend: the real onnxruntime backend, recording when each build and each timed stretch
+happens, so a test can check that measuring never overlaps building. The worker's child processes
+import it by name (`tests.worker.interval_backend:IntervalRecordingBackend`).
+
+Intervals go, one JSON line each, to the file named by $ENGINEWRIGHT_TEST_INTERVALS, on the
+system-wide monotonic clock (comparable across processes). The test-only route knob
+`slow_build_seconds` makes a build last at least that long, as a slow compiler would."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from enginewright.backends.base import BuildRequest, Runner
+from enginewright.backends.onnxruntime import OnnxRuntimeBackend
+
+SLOW_BUILD = "slow_build_seconds"
+
+
+def record(kind: str, started: float, **detail) -> None:
+    line = json.dumps({"kind": kind, "start": started, "end": time.monotonic(), "pid": os.getpid(), **detail})
+    with open(os.environ["ENGINEWRIGHT_TEST_INTERVALS"], "a") as out:
+        out.write(line + "\n")
+
+
+class RecordingRunner(Runner):
+    def __init__(self, inner: Runner, loaded_at: float):
+        self.inner, self.loaded_at = inner, loaded_at
+
+    def run(self, inputs):
+        return self.inner.run(inputs)
+
+    def timed_iterations(self, inputs, count: int) -> float:
+        started = time.monotonic()
+        try:
+            return self.inner.timed_iterations(inputs, count)
+        finally:
+            record("timed", started)
+
+    def close(self) -> None:
+        record("measure", self.loaded_at)  # load, accuracy and timing: the whole measuring child
+        self.inner.close()
+
+
+class IntervalRecordingBackend(OnnxRuntimeBackend):
+    def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
+        started = time.monotonic()
+        route = dict(route)
+        slow = float(route.pop(SLOW_BUILD, 0))
+        engine = super().build(request, route)
+        # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
+        time.sleep(max(0.0, started + slow - time.monotonic()))
+        record("build", started, route=route)
+        return engine
+
+    def load(self, engine: bytes, workdir: Path) -> Runner:
+        started = time.monotonic()
+        return RecordingRunner(super().load(engine, workdir), started)

@@ -1,0 +1,37 @@
+"""With several routes built at a time, a group is fully built before any of its routes is measured:
+no measuring child (load, accuracy check, timed runs) runs while a build does."""
+
+import json
+from pathlib import Path
+
+from enginewright.api.cache import Outcome
+from enginewright.search.routes import Route
+from tests.worker.conftest import make_worker
+from tests.worker.interval_backend import SLOW_BUILD
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_no_measurement_runs_while_a_route_of_its_group_is_still_building(example, tmp_path, monkeypatch):
+    intervals = tmp_path / "intervals.jsonl"
+    monkeypatch.setenv("ENGINEWRIGHT_TEST_INTERVALS", str(intervals))
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{REPO / 'operator'}")  # the children import the test backend
+    worker = make_worker(example, tmp_path, timeout=120)
+    worker.ctx.backend = "tests.worker.interval_backend:IntervalRecordingBackend"
+    worker.ctx.build_parallelism = 2
+    default = Route.of({})
+    # The slow build shares a group with the default, whose build ends seconds earlier: measuring the
+    # default as soon as it is built would overlap it.
+    slow = Route.of({"enable_mem_pattern": "0", SLOW_BUILD: "4"})
+    quick = Route.of({"enable_cpu_mem_arena": "0"})
+    written = worker.run_batch([default, slow, quick], "stage1", "b0", default)
+    assert {e.route_id: e.outcome for e in written} == {r.id: Outcome.ok for r in (default, slow, quick)}
+
+    records = [json.loads(line) for line in intervals.read_text().splitlines()]
+    builds = [r for r in records if r["kind"] == "build"]
+    measuring = [r for r in records if r["kind"] in ("measure", "timed")]
+    assert len(builds) == 3 and sum(r["kind"] == "measure" for r in measuring) == 3
+    assert max(b["end"] - b["start"] for b in builds) >= 4  # the slow build did last
+    overlaps = [(m["kind"], b["route"]) for m in measuring for b in builds
+                if m["start"] < b["end"] and b["start"] < m["end"]]
+    assert overlaps == []
