@@ -1,12 +1,19 @@
 """Shared fixtures: the real local cluster (started once per session, only when a test asks for it),
-a namespace per test, Kubernetes API clients, and an S3 client."""
+a namespace per test, Kubernetes API clients, and an S3 client. Under CI=true, property tests run
+derandomized (the same examples every run), so CI cannot flip on a newly drawn example."""
 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI") == "true":
+    settings.load_profile("ci")
 
 from tests.cluster.harness import LocalCluster, S3_ACCESS_KEY, S3_SECRET_KEY, wait_for
 

@@ -47,6 +47,14 @@ def test_max_bounds_abs_and_squared_is_bounded_by_max_squared(a, data):
     assert 0.0 <= loss(a, b, "cosine") <= 2.0
 
 
+@pytest.mark.parametrize("size", [1, 7, 64, 1000])
+def test_cosine_of_opposite_tensors_stays_within_two_despite_rounding(size):
+    ones = np.ones(size, dtype=np.float32)
+    for out, ref in ((ones, -ones), (ones * np.float32(0.1), -ones * np.float32(0.3))):
+        value = loss(out, ref, "cosine")
+        assert value <= 2.0 and value == pytest.approx(2.0)  # size 1000 gave 2.0000000000000004
+
+
 def test_non_finite_values():
     ref = np.array([1.0, np.nan, np.inf, 2.0])
     assert loss(ref.copy(), ref, "abs") == 0.0  # same NaN / same inf count as equal
