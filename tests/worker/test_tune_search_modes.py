@@ -45,7 +45,7 @@ def test_fast_and_full_measure_every_planned_route(example, tmp_path, mode, plan
     assert (out / "report.md").read_text().count("\n|") >= planned + 1
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     lines = (out / "trtexec-cache.jsonl").read_text().splitlines()
-    assert len(lines) == planned + 1 and json.loads(lines[0])["accuracy_algorithm"] == "cos"
+    assert len(lines) == planned + 1 and json.loads(lines[0])["accuracy_algorithm"] == "Cosine"
 
 
 def test_mixed_runs_stage_two_only_over_improving_knobs(example, tmp_path):

@@ -8,13 +8,15 @@ import fills what it can and marks the rest unknown.
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from pydantic import Field
 
 from enginewright.api.models import WireModel
+from enginewright.search.routes import Knob
 
 
 class Outcome(str, Enum):
@@ -92,71 +94,201 @@ def now_iso() -> str:
 
 
 # ------------------------------------------------------------------- trtexec JSON Lines interop
+#
+# The format as TensorRT 11.1's trtexec writes it (samples/common/sampleUtils.cpp,
+# writeTuningCacheHeader / writeTuningCacheIteration; samples/common/sampleTuning.cpp): a header
+# line with, in this order, tuner_version, accuracy_algorithm (the metric's printed name),
+# accuracy_parameter {atol, rtol, epsilon = --accuracyThreshold}, searching_algorithm, command_line,
+# default_build_route (every knob of the knob database at its default, in database order),
+# tuning_expr, files (only the keys that are set; inputs / ref_outputs as {tensor: path} of the first
+# reference pair) and argv; then one line per iteration: iter, build_route (every knob of the
+# expression, defaults included), crash, error_message, accuracy_loss ({tensor: loss}, null when
+# crashed or empty), gpu_time (null when crashed). nlohmann's dump() is compact, keeps non-ASCII
+# text as UTF-8 and writes NaN and infinities as null. Mixed search restarts `iter` at 0 for its
+# second phase, and that phase can repeat routes of the first.
+
+TRTEXEC_METRIC_NAMES = {"l0": "L0", "abs": "L1", "squared": "L2", "max": "LInf", "cosine": "Cosine"}
+"""Our metric -> the name trtexec prints (getAlgorithmName) and writes as accuracy_algorithm."""
+
+# Import also accepts trtexec's --accuracyAlgorithm spellings and our own metric names.
+_METRIC_FROM_TRTEXEC = {**{v.lower(): k for k, v in TRTEXEC_METRIC_NAMES.items()},
+                        "l1": "abs", "l2": "squared", "linf": "max", "cos": "cosine",
+                        **{k: k for k in TRTEXEC_METRIC_NAMES}}
+
+_CRASHED = (Outcome.crash, Outcome.build_failed, Outcome.timeout)
+_TUNER_PREFIX = "tensorrt-tuner-"
+
+
+def trtexec_metric(name: str) -> str | None:
+    """Our metric name for a trtexec accuracy_algorithm (`Cosine`, `cos`, `L0`, ...); None if unknown."""
+    return _METRIC_FROM_TRTEXEC.get(str(name).lower())
+
+
+def _dump(obj: dict) -> str:
+    """One line as nlohmann's dump() writes it: compact, UTF-8, non-finite numbers as null."""
+    return json.dumps(_finite(obj), separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def parse_trtexec_route(text: str) -> list[tuple[str, str]]:
+    """`-k1=v1 -k2=v2` as trtexec writes it, in its order; a knob whose default is empty is written
+    `-k=`, so empty values are allowed here (unlike a route a user gives)."""
+    pairs = []
+    for token in (text or "").split():
+        if not token.startswith("-") or "=" not in token:
+            raise ValueError(f"build_route token {token!r} is not of the form -knob=value")
+        name, value = token[1:].split("=", 1)
+        pairs.append((name, value))
+    return pairs
+
+
+def default_build_route(knobs: Sequence[Knob]) -> str:
+    """Every knob at its default, in the knob list's order (trtexec's buildDefaultPath)."""
+    return " ".join(f"-{k.name}={k.default}" for k in knobs)
+
+
+def _defaults(knobs: Sequence[Knob] | None, header: dict) -> dict[str, str]:
+    if knobs:
+        return {k.name: k.default for k in knobs}
+    return dict(parse_trtexec_route(header.get("default_build_route") or ""))
 
 
 def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, rtol: float,
-                   search_mode: str, tuner_version: str = "", default_route: str = "") -> str:
+                   search_mode: str, threshold: float | None = None, knobs: Sequence[Knob] | None = None,
+                   tuner_version: str | None = None, files: dict | None = None, header: dict | None = None) -> str:
     """Our entries as trtexec's tuning cache: a header line, then one line per route.
 
-    trtexec reads `gpu_time` as mean compute time in ms; we write our mean for parity.
+    `knobs` (the compiler's knob list) gives `default_build_route` and lets each `build_route` list
+    every tuned knob with its default, as trtexec does; without it routes are written canonical
+    (non-default knobs only), which trtexec's --setBuildRoute reads the same way. `header` is an
+    imported trtexec header: its command_line, tuning_expr, files and argv are kept. The tuner
+    version is `tuner_version`, else the one recorded by an import, else "unknown" (trtexec's own
+    value when it has none). `gpu_time` is our mean, as trtexec's is a mean.
     """
-    trt_metric = {"abs": "l1", "squared": "l2", "max": "lInf", "cosine": "cos", "l0": "l0"}[metric]
-    header = {
+    entries = list(entries)
+    source = header or {}
+    knob_list = list(knobs or [])
+    defaults = _defaults(knob_list, source)
+    order = [k.name for k in knob_list] or list(defaults)
+    tuned = {name for e in entries for name in e.knobs}
+    tuned_order = [n for n in order if n in tuned] + sorted(tuned - set(order))
+    if tuner_version is None:
+        recorded = [e.versions.compiler[len(_TUNER_PREFIX):] for e in entries
+                    if e.versions and e.versions.compiler.startswith(_TUNER_PREFIX)]
+        tuner_version = source.get("tuner_version") or (recorded[0] if recorded else "unknown")
+    seen: dict[str, list[str]] = {name: [] for name in tuned_order}
+    for e in entries:
+        for name in tuned_order:
+            value = e.knobs.get(name, defaults.get(name))
+            if value is not None and value not in seen[name]:
+                seen[name].append(value)
+    expr = " ".join(f"-{n}={v[0]}" if len(v) == 1 else f"-{n}=[{'|'.join(v)}]" for n, v in seen.items() if v)
+    out_header = {
         "tuner_version": tuner_version,
-        "accuracy_algorithm": trt_metric,
-        "accuracy_parameter": {"atol": atol, "rtol": rtol, "epsilon": 0.0},
+        "accuracy_algorithm": TRTEXEC_METRIC_NAMES[metric],
+        "accuracy_parameter": {"atol": atol, "rtol": rtol, "epsilon": threshold if threshold is not None else 0.0},
         "searching_algorithm": search_mode,
-        "command_line": "enginewright",
-        "default_build_route": default_route,
-        "tuning_expr": "",
-        "files": {"onnx": "", "save_engine": "", "inputs": "", "ref_outputs": ""},
-        "argv": [],
+        "command_line": source.get("command_line", "enginewright"),
+        "default_build_route": default_build_route(knob_list) if knob_list else source.get("default_build_route", ""),
+        "tuning_expr": source.get("tuning_expr", expr),
+        "files": {k: v for k, v in {**source.get("files", {}), **(files or {})}.items() if v},
+        "argv": source.get("argv", []),
     }
-    lines = [json.dumps(header)]
-    for i, entry in enumerate(entries):
-        crashed = entry.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout)
-        lines.append(json.dumps({
-            "iter": i,
-            "build_route": entry.route,
+    lines = [_dump(out_header)]
+    iteration, stage = 0, None
+    for entry in entries:
+        if stage is not None and entry.stage != stage:
+            iteration = 0  # trtexec restarts `iter` for the second phase of a mixed search
+        stage = entry.stage
+        crashed = entry.outcome in _CRASHED
+        if defaults and all(n in defaults for n in tuned_order):
+            route = " ".join(f"-{n}={entry.knobs.get(n, defaults[n])}" for n in tuned_order)
+        else:
+            route = entry.route
+        lines.append(_dump({
+            "iter": iteration,
+            "build_route": route,
             "crash": crashed,
             "error_message": entry.error or "",
-            "accuracy_loss": entry.loss,
+            "accuracy_loss": entry.loss if entry.loss and not crashed else None,
             "gpu_time": entry.timing.mean_ms if entry.timing and not crashed else None,
         }))
+        iteration += 1
     return "\n".join(lines) + "\n"
 
 
-def import_trtexec(text: str, *, target: str, threshold: float | None) -> tuple[dict, list[CacheEntry]]:
-    """Parse a trtexec tuning cache into (header, entries).
+def import_trtexec(text: str, *, target: str, threshold: float | None = None,
+                   knobs: Sequence[Knob] | None = None) -> tuple[dict, list[CacheEntry]]:
+    """Parse a trtexec tuning cache into (header, entries), one entry per route.
 
-    Routes are re-canonicalized by the caller's planner when matched; here the route string is kept
-    as written. A route whose loss reaches `threshold` on any tensor is marked accuracy-rejected.
+    Routes are canonicalised: a knob at its default (from `knobs`, else the header's
+    `default_build_route`) is dropped, so trtexec's baseline is our default route `""` and a route
+    gets the same id from either tool. The threshold is `threshold`, else the header's
+    `accuracy_parameter.epsilon` when > 0; a route whose loss reaches it on any tensor is
+    accuracy-rejected, and so is a route with a null loss (nlohmann writes NaN as null). A route
+    that appears twice (mixed search repeats routes in its second phase) keeps its first result.
+    Every entry's baseline is the default route's time in the same file, when the file has it.
     """
-    from enginewright.search.routes import canonical_route, route_id, parse_route
+    from enginewright.search.routes import canonical_route, route_id
 
-    rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {number} of the trtexec tuning cache is not JSON: {exc}") from None
     if not rows:
         raise ValueError("empty trtexec tuning cache")
-    header, entries = rows[0], []
-    if "tuner_version" not in header and "build_route" in header:
+    header = rows[0]
+    if not isinstance(header, dict) or ("tuner_version" not in header and "build_route" in header):
         raise ValueError("trtexec tuning cache has no header line (first line is a route)")
-    for row in rows[1:]:
-        knobs = parse_route(row.get("build_route", ""))
-        route = canonical_route(knobs)
-        loss = row.get("accuracy_loss")
+    if threshold is None:
+        epsilon = (header.get("accuracy_parameter") or {}).get("epsilon")
+        threshold = epsilon if isinstance(epsilon, (int, float)) and epsilon > 0 else None
+    defaults = _defaults(knobs, header)
+    versions = Versions(compiler=f"{_TUNER_PREFIX}{header.get('tuner_version') or 'unknown'}")
+    entries: dict[str, CacheEntry] = {}
+    for number, row in enumerate(rows[1:], 2):
+        knob_values = {k: v for k, v in parse_trtexec_route(row.get("build_route", "")) if defaults.get(k) != v}
+        route = canonical_route(knob_values)
+        rid = route_id(route)
+        if rid in entries:
+            continue
+        raw_loss = row.get("accuracy_loss")
+        loss = {name: math.inf if value is None else float(value) for name, value in raw_loss.items()} \
+            if isinstance(raw_loss, dict) else None
+        gpu_time = row.get("gpu_time")
+        measured = isinstance(gpu_time, (int, float)) and gpu_time > 0
+        error = row.get("error_message") or None
         if row.get("crash"):
             outcome = Outcome.crash
+        elif not measured:
+            outcome, error = Outcome.crash, error or f"line {number}: trtexec recorded no gpu_time"
+        elif loss and any(not math.isfinite(v) for v in loss.values()):
+            outcome = Outcome.accuracy_rejected
+            error = error or (f"accuracy loss of {', '.join(sorted(k for k, v in loss.items() if not math.isfinite(v)))} "
+                              f"is null in the trtexec cache (NaN or infinite): treated as failing")
         elif threshold is not None and loss and any(v >= threshold for v in loss.values()):
             outcome = Outcome.accuracy_rejected
         else:
             outcome = Outcome.ok
-        gpu_time = row.get("gpu_time")
         timing = None
-        if gpu_time is not None and outcome is not Outcome.crash:
+        if measured and outcome is not Outcome.crash:
             timing = TimingStats(median_ms=gpu_time, mean_ms=gpu_time, p90_ms=gpu_time, min_ms=gpu_time, n=1)
-        entries.append(CacheEntry(
-            target=target, route_id=route_id(route), route=route, knobs=knobs, stage="imported",
-            outcome=outcome, error=row.get("error_message") or None, timing=timing, loss=loss,
-            versions=Versions(compiler=f"tensorrt-tuner-{header.get('tuner_version', '?')}"),
-        ))
-    return header, entries
+        entries[rid] = CacheEntry(
+            target=target, route_id=rid, route=route, knobs=knob_values, stage="imported", batch="trtexec",
+            outcome=outcome, error=error, timing=timing, loss=loss, versions=versions)
+    baseline = entries.get(route_id(""))
+    if baseline is not None and baseline.passed:
+        entries = {rid: e.model_copy(update={"baseline_ms": baseline.median_ms}) for rid, e in entries.items()}
+    return header, list(entries.values())
