@@ -7,15 +7,44 @@ These models are the single source of truth: `enginewright crds` generates `crds
 
 from __future__ import annotations
 
+import re
 from enum import Enum
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic.alias_generators import to_camel
 
 from enginewright.api.names import API_VERSION, KIND
 
-S3_URI_PATTERN = r"^s3://[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]/.+$"
+# s3://bucket/key, the key one or more non-empty segments, none of them '.' or '..', no control
+# characters anywhere. No look-arounds, so the API server (Go RE2), pydantic (Rust regex) and Python
+# read it alike. A segment is: one non-dot character, two characters that are not '..', or 3+.
+_CONTROL = r"\x00-\x1f\x7f-\x9f"
+_SEGMENT = (rf"(?:[^/.{_CONTROL}]|[^/.{_CONTROL}][^/{_CONTROL}]|\.[^/.{_CONTROL}]|[^/{_CONTROL}]{{3,}})")
+S3_URI_PATTERN = rf"^s3://[a-z0-9][a-z0-9.\-]{{1,61}}[a-z0-9](?:/{_SEGMENT})+$"
+S3_URI_MAX_LENGTH = 5 + 63 + 1 + 1024  # s3:// + bucket + / + S3's longest key
+_S3_URI_RULES = {"maxLength": S3_URI_MAX_LENGTH, "pattern": S3_URI_PATTERN, "x-kubernetes-validations": [{
+    "rule": r"!self.matches('^s3://.*/(\\.\\.?)?(/|$)') && !self.matches('[\\x00-\\x1f\\x7f-\\x9f]')",
+    "message": "must be s3://bucket/key with no empty, '.' or '..' key segments and no control characters"}]}
+
+
+def check_s3_uri(uri: str) -> str:
+    """Refuse what S3_URI_PATTERN refuses, saying which part is wrong."""
+    match = re.fullmatch(r"s3://([^/]*)/(.*)", uri, re.DOTALL)
+    if not match or not re.fullmatch(r"[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]", match.group(1)):
+        raise ValueError(f"must be s3://bucket/key with a lowercase S3 bucket name (got {uri!r})")
+    if re.search(f"[{_CONTROL}]", uri):
+        raise ValueError(f"must not contain control characters (got {uri!r})")
+    bad = [seg for seg in match.group(2).split("/") if seg in ("", ".", "..")]
+    if bad:
+        raise ValueError(f"the object key must not have empty, '.' or '..' segments (got {uri!r}): "
+                         f"name the object by its plain path")
+    if len(uri) > S3_URI_MAX_LENGTH:
+        raise ValueError(f"is longer than {S3_URI_MAX_LENGTH} characters")
+    return uri
+
+
+S3Uri = Annotated[str, AfterValidator(check_s3_uri)]
 
 
 def duplicated(values: list[str]) -> list[str]:
@@ -52,7 +81,7 @@ class ModelFormat(str, Enum):
 class ModelRef(WireModel):
     """Where the model to tune lives."""
 
-    uri: str = Field(description="Object-store URI of the model, s3://bucket/key.", pattern=S3_URI_PATTERN)
+    uri: S3Uri = Field(description="Object-store URI of the model, s3://bucket/key.", json_schema_extra=_S3_URI_RULES)
     sha256: str | None = Field(
         None, description="Expected SHA-256 of the model bytes; the worker refuses a model that differs.",
         pattern=r"^[a-f0-9]{64}$",
@@ -180,9 +209,10 @@ class Metric(str, Enum):
 class ReferencePair(WireModel):
     """Representative inputs and the outputs the reference (unoptimized) model gives for them."""
 
-    inputs: str = Field(description="s3:// URI of an .npz holding one array per model input.", pattern=S3_URI_PATTERN)
-    references: str = Field(description="s3:// URI of an .npz holding one array per model output.",
-                            pattern=S3_URI_PATTERN)
+    inputs: S3Uri = Field(description="s3:// URI of an .npz holding one array per model input.",
+                          json_schema_extra=_S3_URI_RULES)
+    references: S3Uri = Field(description="s3:// URI of an .npz holding one array per model output.",
+                              json_schema_extra=_S3_URI_RULES)
 
 
 class Accuracy(WireModel):
