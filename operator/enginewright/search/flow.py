@@ -1,0 +1,194 @@
+"""The tuning flow of one target as a pure function: what has been observed -> the next step.
+
+Stage 1 (fast or full routes, or mixed's single-knob routes), then for `mixed` stage 2 over the
+knobs that improved, then an interleaved confirmation round of the best candidates against the
+default, then the decision. `enginewright tune` (local processes) and the controller (Kubernetes
+Jobs) both execute these steps; neither re-implements the flow. No I/O, no clock: the executor
+says what it observed (the compiler's knobs, the cache entries, confirmation rounds, batches it gave
+up on, whether the run is out of time) and gets back exactly one step.
+
+A step that is done is never asked for again: a batch is asked for while one of its routes has no
+entry (and it was not given up), a confirmation while no rounds are recorded under its name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.search.planners import (Batch, build_space, improving_values, make_batches, plan_mixed_stage2,
+                                          plan_stage1)
+from enginewright.search.routes import Knob, Route
+from enginewright.search.winner import Decision, choose_winner, confirm, noise_margin, rank_candidates
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    """The part of a TuningRun (or of `tune`'s options) that decides the flow."""
+
+    mode: str = "fast"
+    knobs: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    pinned: Mapping[str, str] = field(default_factory=dict)
+    max_routes: int = 64
+    routes_per_batch: int = 8
+    noise_margin: float = 0.03
+    top_k: int = 3
+    confirm_rounds: int = 5
+
+    @classmethod
+    def of(cls, spec) -> FlowSpec:
+        """From a `TuningRunSpec`."""
+        search = spec.search
+        return cls(mode=search.mode.value, knobs=tuple((k.name, tuple(k.values)) for k in search.knobs),
+                   pinned=dict(search.pinned), max_routes=search.max_routes, routes_per_batch=search.routes_per_job,
+                   noise_margin=search.noise_margin, top_k=search.confirm.top_k,
+                   confirm_rounds=search.confirm.rounds)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """Everything the executor read back, nothing else."""
+
+    knobs: Sequence[Knob]
+    entries: Mapping[str, CacheEntry] = field(default_factory=dict)  # route id -> entry (extra ids are ignored)
+    confirmations: Mapping[str, Mapping[str, Sequence[float]]] = field(default_factory=dict)  # name -> rounds
+    given_up: frozenset[str] = frozenset()  # batch / confirmation names that ended without their results
+    out_of_time: bool = False  # the run's deadline has passed: launch nothing new
+
+
+@dataclass(frozen=True)
+class RunBatches:
+    """Build and measure these batches (each measures the default first as its own baseline)."""
+
+    stage: str
+    batches: tuple[Batch, ...]
+    default: Route
+    planned: int  # routes planned so far, all stages
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class RunConfirmation:
+    """Re-measure the kept engines of `candidates` against the default, interleaved, `rounds` times;
+    record the rounds under `name`."""
+
+    name: str
+    candidates: tuple[CacheEntry, ...]
+    default: CacheEntry
+    rounds: int
+    planned: int
+
+
+@dataclass(frozen=True)
+class Decided:
+    """The target is done: `decision` names the winner (possibly the default route)."""
+
+    decision: Decision
+    default: CacheEntry
+    entries: tuple[CacheEntry, ...]  # of this run's planned routes
+    planned: int
+    cut_short: str | None = None  # why the search stopped before every planned route was measured
+    notes: tuple[str, ...] = ()  # how the plan unfolded (mixed: what stage 2 combined)
+
+
+@dataclass(frozen=True)
+class Failed:
+    """No trustworthy result can come from this target; `reason` is a CamelCase condition reason."""
+
+    reason: str
+    message: str
+    planned: int = 0
+
+
+Step = RunBatches | RunConfirmation | Decided | Failed
+
+
+def confirmation_name(candidates: Sequence[CacheEntry]) -> str:
+    """Deterministic name of a confirmation round over these candidates."""
+    ids = ",".join(sorted(e.route_id for e in candidates))
+    return f"confirm-{hashlib.sha256(ids.encode()).hexdigest()[:8]}"
+
+
+def _open(batches: Sequence[Batch], observed: Observed) -> tuple[Batch, ...]:
+    return tuple(b for b in batches if b.name not in observed.given_up
+                 and any(r.id not in observed.entries for r in b.routes))
+
+
+def next_step(spec: FlowSpec, observed: Observed) -> Step:
+    """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
+    against the compiler's knobs (the message names the field)."""
+    space = build_space(observed.knobs, spec.knobs, dict(spec.pinned))
+    stage1 = plan_stage1(spec.mode, space, dict(spec.pinned), spec.max_routes)
+    default = stage1[0]
+    planned = list(stage1)
+    entries = observed.entries
+    default_entry = entries.get(default.id)
+    if default_entry is not None and not default_entry.passed:
+        return _default_failed(default_entry, [entries[r.id] for r in planned if r.id in entries], len(planned))
+
+    batches = make_batches(stage1, spec.routes_per_batch, "stage1")
+    pending = _open(batches, observed)
+    if pending and not observed.out_of_time:
+        return RunBatches("stage1", pending, default, len(planned),
+                          f"{spec.mode} search: {len(stage1)} routes in stage 1 "
+                          f"({sum(r.id in entries for r in stage1)} already in the cache)")
+    if default_entry is None:
+        why = ("the run's deadline passed" if observed.out_of_time
+               else "its Job ended without writing the default route's entry")
+        return Failed("DefaultRouteNotMeasured", f"the default route was not measured ({why}): there is "
+                      f"nothing to compare the routes against", len(planned))
+
+    cut: list[str] = []
+    notes: list[str] = []
+    if spec.mode == "mixed":
+        measured = [entries[r.id] for r in stage1 if r.id in entries]
+        margin = noise_margin(measured, spec.noise_margin)
+        improving = improving_values(space, measured, default_entry.median_ms, margin)
+        budget = max(0, spec.max_routes - len(stage1))
+        combined = plan_mixed_stage2(space, improving, dict(spec.pinned))
+        stage2 = combined[:budget]
+        if len(combined) > len(stage2):
+            cut.append(f"spec.search.maxRoutes={spec.max_routes} kept {len(stage2)} of {len(combined)} stage-2 "
+                       f"combinations (the most promising)")
+        planned += stage2
+        names = ", ".join(sorted(improving)) or "none"
+        notes.append(f"stage 2: {len(improving)} improving knobs ({names}) -> {len(stage2)} combined routes")
+        pending = _open(make_batches(stage2, spec.routes_per_batch, "stage2"), observed)
+        if pending and not observed.out_of_time:
+            return RunBatches("stage2", pending, default, len(planned), notes[-1])
+
+    measured = [entries[r.id] for r in planned if r.id in entries]
+    unmeasured = len(planned) - len(measured)
+    if unmeasured:
+        why = "the run's deadline passed" if observed.out_of_time else "their Jobs ended without writing them"
+        cut.append(f"{unmeasured} of {len(planned)} planned routes have no measurement ({why})")
+    margin = noise_margin(measured, spec.noise_margin)
+    decision = choose_winner(measured, default.id, margin)
+    candidates = tuple(e for e in rank_candidates(measured, default.id, default_entry.median_ms)
+                       if e.engine_uri)[:spec.top_k]
+    if spec.top_k and spec.confirm_rounds >= 2 and candidates:
+        name = confirmation_name(candidates)
+        if name in observed.confirmations:
+            decision = confirm(observed.confirmations[name], default.id, margin)
+        elif name in observed.given_up:
+            cut.append("the confirmation round ended without results: the winner comes from the sweep alone")
+        elif observed.out_of_time:
+            cut.append("the run's deadline passed before the confirmation round: the winner comes from the "
+                       "sweep alone")
+        else:
+            return RunConfirmation(name, candidates, default_entry, spec.confirm_rounds, len(planned))
+    return Decided(decision, default_entry, tuple(measured), len(planned), "; ".join(cut) or None, tuple(notes))
+
+
+def _default_failed(default_entry: CacheEntry, measured: list[CacheEntry], planned: int) -> Failed:
+    if default_entry.outcome is Outcome.accuracy_rejected:
+        rejected = sum(e.outcome is Outcome.accuracy_rejected for e in measured)
+        return Failed("ReferenceMismatch",
+                      f"the default route failed accuracy validation ({rejected} of {len(measured)} measured "
+                      f"routes rejected; default: {default_entry.error}): the reference outputs do not match "
+                      f"this model. Check the reference pairs (spec.accuracy.pairs; --references for tune), "
+                      f"the metric and the threshold", planned)
+    return Failed("DefaultRouteFailed", f"the default route failed ({default_entry.outcome.value}): "
+                  f"{default_entry.error}", planned)
