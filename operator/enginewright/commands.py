@@ -1,8 +1,11 @@
-"""Sub-commands that run the worker locally: `tune` and `report`."""
+"""Sub-commands that work on this machine: `tune`, `report`, and `cache import` / `cache export`
+(trtexec's tuning cache in and out)."""
 
 from __future__ import annotations
 
+import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 
@@ -48,8 +51,9 @@ def cmd_tune(args) -> int:
         save_all_engines=args.save_all_engines,
         timing={"warmup_iterations": args.warmup, "iterations": args.iterations, "repeats": args.repeats,
                 "min_seconds": args.min_seconds},
-        backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism)
-    entries_dir = opts.out / "store" / "runs" / "local" / "entries"
+        backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism,
+        cache=Path(args.cache) if args.cache else None)
+    entries_dir = (opts.cache or opts.out / "store") / "runs" / "local" / "entries"
     planned = {"routes": 0}
 
     def on_plan(total: int) -> None:
@@ -71,8 +75,7 @@ def cmd_tune(args) -> int:
     print()
     print(report.table(s, result.entries))
     print()
-    print(f"default {s['default_ms']:.4f} ms; winner {s['winner_route'] or '(default)'} {s['winner_ms']:.4f} ms; "
-          f"speedup {s['speedup']:.3f}x — {s['decision']}")
+    print(report.headline(s, result.entries))
     if s["routes"].get("accuracy-rejected"):
         print(f"{s['routes']['accuracy-rejected']} route(s) rejected by accuracy ({s['metric']} >= {s['threshold']})")
     print(f"report: {opts.out / 'report.md'}, {opts.out / 'report.png'}; winning engine: {s['winner_engine']}")
@@ -88,6 +91,108 @@ def cmd_report(args) -> int:
         return 2
     print(f"wrote {md} and {png}")
     return 0
+
+
+def cmd_cache_import(args) -> int:
+    """A trtexec tuning cache -> one cache entry per route under OUT/runs/<target>/entries/, where
+    `enginewright tune --cache OUT` finds them (target `local`) and does not measure them again."""
+    from enginewright.api.cache import import_trtexec
+    from enginewright.store import LocalStore
+    from enginewright.store.keys import safe_segment
+    try:
+        knobs = _knob_file(args.knobs)
+        header, entries = import_trtexec(Path(args.file).read_text(), target=args.target, threshold=args.threshold,
+                                         knobs=knobs)
+    except (OSError, ValueError) as exc:
+        print(f"enginewright cache import: {args.file}: {exc}", file=sys.stderr)
+        return 2
+    if not knobs and not header.get("default_build_route"):
+        print("enginewright cache import: the header has no default_build_route and no --knobs was given: "
+              "knobs at their default stay in the routes, so their ids differ from ours", file=sys.stderr)
+    store, prefix = LocalStore(Path(args.out)), f"runs/{safe_segment(args.target)}"
+    written, kept = 0, 0
+    for entry in entries:
+        key = f"{prefix}/entries/{entry.route_id}.json"
+        if store.exists(key) and not args.replace:
+            kept += 1
+            continue
+        store.put(key, entry.to_json().encode())
+        written += 1
+    store.put(f"{prefix}/trtexec-header.json", json.dumps(header, indent=2).encode())
+    counts = ", ".join(f"{n} {o}" for o, n in sorted(Counter(e.outcome.value for e in entries).items()))
+    print(f"imported {written} routes ({counts}) into {Path(args.out) / prefix / 'entries'}"
+          + (f"; kept {kept} entries already there (--replace overwrites them)" if kept else ""))
+    if args.target == "local":
+        print(f"seed a local run with: enginewright tune ... --cache {args.out}")
+    return 0
+
+
+def cmd_cache_export(args) -> int:
+    """Cache entries under DIRECTORY (a `tune --out` directory, a cache, an import) -> trtexec's
+    tuning cache. Metric, threshold, tolerances and search mode come from the options, else the
+    directory's summary.json, else an imported trtexec header."""
+    from enginewright.api.cache import export_trtexec, trtexec_metric
+    from enginewright.report import load_entries
+    directory = Path(args.directory)
+    entries = load_entries(directory)
+    if not entries:
+        print(f"enginewright cache export: no cache entries (entries/*.json) under {directory}", file=sys.stderr)
+        return 2
+    summary = _json_or_empty(directory / "summary.json")
+    options = summary.get("options", {})
+    header = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
+    parameters = header.get("accuracy_parameter") or {}
+    metric = args.metric or summary.get("metric") or trtexec_metric(header.get("accuracy_algorithm", ""))
+    if metric is None:
+        print("enginewright cache export: the metric is unknown here; give --metric", file=sys.stderr)
+        return 2
+    threshold = args.threshold if args.threshold is not None else summary.get("threshold", parameters.get("epsilon"))
+    try:
+        knobs = _knob_file(args.knobs) or _backend_knobs(summary.get("backend"))
+    except (OSError, ValueError) as exc:
+        print(f"enginewright cache export: {args.knobs}: {exc}", file=sys.stderr)
+        return 2
+    model = options.get("model")
+    files = {"onnx": str(Path(model).resolve())} if model and model.endswith(".onnx") else {}
+    stages = {"stage1": 0, "stage2": 1, "imported": 2}
+    default_id = summary.get("default_id", "e3b0c44298fc")
+    ordered = sorted(entries, key=lambda e: (stages.get(e.stage, 3), e.route_id != default_id, e.started_at or "",
+                                             e.route))
+    text = export_trtexec(
+        ordered, metric=metric, threshold=threshold or None,
+        atol=_first(args.atol, options.get("atol"), parameters.get("atol"), 1e-5),
+        rtol=_first(args.rtol, options.get("rtol"), parameters.get("rtol"), 1e-5),
+        search_mode=args.search or summary.get("mode") or header.get("searching_algorithm") or "fast",
+        knobs=knobs, files=files, header=header or None)
+    Path(args.out).write_text(text)
+    print(f"wrote {len(ordered)} routes to {args.out}")
+    return 0
+
+
+def _first(*values):
+    return next(v for v in values if v is not None)
+
+
+def _json_or_empty(path: Path) -> dict:
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def _knob_file(path: str | None):
+    """Knobs from TensorRT's knob JSON (`trtexec --helpBuildRoute`, `all_build_routes`)."""
+    from enginewright.search.routes import parse_tensorrt_knobs
+    return parse_tensorrt_knobs(Path(path).read_text())[1] if path else None
+
+
+def _backend_knobs(backend: str | None):
+    """The installed compiler's knobs, when it is installed; None otherwise (routes are then written
+    with their non-default knobs only)."""
+    if not backend:
+        return None
+    from enginewright.backends import BackendUnavailable, get_backend
+    try:
+        return get_backend(backend).knobs()
+    except BackendUnavailable:
+        return None
 
 
 def register(sub) -> None:
@@ -121,8 +226,34 @@ def register(sub) -> None:
                       help="routes built at once (measuring is always one at a time)")
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")
     tune.add_argument("--out", default="tune-out", help="cache + report directory; rerun to resume")
+    tune.add_argument("--cache", help="cache directory shared between runs (default OUT/store), e.g. one written by "
+                                      "`enginewright cache import`: routes with an entry there are not measured again")
     tune.set_defaults(func=cmd_tune)
 
     rep = sub.add_parser("report", help="re-render report.md / report.png from a cache directory")
     rep.add_argument("directory")
     rep.set_defaults(func=cmd_report)
+
+    cache = sub.add_parser("cache", help="trtexec's tuning cache (--tuningCacheFile) in and out")
+    actions = cache.add_subparsers(dest="cache_command", required=True)
+    imp = actions.add_parser("import", help="trtexec JSON Lines -> cache entries that `tune --cache DIR` reuses")
+    imp.add_argument("file", help="trtexec --tuningCacheFile (JSON Lines)")
+    imp.add_argument("--out", required=True, help="cache directory (entries land in OUT/runs/TARGET/entries/)")
+    imp.add_argument("--target", default="local", help="target the entries are for (`tune` reads `local`)")
+    imp.add_argument("--threshold", type=float,
+                     help="accuracy threshold (default: the header's accuracy_parameter.epsilon)")
+    imp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute), for the knobs' defaults "
+                                     "(default: the header's default_build_route)")
+    imp.add_argument("--replace", action="store_true", help="overwrite entries already in OUT")
+    imp.set_defaults(func=cmd_cache_import)
+    exp = actions.add_parser("export", help="cache entries under DIR -> trtexec JSON Lines")
+    exp.add_argument("directory", help="a `tune --out` directory, a cache directory or an import")
+    exp.add_argument("--out", required=True, help="file to write (JSON Lines)")
+    exp.add_argument("--metric", choices=["abs", "squared", "max", "cosine", "l0"])
+    exp.add_argument("--threshold", type=float)
+    exp.add_argument("--atol", type=float)
+    exp.add_argument("--rtol", type=float)
+    exp.add_argument("--search", choices=["fast", "full", "mixed"])
+    exp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
+                                     "(default: the run's compiler when installed)")
+    exp.set_defaults(func=cmd_cache_export)
