@@ -297,7 +297,11 @@ class LocalCluster:
         self.processes.clear()
 
     def remove(self) -> None:
+        """Delete the work directory (private keys, etcd data, S3 objects, logs); call after stop().
+        Raises when something is left, so a caller never reports a removal that did not happen."""
         shutil.rmtree(self.workdir, ignore_errors=True)
+        if self.workdir.exists():
+            shutil.rmtree(self.workdir)  # again, to raise the error that left something behind
 
     def state(self) -> dict:
         return {"workdir": str(self.workdir), "kubeconfig": str(self.kubeconfig), "s3_endpoint": self.s3_endpoint,
