@@ -8,7 +8,7 @@ import math
 from hypothesis import given, strategies as st
 
 from enginewright.api.cache import (CacheEntry, Outcome, TimingStats, Versions, export_trtexec, import_trtexec,
-                                    parse_trtexec_route)
+                                    parse_trtexec_route, trtexec_files)
 from enginewright.search.routes import Route, parse_tensorrt_knobs, route_id
 
 KNOB_JSON = json.dumps({"tuner_version": "2.19.15", "tuner_options": [
@@ -170,3 +170,15 @@ def test_export_restarts_iter_for_stage_two_as_trtexecs_second_phase_does():
                           metric="cosine", atol=0, rtol=0, search_mode="mixed")
     assert [json.loads(line)["iter"] for line in text.splitlines()[1:]] == [0, 1, 0]
 
+
+
+def test_files_name_each_tensor_of_the_first_pair_and_only_what_is_set(tmp_path):
+    import numpy as np
+    np.savez(tmp_path / "in.npz", x=np.zeros(2), mask=np.ones(2))
+    np.savez(tmp_path / "ref.npz", out=np.zeros(2))
+    (tmp_path / "m.onnx").write_bytes(b"")
+    files = trtexec_files(tmp_path / "m.onnx", tmp_path / "in.npz", tmp_path / "ref.npz")
+    assert files == {"onnx": str(tmp_path / "m.onnx"),
+                     "inputs": {"x": str(tmp_path / "in.npz"), "mask": str(tmp_path / "in.npz")},
+                     "ref_outputs": {"out": str(tmp_path / "ref.npz")}}
+    assert trtexec_files(tmp_path / "m.pt2") == {}

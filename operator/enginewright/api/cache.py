@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from datetime import datetime, timezone
+from pathlib import Path
 from enum import Enum
 from typing import Iterable, Sequence
 
@@ -154,6 +155,24 @@ def parse_trtexec_route(text: str) -> list[tuple[str, str]]:
 def default_build_route(knobs: Sequence[Knob]) -> str:
     """Every knob at its default, in the knob list's order (trtexec's buildDefaultPath)."""
     return " ".join(f"-{k.name}={k.default}" for k in knobs)
+
+
+def trtexec_files(model: Path | None = None, inputs: Path | None = None, references: Path | None = None,
+                  engine: Path | None = None) -> dict:
+    """The header's `files` for a run: absolute paths of the model and the saved engine, and for the
+    first reference pair {tensor: path} maps (our tensors live in one .npz per pair, so every tensor
+    of a pair maps to that file). Only what is given is set."""
+    import numpy as np
+
+    def tensors(path: Path | None) -> dict[str, str] | None:
+        if path is None:
+            return None
+        with np.load(path) as arrays:
+            return {name: str(Path(path).resolve()) for name in arrays.files}
+    return {k: v for k, v in {
+        "onnx": str(Path(model).resolve()) if model and Path(model).suffix == ".onnx" else None,
+        "save_engine": str(Path(engine).resolve()) if engine else None,
+        "inputs": tensors(inputs), "ref_outputs": tensors(references)}.items() if v}
 
 
 def _defaults(knobs: Sequence[Knob] | None, header: dict) -> dict[str, str]:
