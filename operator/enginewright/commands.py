@@ -131,7 +131,7 @@ def cmd_cache_export(args) -> int:
     """Cache entries under DIRECTORY (a `tune --out` directory, a cache, an import) -> trtexec's
     tuning cache. Metric, threshold, tolerances and search mode come from the options, else the
     directory's summary.json, else an imported trtexec header."""
-    from enginewright.api.cache import export_trtexec, trtexec_metric
+    from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
     from enginewright.report import load_entries
     directory = Path(args.directory)
     entries = load_entries(directory)
@@ -153,7 +153,7 @@ def cmd_cache_export(args) -> int:
         print(f"enginewright cache export: {args.knobs}: {exc}", file=sys.stderr)
         return 2
     model = options.get("model")
-    files = {"onnx": str(Path(model).resolve())} if model and model.endswith(".onnx") else {}
+    files = trtexec_files(Path(model)) if model else {}
     stages = {"stage1": 0, "stage2": 1, "imported": 2}
     default_id = summary.get("default_id", "e3b0c44298fc")
     ordered = sorted(entries, key=lambda e: (stages.get(e.stage, 3), e.route_id != default_id, e.started_at or "",
