@@ -6,7 +6,7 @@ VENV := $(CACHE)/venv-$(DEPS_KEY)
 PY := $(VENV)/bin/python
 export ENGINEWRIGHT_CACHE := $(CACHE)
 
-.PHONY: setup venv binaries test unit e2e crds cluster-up demo clean-cache
+.PHONY: setup venv binaries test unit e2e crds cluster-up demo demo-local operator clean-cache
 
 setup: venv binaries
 
@@ -40,8 +40,17 @@ cluster-up: setup
 clean-cache:
 	rm -rf $(CACHE)
 
+# The operator demo: local control plane + S3 + node agent, the operator, examples/tuningrun-demo.yaml
+# (mixed search, two node types standing in for two GPU types) to Ready, winners and catalog printed.
+demo: setup
+	$(PY) examples/operator_demo.py
+
+# The operator against the cluster in $$KUBECONFIG (e.g. one from `make cluster-up`).
+operator: venv
+	$(PY) -m enginewright.controller
+
 # Local tuning demo on the example model (ONNX Runtime, CPU; no cluster): writes tune-out/.
-demo: venv
+demo-local: venv
 	$(PY) examples/make_example.py
 	$(VENV)/bin/enginewright tune examples/data/mlp.onnx --backend onnxruntime --search mixed \
 	  --inputs examples/data/inputs-0.npz --inputs examples/data/inputs-1.npz \

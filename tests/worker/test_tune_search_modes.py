@@ -46,6 +46,9 @@ def test_fast_and_full_measure_every_planned_route(example, tmp_path, mode, plan
     assert (out / "report.png").read_bytes()[:4] == b"\x89PNG"
     lines = (out / "trtexec-cache.jsonl").read_text().splitlines()
     assert len(lines) == planned + 1 and json.loads(lines[0])["accuracy_algorithm"] == "Cosine"
+    header = json.loads(lines[0])
+    assert header["accuracy_parameter"]["epsilon"] == 1e-4 and "-enable_mem_pattern=1" in header["default_build_route"]
+    assert header["files"]["onnx"].endswith("mlp.onnx")
 
 
 def test_mixed_runs_stage_two_only_over_improving_knobs(example, tmp_path):

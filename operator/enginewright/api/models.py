@@ -181,6 +181,8 @@ class Search(WireModel):
                                          "started by then are skipped.", ge=60)
     routes_per_job: int = Field(8, description="Routes one Job builds and measures.", ge=1, le=1000)
     parallelism: int = Field(1, description="Jobs running at once per target.", ge=1, le=256)
+    backoff_limit: int = Field(2, description="Retries of a failed Job; a retried worker skips the routes "
+                               "whose entries were already written.", ge=0, le=20)
     dry_run: bool = Field(False, description="List the candidate routes in the status; build nothing.")
     save_all_engines: bool = Field(False, description="Keep the engine of every route (costs storage); "
                                    "otherwise only routes that may win are kept.")
@@ -306,6 +308,8 @@ class TuningRunSpec(WireModel):
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
         cel("self.targets.all(t, self.targets.exists_one(u, u.gpuType == t.gpuType))",
             "each gpuType may appear once in targets", ".targets"),
+        cel("self == oldSelf", "spec is immutable: a TuningRun's results belong to the spec that produced them; "
+            "apply the new spec as a new TuningRun (another name)"),
     ]})
 
     model: ModelRef = Field(description="The model to tune.")
@@ -360,7 +364,8 @@ class TargetStatus(WireModel):
     """Progress and result for one GPU type."""
 
     gpu_type: str
-    stage: str = Field("pending", description="pending, stage1, stage2, confirming, done, failed.")
+    stage: str = Field("pending", description="pending, probing, stage1, stage2, confirming, publishing, done, "
+                       "failed.")
     planned: int = 0
     done: int = 0
     failed: int = 0
@@ -369,8 +374,13 @@ class TargetStatus(WireModel):
     best: RouteResult | None = None
     candidates: list[str] = Field(default_factory=list, description="Dry run: the routes that would be built.")
     cache_config_maps: list[str] = Field(default_factory=list)
-    engine_uri: str | None = None
+    engine_uri: str | None = Field(None, description="The published engine in the catalog.")
     engine_sha256: str | None = None
+    speedup: str | None = Field(None, description="Winner over the default route, and how it was measured.")
+    decision: str | None = Field(None, description="Why this route won (or why the default was kept).")
+    cut_short: str | None = Field(None, description="Why the search stopped before every planned route "
+                                  "was measured.")
+    active_jobs: int = 0
     gpu_seconds: float | None = Field(None, description="GPU time spent building and measuring.")
     message: str | None = None
 

@@ -17,3 +17,12 @@ LABEL_RUN = f"{GROUP}/run"
 LABEL_TARGET = f"{GROUP}/target"
 LABEL_STAGE = f"{GROUP}/stage"
 LABEL_COMPONENT = f"{GROUP}/component"
+LABEL_BATCH = f"{GROUP}/batch"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = "enginewright"
+ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+FINALIZER = f"{GROUP}/finalizer"
+
+# Keys of the store-credentials Secret that worker pods read (in the run's namespace).
+SECRET_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
+SECRET_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"

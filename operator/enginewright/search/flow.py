@@ -92,6 +92,27 @@ class Decided:
     cut_short: str | None = None  # why the search stopped before every planned route was measured
     notes: tuple[str, ...] = ()  # how the plan unfolded (mixed: what stage 2 combined)
 
+    @property
+    def winner(self) -> CacheEntry:
+        return next(e for e in self.entries if e.route_id == self.decision.winner_id)
+
+    def summary(self) -> dict:
+        """The result as plain data, for reports, provenance and the status (unrounded: round when shown)."""
+        decision, winner, entries = self.decision, self.winner, self.entries
+        versions = next((e.versions for e in entries if e.versions), None)
+        return {
+            "noise_margin": decision.margin, "versions": versions.wire() if versions else None,
+            "default_id": self.default.route_id, "default_ms": self.default.median_ms,
+            "winner_id": winner.route_id, "winner_route": winner.route, "winner_ms": winner.median_ms,
+            "winner_loss": winner.loss, "winner_engine": winner.engine_uri,
+            "winner_engine_sha256": winner.engine_sha256, "speedup": decision.speedup,
+            "decision": decision.reason, "confirmed": decision.confirmed, "confirmation": decision.ratios or None,
+            "cut_short": self.cut_short, "planned": self.planned,
+            "routes": {o.value: sum(e.outcome is o for e in entries) for o in Outcome},
+            "build_seconds": round(sum(e.build_seconds or 0 for e in entries), 3),
+            "measure_seconds": round(sum((e.timing.mean_ms * e.timing.n) / 1000 for e in entries if e.timing), 3),
+        }
+
 
 @dataclass(frozen=True)
 class Failed:

@@ -25,6 +25,7 @@ from typing import Callable, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, now_iso
 from enginewright.search.routes import Route
+from enginewright.store.layout import RunKeys
 
 log = logging.getLogger("enginewright.worker")
 
@@ -68,11 +69,15 @@ class WorkerContext:
     build_parallelism: int = 1
     progress: Callable[[str], None] | None = None
 
+    @property
+    def keys(self) -> RunKeys:
+        return RunKeys(self.prefix)
+
     def entry_key(self, route_id: str) -> str:
-        return f"{self.prefix}/entries/{route_id}.json"
+        return self.keys.entry(route_id)
 
     def engine_key(self, route_id: str) -> str:
-        return f"{self.prefix}/engines/{route_id}{self.engine_suffix}"
+        return self.keys.engine(route_id, self.engine_suffix)
 
     def say(self, message: str) -> None:
         log.info(message)
@@ -145,7 +150,7 @@ class Worker:
     # ------------------------------------------------------------------ store
     def existing(self) -> dict[str, CacheEntry]:
         entries = {}
-        for key in self.ctx.store.list(f"{self.ctx.prefix}/entries/"):
+        for key in self.ctx.store.list(self.ctx.keys.entries):
             entry = CacheEntry.from_json(self.ctx.store.get(key))
             entries[entry.route_id] = entry
         return entries

@@ -1,5 +1,5 @@
-"""The tuning Job's entrypoint: one batch of routes for one target (or one confirmation round),
-against the object store.
+"""The tuning Job's entrypoint: one batch of routes for one target, one confirmation round, or a
+probe, against the object store.
 
     python -m enginewright.worker --batch FILE.json     (or the JSON in $ENGINEWRIGHT_BATCH)
 
@@ -38,15 +38,18 @@ class BatchRequest(WireModel):
     """What the controller hands a worker Job (the same fields `enginewright tune` fills locally)."""
 
     target: str = Field(description="GPU type this batch runs on.")
-    mode: Literal["sweep", "confirm"] = Field("sweep", description="sweep: build and measure `routes`; "
-                                              "confirm: re-measure the kept engines of `routes` against "
-                                              "the default, interleaved, and decide.")
+    mode: Literal["sweep", "confirm", "probe"] = Field(
+        "sweep", description="sweep: build and measure `routes`; confirm: re-measure the kept engines of "
+        "`routes` against the default, interleaved, and decide; probe: check the inputs and write the "
+        "compiler's knobs and versions to `<prefix>/probe.json`.")
     stage: str = "stage1"
-    batch: str = Field(description="Deterministic batch name, e.g. stage1-b003.")
+    batch: str = Field("probe", description="Deterministic batch name, e.g. stage1-b003.")
     bucket: str = Field(description="Bucket for entries and engines.")
     prefix: str = Field(description="Key prefix of this run and target, runs/<ns>/<run>-<uid8>/<gpu-type>.")
-    routes: list[str] = Field(description="Canonical route strings of the batch (confirm: the candidates).")
+    routes: list[str] = Field(default_factory=list,
+                              description="Canonical route strings of the batch (confirm: the candidates).")
     default_route: str = Field("", description="The run's default route (pinned knobs only).")
+    deadline: float | None = Field(None, description="Epoch seconds: routes not started by then are skipped.")
     spec: TuningRunSpec
 
 
@@ -100,10 +103,42 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
                                     None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol)
 
 
+def probe(request: BatchRequest, workdir: Path) -> int:
+    """Check the inputs as a sweep would, then write what the controller plans from: the compiler's
+    knobs, its versions on this node, the model's digest and the input shapes. Bad inputs are
+    written there too (`ok: false`), so the controller can say why without reading pod logs."""
+    import numpy as np
+    from enginewright.store import store_from_env
+    from enginewright.store.layout import RunKeys
+    store, key = store_from_env(request.bucket), RunKeys(request.prefix).probe
+    try:
+        backend, model, accuracy = prepare_inputs(request, workdir)
+    except InputError as exc:
+        store.put(key, json.dumps({"ok": False, "error": str(exc)}).encode())
+        raise
+    with np.load(accuracy.inputs[0], allow_pickle=False) as data:
+        shapes = {name: list(data[name].shape) for name in sorted(data.files)}
+    versions = backend.versions()
+    if os.environ.get("NODE_NAME"):
+        versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
+    result = {"ok": True, "knobs": [{"name": k.name, "values": list(k.values) if k.values is not None else None,
+                                     "default": k.default, "help": k.help} for k in backend.knobs()],
+              "versions": versions.wire(), "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+              "model_size": model.stat().st_size, "input_shapes": shapes, "engine_suffix": backend.engine_suffix,
+              "data_sha256": {f"pairs[{i}].{kind}": hashlib.sha256(path.read_bytes()).hexdigest()
+                              for kind, paths in (("inputs", accuracy.inputs), ("references", accuracy.references))
+                              for i, path in enumerate(paths)}}
+    store.put(key, json.dumps(result).encode())
+    print(json.dumps({"probe": key, "knobs": len(result["knobs"]), "versions": result["versions"]}), flush=True)
+    return 0
+
+
 def run(request: BatchRequest, workdir: Path) -> int:
     from enginewright.store import store_from_env
     from enginewright.worker.batch import Worker, WorkerContext
     spec = request.spec
+    if request.mode == "probe":
+        return probe(request, workdir)
     backend, model, accuracy = prepare_inputs(request, workdir)
     timing = spec.timing
     ctx = WorkerContext(
@@ -113,7 +148,7 @@ def run(request: BatchRequest, workdir: Path) -> int:
         timing={"warmup_iterations": timing.warmup_iterations, "iterations": timing.iterations,
                 "repeats": timing.repeats, "min_seconds": timing.min_seconds},
         route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
-        progress=lambda message: print(message, flush=True))
+        deadline=request.deadline, progress=lambda message: print(message, flush=True))
     routes = [Route.of(parse_route(r)) for r in request.routes]
     default = Route.of(parse_route(request.default_route))
     if request.mode == "confirm":
@@ -139,7 +174,7 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
     decision = confirm(rounds, default.id, margin)
     result = {"batch": request.batch, "rounds": rounds, "winner_id": decision.winner_id,
               "speedup": decision.speedup, "margin": margin, "reason": decision.reason, "ratios": decision.ratios}
-    worker.ctx.store.put(f"{request.prefix}/confirm/{request.batch}.json", json.dumps(result).encode())
+    worker.ctx.store.put(worker.ctx.keys.confirmation(request.batch), json.dumps(result).encode())
     print(json.dumps({k: v for k, v in result.items() if k != "rounds"}), flush=True)
     return 0
 

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from enginewright.api.cache import CacheEntry, Outcome, export_trtexec
+from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
+from enginewright.store.layout import LOCAL_PREFIX
 from enginewright.worker.batch import Accuracy, Worker, WorkerContext
 
 TARGET = "local"
@@ -78,7 +79,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     _check_resume(opts)
     backend = get_backend(opts.backend, **opts.backend_options)
     ctx = WorkerContext(
-        backend=opts.backend, model=opts.model, store=LocalStore(opts.cache or opts.out / "store"), prefix=f"runs/{TARGET}",
+        backend=opts.backend, model=opts.model, store=LocalStore(opts.cache or opts.out / "store"), prefix=LOCAL_PREFIX,
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, route_timeout=opts.route_timeout, save_all_engines=opts.save_all_engines,
@@ -122,7 +123,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (opts.out / "trtexec-cache.jsonl").write_text(export_trtexec(
         sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")), metric=opts.metric, atol=opts.atol,
-        rtol=opts.rtol, search_mode=opts.mode))
+        rtol=opts.rtol, search_mode=opts.mode, threshold=opts.threshold, knobs=knobs,
+        files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None)))
     from enginewright.report import render
     render(opts.out, summary, all_entries)
     return TuneResult(summary, all_entries, step.decision)
@@ -150,23 +152,9 @@ def _check_resume(opts: TuneOptions) -> None:
 
 
 def _summary(opts, step: Decided, began: float) -> dict:
-    decision, entries = step.decision, list(step.entries)
-    by_id = {e.route_id: e for e in entries}
-    winner = by_id[decision.winner_id]
-    counts = {o.value: sum(e.outcome is o for e in entries) for o in Outcome}
-    versions = next((e.versions for e in entries if e.versions), None)
     return {
         "model": opts.model.name, "backend": opts.backend, "mode": opts.mode, "metric": opts.metric,
-        "threshold": opts.threshold, "noise_margin": round(decision.margin, 4),
-        "versions": versions.wire() if versions else None,
-        "default_id": step.default.route_id, "default_ms": step.default.median_ms,
-        "winner_id": winner.route_id, "winner_route": winner.route, "winner_ms": winner.median_ms,
-        "winner_loss": winner.loss, "winner_engine": winner.engine_uri, "winner_engine_sha256": winner.engine_sha256,
-        "speedup": round(decision.speedup, 4), "decision": decision.reason, "confirmed": decision.confirmed,
-        "confirmation": decision.ratios or None, "cut_short": step.cut_short,
-        "routes": counts, "build_seconds": round(sum(e.build_seconds or 0 for e in entries), 2),
-        "measure_seconds": round(sum((e.timing.mean_ms * e.timing.n) / 1000 for e in entries if e.timing), 2),
-        "wall_seconds": round(time.monotonic() - began, 2),
+        "threshold": opts.threshold, **step.summary(), "wall_seconds": round(time.monotonic() - began, 2),
         "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
                     if k not in ("inputs", "references", "cache", "deadline")},
     }

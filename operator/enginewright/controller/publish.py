@@ -1,0 +1,88 @@
+"""Publishing a target's winner to the catalog: the measured engine bytes (never a rebuild), read
+back and checked against the digest recorded when they were measured, then `provenance.json` and
+`report.md`, then the model's `index.json` — so a reader never finds an index entry without its
+engine and provenance. Every step is idempotent: a pass interrupted anywhere repeats cleanly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections import defaultdict
+
+from enginewright.search.flow import Decided
+from enginewright.store.layout import CatalogKeys
+from enginewright.store.objects import MissingObject
+
+_index_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
+
+
+class PublishError(RuntimeError):
+    """The engine cannot be published as measured (its bytes differ from the measured digest)."""
+
+
+def shapes_hash(shapes: dict) -> str:
+    return hashlib.sha256(json.dumps(shapes, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def provenance(*, run: dict, spec, target, step: Decided, probe: dict, node: dict, keys: CatalogKeys,
+               engine_uri: str, operator_version: str, published_at: str) -> dict:
+    """Everything the engine's result depends on and how it was measured (plain data)."""
+    winner, default, decision = step.winner, step.default, step.decision
+    accuracy = spec.accuracy
+    return {
+        "schema": "enginewright.io/provenance/v1",
+        "engine": {"uri": engine_uri, "sha256": winner.engine_sha256, "size": winner.engine_size},
+        "model": {"uri": spec.model.uri, "sha256": probe.get("model_sha256"), "format": spec.model.format.value,
+                  "name": keys.model, "inputShapes": probe.get("input_shapes"),
+                  "declaredShapes": [s.wire() for s in spec.compiler.input_shapes]},
+        "accuracy": {"disabled": accuracy.disabled, "reason": accuracy.reason, "metric": accuracy.metric.value,
+                     "threshold": accuracy.threshold, "atol": accuracy.atol, "rtol": accuracy.rtol,
+                     "pairs": [p.wire() for p in accuracy.pairs], "dataDigests": probe.get("data_sha256"),
+                     "lossPerOutput": winner.loss},
+        "route": {"id": winner.route_id, "route": winner.route, "knobs": winner.knobs,
+                  "baseSettings": dict(spec.compiler.settings), "pinned": dict(spec.search.pinned)},
+        "compiler": {"name": spec.compiler.name.value, "versions": (winner.versions or default.versions).wire()
+                     if (winner.versions or default.versions) else probe.get("versions")},
+        "gpu": {"product": keys.gpu_product, **node},
+        "timing": {
+            "winnerMs": winner.median_ms, "defaultMs": default.median_ms, "speedup": decision.speedup,
+            "confirmed": decision.confirmed,
+            "howMeasured": (decision.reason + "; sweep times are medians of per-repeat means "
+                            f"({spec.timing.repeats} repeats x {spec.timing.iterations} iterations, "
+                            f"{spec.timing.warmup_iterations} warm-up)"),
+            "confirmationRatios": decision.ratios or None, "noiseMargin": decision.margin,
+        },
+        "search": {"mode": spec.search.mode.value, "routesPlanned": step.planned, "routesMeasured": len(step.entries),
+                   "outcomes": step.summary()["routes"], "cutShort": step.cut_short},
+        "run": run,
+        "operatorVersion": operator_version,
+        "publishedAt": published_at,
+    }
+
+
+def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engine_suffix: str, expected_sha256: str,
+            provenance_doc: dict, report_md: str, index_entry: dict) -> str:
+    """Copy the measured engine into the catalog and record it; returns the engine's catalog URI."""
+    target_key = keys.engine(engine_suffix)
+    data = runs_store.get(engine_key)
+    if hashlib.sha256(data).hexdigest() != expected_sha256:
+        raise PublishError(f"{runs_store.uri(engine_key)} has sha256 {hashlib.sha256(data).hexdigest()}, not the "
+                           f"{expected_sha256} measured: refusing to publish a different engine")
+    catalog_store.put(target_key, data, {"route-id": provenance_doc["route"]["id"]})
+    back = catalog_store.get(target_key)
+    if hashlib.sha256(back).hexdigest() != expected_sha256:
+        raise PublishError(f"{catalog_store.uri(target_key)} read back with a different sha256: the upload was "
+                           f"damaged; it will be retried")
+    catalog_store.put(keys.provenance, json.dumps(provenance_doc, indent=2, sort_keys=True).encode())
+    catalog_store.put(keys.report, report_md.encode())
+    with _index_locks[keys.index]:
+        try:
+            index = json.loads(catalog_store.get(keys.index))
+        except MissingObject:
+            index = {"model": keys.model, "entries": []}
+        entries = [e for e in index.get("entries", []) if e.get("folder") != keys.folder]
+        index["entries"] = sorted([*entries, index_entry], key=lambda e: (e["gpuProduct"], e["publishedAt"]))
+        catalog_store.put(keys.index, json.dumps(index, indent=2, sort_keys=True).encode())
+    return catalog_store.uri(target_key)

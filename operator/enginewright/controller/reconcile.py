@@ -1,0 +1,543 @@
+"""One reconcile pass of a TuningRun: observe the cluster and the store, ask the flow for each
+target's next step, make the world match, and return the status to write.
+
+Level-based: everything comes from what is observed now — the run, its Jobs (by label), its cache
+ConfigMaps, the store's entries, probes and confirmation rounds — never from memory. A pass can run
+twice, after a restart, or on a half-done step and still do the right thing: Job names are
+deterministic (a 409 is adopted when it is ours), entries are placed in shards once by route id,
+and publishing is idempotent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Callable
+
+from pydantic import ValidationError
+
+from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.models import Target, TargetStatus, TuningRunSpec
+from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_COMPONENT, LABEL_RUN, LABEL_TARGET,
+                                    SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
+from enginewright.controller import metrics
+from enginewright.controller.jobs import (RunRef, active_deadline, child_name, job_manifest, job_state, label_value,
+                                          labels, slug)
+from enginewright.controller.publish import PublishError, provenance, publish, shapes_hash
+from enginewright.controller.settings import Settings
+from enginewright.controller.shards import data_key, place
+from enginewright.controller.status import conditions, now
+from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
+                                      next_step)
+from enginewright.search.planners import PlanError
+from enginewright.search.routes import Knob, Route
+from enginewright.store.layout import CatalogKeys, RunKeys, run_prefix
+from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri
+from enginewright.worker.job import BatchRequest
+
+log = logging.getLogger("enginewright.controller")
+
+SHARD_ANNOTATION = "tuning.enginewright.io/shard"
+FINISHED = ("done", "failed")
+
+Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
+
+
+class Problem(Exception):
+    """Something the user must fix; `reason` becomes the Stalled condition's reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+class StoreUnavailable(Exception):
+    """The object store did not answer; the pass is retried."""
+
+
+@dataclass
+class Clients:
+    core: object  # kubernetes.client.CoreV1Api
+    batch: object  # kubernetes.client.BatchV1Api
+    s3: object  # minio.Minio
+
+
+def _api_exception():
+    from kubernetes.client.exceptions import ApiException
+    return ApiException
+
+
+class Reconciler:
+    def __init__(self, settings: Settings, clients: Clients):
+        self.settings, self.k8s = settings, clients
+
+    def store(self, bucket: str) -> S3Store:
+        return S3Store(self.k8s.s3, bucket)
+
+    # ================================================================== the pass
+    def reconcile(self, body: dict, emit: Emit) -> dict | None:
+        """The status to write after one pass (None: nothing to do, the run is finished)."""
+        meta, previous = body["metadata"], body.get("status") or {}
+        generation = meta.get("generation", 1)
+        if meta.get("deletionTimestamp"):
+            return None
+        if previous.get("observedGeneration") == generation and previous.get("phase") in ("Succeeded", "Failed"):
+            return None
+        began = time.monotonic()
+        run = RunRef(meta["name"], meta["namespace"], meta["uid"])
+        try:
+            spec = TuningRunSpec.model_validate(body["spec"])
+        except ValidationError as exc:
+            problems = "; ".join(f"spec.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+            return self._stalled(previous, generation, "InvalidSpec", problems, emit, final=True)
+        try:
+            if not any(t.get("stage") not in ("pending", "probing") for t in previous.get("targets") or []):
+                self._preflight(run, spec)  # until the first target is past its probe: then the inputs were fine
+            targets = [self._target(run, spec, i, target, meta, previous, emit) for i, target in enumerate(spec.targets)]
+        except Problem as problem:
+            return self._stalled(previous, generation, problem.reason, problem.message, emit)
+        except StoreUnavailable as exc:
+            message = f"waiting for the object store: {exc}"
+            if previous.get("message") != message:
+                emit("Warning", "StoreUnavailable", message)
+            return {**previous, "observedGeneration": generation, "message": message,
+                    "conditions": conditions(previous.get("conditions"), generation, "reconciling",
+                                             "StoreUnavailable", message)}
+        finally:
+            metrics.RECONCILE_SECONDS.observe(time.monotonic() - began)
+        return self._status(spec, targets, previous, generation, emit)
+
+    def _stalled(self, previous: dict, generation: int, reason: str, message: str, emit: Emit,
+                 final: bool = False) -> dict:
+        if previous.get("message") != message:
+            emit("Warning", reason, message)
+        return {**previous, "phase": "Failed" if final else previous.get("phase", "Pending"),
+                "observedGeneration": generation, "message": message,
+                "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
+
+    def _status(self, spec: TuningRunSpec, targets: list[TargetStatus], previous: dict, generation: int,
+                emit: Emit) -> dict:
+        planned = sum(t.planned for t in targets)
+        done = sum(t.done + t.failed + t.rejected for t in targets)
+        failed = [t for t in targets if t.stage == "failed"]
+        speedups = [float(t.speedup.split("x")[0]) for t in targets if t.speedup]
+        status = {
+            "observedGeneration": generation,
+            "progress": f"{done}/{planned}" if planned else None,
+            "bestSpeedup": f"{max(speedups):.3f}x" if speedups else None,
+            "accuracyValidated": not spec.accuracy.disabled,
+            "targets": [t.wire() for t in targets],
+        }
+        if all(t.stage in FINISHED for t in targets):
+            if failed:
+                reason = failed[0].message.split(":")[0] if failed[0].message else "TargetFailed"
+                message = "; ".join(f"{t.gpu_type}: {t.message}" for t in failed)
+                if previous.get("phase") != "Failed":
+                    emit("Warning", "Failed", message)
+                return {**status, "phase": "Failed", "message": message,
+                        "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
+            dry = spec.search.dry_run
+            message = ("dry run: " if dry else "") + "; ".join(f"{t.gpu_type}: {t.message}" for t in targets)
+            if previous.get("phase") != "Succeeded":
+                emit("Normal", "DryRun" if dry else "Succeeded", message)
+            return {**status, "phase": "Succeeded", "message": message,
+                    "conditions": conditions(previous.get("conditions"), generation, "ready",
+                                             "DryRun" if dry else "Succeeded", message)}
+        stages = {t.stage for t in targets}
+        phase = ("Publishing" if "publishing" in stages else "Confirming" if "confirming" in stages
+                 else "Running" if stages & {"stage1", "stage2"} else "Pending")
+        message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
+        return {**status, "phase": phase, "message": message,
+                "conditions": conditions(previous.get("conditions"), generation, "reconciling", "Reconciling",
+                                         message)}
+
+    # ================================================================== checks before any Job
+    def _preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
+        """What the API server cannot check: the store Secret, the model and reference objects, and
+        a schedulable node of every target's GPU type. Raises Problem naming the field."""
+        ApiException = _api_exception()
+        try:
+            secret = self.k8s.core.read_namespaced_secret(self.settings.store_secret, run.namespace)
+            missing = [k for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY) if k not in (secret.data or {})]
+            if missing:
+                raise Problem("StoreSecretInvalid", f"Secret {run.namespace}/{self.settings.store_secret} lacks "
+                              f"{', '.join(missing)}: workers read the store credentials from it")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            raise Problem("StoreSecretMissing", f"Secret {run.namespace}/{self.settings.store_secret} does not "
+                          f"exist: create it with keys {SECRET_ACCESS_KEY_ID} and {SECRET_SECRET_ACCESS_KEY} "
+                          f"(the object store credentials the worker Jobs use)") from None
+        objects = [("spec.model.uri", spec.model.uri)]
+        for i, pair in enumerate(spec.accuracy.pairs):
+            objects += [(f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
+                        (f"spec.accuracy.pairs[{i}].references", pair.references)]
+        for field_path, uri in objects:
+            bucket, key = parse_s3_uri(uri)
+            if not self._exists(bucket, key):
+                raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
+        label = self.settings.gpu_type_label
+        for i, target in enumerate(spec.targets):
+            selector = ",".join(f"{k}={v}" for k, v in {label: target.gpu_type, **target.node_selector}.items())
+            nodes = self.k8s.core.list_node(label_selector=selector).items
+            usable = [n for n in nodes if not n.spec.unschedulable and any(
+                c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))]
+            if not usable:
+                raise Problem("NoMatchingNodes", f"spec.targets[{i}].gpuType: no Ready, schedulable node has "
+                              f"{selector} ({len(nodes)} matching node(s), none usable); check the GPU type "
+                              f"(the {label} label) and spec.targets[{i}].nodeSelector")
+
+    def _exists(self, bucket: str, key: str) -> bool:
+        try:
+            return self.store(bucket).exists(key)
+        except Exception as exc:  # connection refused, timeouts: the store is away
+            if type(exc).__name__ == "S3Error":
+                raise
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
+
+    def _get_json(self, store: S3Store, key: str) -> dict | None:
+        try:
+            return json.loads(store.get(key))
+        except MissingObject:
+            return None
+        except json.JSONDecodeError:
+            return None
+        except Exception as exc:
+            if type(exc).__name__ == "S3Error":
+                raise
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
+
+    # ================================================================== one target
+    def _target(self, run: RunRef, spec: TuningRunSpec, index: int, target: Target, meta: dict, previous: dict,
+                emit: Emit) -> TargetStatus:
+        before = next((TargetStatus.model_validate(t) for t in previous.get("targets") or []
+                       if t.get("gpuType") == target.gpu_type), None)
+        if before and before.stage in FINISHED:
+            return before
+        keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
+        runs = self.store(self.settings.runs_bucket)
+        jobs = self._jobs(run, target)  # before the store: a finished Job's entries are already there
+        probe = self._get_json(runs, keys.probe)
+        deadline = self._deadline(spec, meta)
+        out_of_time = deadline is not None and time.time() >= deadline
+        status = TargetStatus(gpu_type=target.gpu_type, stage="probing",
+                              cache_config_maps=before.cache_config_maps if before else [])
+        if probe is None:
+            job = jobs.get("probe")
+            if job is not None and job_state(job) != "active":
+                return self._finish(status, "failed", f"ProbeFailed: the probe Job {job['metadata']['name']} ended "
+                                    f"({job_state(job)}) without writing {keys.probe}; see its pod's log",
+                                    before, emit, target)
+            request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
+                                   bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
+            self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
+            return self._moved(status.model_copy(update={"message": "probing the compiler on a node of this type"}),
+                               before, emit)
+        if not probe.get("ok"):
+            return self._finish(status, "failed", f"InvalidInput: {probe.get('error')}", before, emit, target)
+        knobs = [Knob(k["name"], tuple(k["values"]) if k.get("values") is not None else None, k["default"],
+                      k.get("help", "")) for k in probe["knobs"]]
+        entries, shard_names = self._aggregate(run, target, keys, runs, emit)
+        confirmations = {}
+        for key in self._list(runs, keys.confirmations):
+            result = self._get_json(runs, key)
+            if result and "rounds" in result:
+                confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result["rounds"]
+        given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
+        try:
+            step = next_step(FlowSpec.of(spec), Observed(knobs, entries, confirmations, given_up, out_of_time))
+        except PlanError as exc:
+            return self._finish(status, "failed", f"InvalidKnobs: {exc}", before, emit, target)
+        status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names})
+        if spec.search.dry_run and isinstance(step, RunBatches):
+            return self._dry_run(run, spec, target, step, status, before, emit)
+        if isinstance(step, RunBatches):
+            active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
+            room = max(0, spec.search.parallelism - active)
+            for batch in [b for b in step.batches if b.name not in jobs][:room]:
+                request = BatchRequest(target=target.gpu_type, stage=batch.stage, batch=batch.name,
+                                       bucket=self.settings.runs_bucket, prefix=keys.prefix,
+                                       routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
+                                       deadline=deadline, spec=spec)
+                self._ensure_job(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
+                active += 1
+            status = status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+            return self._moved(status, before, emit)
+        if isinstance(step, RunConfirmation):
+            request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
+                                   bucket=self.settings.runs_bucket, prefix=keys.prefix,
+                                   routes=[e.route for e in step.candidates], default_route=step.default.route,
+                                   deadline=deadline, spec=spec)
+            self._ensure_job(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
+            status = status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
+                                               f"confirming {len(step.candidates)} candidate(s) against the default "
+                                               f"over {step.rounds} interleaved rounds"})
+            return self._moved(status, before, emit)
+        if out_of_time:
+            self._stop_jobs(run, target, jobs)
+        if isinstance(step, Failed):
+            return self._finish(status, "failed", f"{step.reason}: {step.message}", before, emit, target)
+        return self._decided(run, spec, target, meta, keys, probe, step, status, before, emit)
+
+    def _counts(self, status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
+        from enginewright.api.models import RouteResult
+        values = list(entries.values())
+        failed = sum(e.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout) for e in values)
+        rejected = sum(e.outcome is Outcome.accuracy_rejected for e in values)
+        default = next((e for e in values if e.route == ""), None)
+        passed = [e for e in values if e.passed and e.route and e.baseline_ms]
+        best = min(passed, key=lambda e: (e.median_ms / e.baseline_ms, e.route_id), default=None)
+        return status.model_copy(update={
+            "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
+            "failed": failed, "rejected": rejected,
+            "default_ms": default.median_ms if default else None,
+            "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
+                                speedup=round(best.baseline_ms / best.median_ms, 4),
+                                max_loss=max(best.loss.values()) if best.loss else None) if best else None,
+            "gpu_seconds": round(sum((e.build_seconds or 0) + ((e.timing.mean_ms * e.timing.n / 1000)
+                                                                if e.timing else 0) for e in values), 3),
+        })
+
+    def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
+        if before is None or before.stage != status.stage:
+            emit("Normal", f"Stage{status.stage.capitalize()}", f"{status.gpu_type}: {status.message or status.stage}")
+        return status
+
+    def _finish(self, status: TargetStatus, stage: str, message: str, before: TargetStatus | None, emit: Emit,
+                target: Target) -> TargetStatus:
+        status = status.model_copy(update={"stage": stage, "message": message, "active_jobs": 0})
+        if stage == "failed":
+            emit("Warning", message.split(":")[0], f"{target.gpu_type}: {message}")
+        return status
+
+    @staticmethod
+    def _deadline(spec: TuningRunSpec, meta: dict) -> float | None:
+        if spec.search.deadline_seconds is None:
+            return None
+        created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+        return created + spec.search.deadline_seconds
+
+    # ================================================================== Jobs
+    def _jobs(self, run: RunRef, target: Target) -> dict[str, dict]:
+        """This target's Jobs by batch label, as plain dicts."""
+        from enginewright.api.names import LABEL_BATCH
+        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_TARGET}={slug(target.gpu_type)},{LABEL_COMPONENT}=worker"
+        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector).items
+        out = {}
+        for job in items:
+            data = self.k8s.batch.api_client.sanitize_for_serialization(job)
+            owners = data["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == run.uid for o in owners):
+                out[data["metadata"]["labels"].get(LABEL_BATCH)] = data
+        return out
+
+    def _ensure_job(self, run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str,
+                    request: BatchRequest, routes: int, jobs: dict, deadline: float | None) -> None:
+        if batch in jobs:
+            return
+        ApiException = _api_exception()
+        left = None if deadline is None else deadline - time.time()
+        manifest = job_manifest(run, spec, target, stage, batch, request.wire(), self.settings,
+                                active_deadline(spec, routes, left))
+        name = manifest["metadata"]["name"]
+        try:
+            created = self.k8s.batch.create_namespaced_job(run.namespace, manifest)
+            metrics.JOBS_CREATED.inc()
+            jobs[batch] = self.k8s.batch.api_client.sanitize_for_serialization(created)
+            log.info("created Job %s/%s", run.namespace, name)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            existing = self.k8s.batch.api_client.sanitize_for_serialization(
+                self.k8s.batch.read_namespaced_job(name, run.namespace))
+            ours = any(o.get("uid") == run.uid for o in existing["metadata"].get("ownerReferences") or [])
+            same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == \
+                manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+            if not (ours and same):
+                raise Problem("JobNameTaken", f"Job {run.namespace}/{name} exists but was not created by this run "
+                              f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
+                              f"rename the TuningRun") from None
+            jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
+
+    def _stop_jobs(self, run: RunRef, target: Target, jobs: dict) -> None:
+        """The deadline cut the target: Jobs still running are stopped."""
+        for job in jobs.values():
+            if job_state(job) == "active":
+                self._delete_job(run.namespace, job["metadata"]["name"])
+
+    def _delete_job(self, namespace: str, name: str) -> None:
+        ApiException = _api_exception()
+        try:
+            self.k8s.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def stop_all(self, run: RunRef) -> int:
+        """Deletion: stop every Job of the run (published engines stay in the catalog)."""
+        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_COMPONENT}=worker"
+        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector).items
+        for job in items:
+            self._delete_job(run.namespace, job.metadata.name)
+        return len(items)
+
+    # ================================================================== the cache in ConfigMaps
+    def _list(self, store: S3Store, prefix: str) -> list[str]:
+        try:
+            return list(store.list(prefix))
+        except Exception as exc:
+            if type(exc).__name__ == "S3Error":
+                raise
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
+
+    def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store,
+                   emit: Emit) -> tuple[dict[str, CacheEntry], list[str]]:
+        """Move entries that are new in the store into the cache shards; return every entry."""
+        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_TARGET}={slug(target.gpu_type)},{LABEL_COMPONENT}=cache"
+        maps = self.k8s.core.list_namespaced_config_map(run.namespace, label_selector=selector).items
+        maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
+                      key=lambda m: int((m.metadata.annotations or {}).get(SHARD_ANNOTATION, "0")))
+        shards = [dict(m.data or {}) for m in maps]
+        present = {key for shard in shards for key in shard}
+        new: dict[str, str] = {}
+        for key in self._list(runs, keys.entries):
+            name = key.rsplit("/", 1)[-1]
+            if name in present:
+                continue
+            try:
+                raw = runs.get(key)
+            except MissingObject:
+                continue
+            try:
+                entry = CacheEntry.from_json(raw)
+                if data_key(entry.route_id) != name:
+                    raise ValueError(f"its route id {entry.route_id} does not match its key")
+            except (ValueError, ValidationError) as exc:
+                emit("Warning", "EntryRefused", f"{target.gpu_type}: cache entry {key} refused: {str(exc)[:300]}")
+                continue
+            new[name] = entry.to_json()
+            metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
+            if entry.build_seconds:
+                metrics.BUILD_SECONDS.observe(entry.build_seconds)
+            if entry.timing:
+                metrics.MEASURE_SECONDS.observe(entry.timing.mean_ms * entry.timing.n / 1000)
+        placement = place(shards, new)
+        names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))]
+        for i in sorted(placement.changed):
+            body = {"metadata": {"name": names[i], "namespace": run.namespace,
+                                 "labels": labels(run, target.gpu_type, component="cache"),
+                                 "annotations": {SHARD_ANNOTATION: str(i)},
+                                 "ownerReferences": [run.owner_reference()]},
+                    "data": placement.shards[i]}
+            self._apply_config_map(run.namespace, body, exists=i < len(maps))
+        entries = {}
+        for shard in placement.shards:
+            for text in shard.values():
+                entry = CacheEntry.from_json(text)
+                entries[entry.route_id] = entry
+        return entries, names
+
+    def _apply_config_map(self, namespace: str, body: dict, exists: bool) -> None:
+        ApiException = _api_exception()
+        name = body["metadata"]["name"]
+        if exists:
+            self.k8s.core.replace_namespaced_config_map(name, namespace, body)
+            return
+        try:
+            self.k8s.core.create_namespaced_config_map(namespace, body)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self.k8s.core.replace_namespaced_config_map(name, namespace, body)
+
+    # ================================================================== end states
+    def _dry_run(self, run: RunRef, spec: TuningRunSpec, target: Target, step: RunBatches, status: TargetStatus,
+                 before: TargetStatus | None, emit: Emit) -> TargetStatus:
+        lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
+        name = child_name(run.name, "plan", target.gpu_type, limit=253)
+        self._apply_config_map(run.namespace, {
+            "metadata": {"name": name, "namespace": run.namespace,
+                         "labels": labels(run, target.gpu_type, component="plan"),
+                         "ownerReferences": [run.owner_reference()]},
+            "data": {"routes.txt": "\n".join(lines) + "\n"}}, exists=False)
+        candidates = [r.canonical or "(default)" for b in step.batches for r in b.routes]
+        return self._finish(status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
+                            "done", f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built "
+                            f"(ConfigMap {name})", before, emit, target)
+
+    def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
+                 step: Decided, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
+        decision, winner = step.decision, step.winner
+        how = "confirmed over interleaved rounds" if decision.confirmed else "sweep measurement"
+        status = status.model_copy(update={
+            "speedup": f"{decision.speedup:.3f}x ({how}; winner {winner.route or '(default)'})",
+            "decision": decision.reason, "cut_short": step.cut_short})
+        metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)
+        if not spec.publish.enabled:
+            return self._finish(status, "done", f"winner {winner.route or '(default)'}; {decision.reason} "
+                                f"(publishing disabled)", before, emit, target)
+        engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
+        return self._finish(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
+                            "done", f"winner {winner.route or '(default)'} at {decision.speedup:.3f}x the default "
+                            f"({how}); published {engine_uri}", before, emit, target)
+
+    def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
+                 step: Decided, emit: Emit) -> str:
+        from enginewright import report
+        winner = step.winner
+        if not winner.engine_sha256:
+            raise Problem("NoEngine", f"{target.gpu_type}: the winning route {winner.route_id} has no measured engine")
+        versions = winner.versions or step.default.versions
+        compiler_version = versions.compiler if versions else probe["versions"]["compiler"]
+        catalog = CatalogKeys(model=spec.publish.model_name or run.name, gpu_product=target.gpu_type,
+                              compiler_version=compiler_version, model_sha256=probe["model_sha256"],
+                              shapes_hash=shapes_hash(probe.get("input_shapes") or {}), run_uid=run.uid)
+        node = self._node_facts(versions.node if versions else None)
+        published_at = now()
+        catalog_store = self.store(spec.publish.bucket or self.settings.catalog_bucket)
+        engine_uri = catalog_store.uri(catalog.engine(probe["engine_suffix"]))
+        run_facts = {"namespace": run.namespace, "name": run.name, "uid": run.uid,
+                     "generation": meta.get("generation"), "target": target.gpu_type}
+        doc = provenance(run=run_facts, spec=spec, target=target, step=step, probe=probe, node=node, keys=catalog,
+                         engine_uri=engine_uri, operator_version=self.settings.operator_version,
+                         published_at=published_at)
+        summary = {"model": catalog.model, "backend": spec.compiler.name.value, "mode": spec.search.mode.value,
+                   "metric": spec.accuracy.metric.value, "threshold": spec.accuracy.threshold, **step.summary()}
+        index_entry = {"gpuProduct": target.gpu_type, "compilerVersion": compiler_version, "folder": catalog.folder,
+                       "engine": engine_uri, "sha256": winner.engine_sha256, "route": winner.route,
+                       "speedup": step.decision.speedup, "confirmed": step.decision.confirmed,
+                       "modelSha256": probe["model_sha256"], "run": f"{run.namespace}/{run.name}", "runUid": run.uid,
+                       "publishedAt": published_at, **({"computeCapability": node["computeCapability"]}
+                                                       if node.get("computeCapability") else {})}
+        try:
+            publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
+                    keys.engine(winner.route_id, probe["engine_suffix"]), probe["engine_suffix"],
+                    winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry)
+        except PublishError as exc:
+            raise Problem("PublishFailed", str(exc)) from None
+        except MissingObject as exc:
+            raise Problem("EngineMissing", f"{target.gpu_type}: {exc}") from None
+        except Exception as exc:
+            if type(exc).__name__ == "S3Error":
+                raise
+            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
+        emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
+        return engine_uri
+
+    def _node_facts(self, node_name: str | None) -> dict:
+        """GPU facts of the node that measured the winner, from GPU feature discovery's labels."""
+        if not node_name:
+            return {}
+        ApiException = _api_exception()
+        try:
+            node_labels = self.k8s.core.read_node(node_name).metadata.labels or {}
+        except ApiException:
+            return {"node": node_name}
+        major, minor = node_labels.get("nvidia.com/gpu.compute.major"), node_labels.get("nvidia.com/gpu.compute.minor")
+        facts = {"node": node_name, "computeCapability": f"{major}.{minor}" if major and minor else None,
+                 "driver": ".".join(filter(None, (node_labels.get(f"nvidia.com/cuda.driver.{p}")
+                                                   for p in ("major", "minor", "rev")))) or None}
+        return {k: v for k, v in facts.items() if v}

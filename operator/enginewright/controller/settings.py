@@ -1,0 +1,52 @@
+"""Operator settings, read once from the environment (the Helm chart sets them)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field
+
+from enginewright import __version__
+from enginewright.api.names import DEFAULT_GPU_TYPE_LABEL
+
+
+@dataclass(frozen=True)
+class Settings:
+    s3_endpoint: str = ""  # host:port of the object store, as workers reach it
+    s3_secure: bool = False
+    runs_bucket: str = "enginewright"  # entries, engines, probes
+    catalog_bucket: str = "enginewright"  # default for spec.publish.bucket
+    store_secret: str = "enginewright-store"  # Secret in the run's namespace: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
+    gpu_type_label: str = DEFAULT_GPU_TYPE_LABEL
+    worker_images: dict[str, str] = field(default_factory=dict)  # compiler -> image
+    worker_command: tuple[str, ...] = ("python", "-m", "enginewright.worker")
+    namespaces: tuple[str, ...] = ()  # watched namespaces; empty = all
+    interval: float = 3.0  # seconds between reconcile passes of a running TuningRun
+    metrics_port: int = 8080
+    health_port: int = 8081
+    operator_version: str = __version__
+
+    def image(self, compiler: str, override: str | None) -> str:
+        return override or self.worker_images.get(compiler) or f"enginewright/worker-{compiler}:{__version__}"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        env = dict(os.environ if env is None else env)
+        images = {c: env[f"ENGINEWRIGHT_WORKER_IMAGE_{c.upper()}"] for c in ("onnxruntime", "inductor", "tensorrt")
+                  if env.get(f"ENGINEWRIGHT_WORKER_IMAGE_{c.upper()}")}
+        defaults = cls()
+        return cls(
+            s3_endpoint=env.get("ENGINEWRIGHT_S3_ENDPOINT", ""),
+            s3_secure=env.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true",
+            runs_bucket=env.get("ENGINEWRIGHT_RUNS_BUCKET", defaults.runs_bucket),
+            catalog_bucket=env.get("ENGINEWRIGHT_CATALOG_BUCKET", defaults.catalog_bucket),
+            store_secret=env.get("ENGINEWRIGHT_STORE_SECRET", defaults.store_secret),
+            gpu_type_label=env.get("ENGINEWRIGHT_GPU_TYPE_LABEL", defaults.gpu_type_label),
+            worker_images=images,
+            worker_command=tuple(shlex.split(env["ENGINEWRIGHT_WORKER_COMMAND"]))
+            if env.get("ENGINEWRIGHT_WORKER_COMMAND") else defaults.worker_command,
+            namespaces=tuple(n for n in env.get("ENGINEWRIGHT_NAMESPACES", "").split(",") if n),
+            interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
+            metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),
+            health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),
+        )

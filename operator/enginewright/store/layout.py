@@ -1,0 +1,90 @@
+"""Where every object lives in the store, defined once.
+
+    runs/<namespace>/<run>-<uid8>/<gpu-type>/probe.json                 the compiler's knobs and versions
+    runs/<namespace>/<run>-<uid8>/<gpu-type>/entries/<route-id>.json    one cache entry per route
+    runs/<namespace>/<run>-<uid8>/<gpu-type>/engines/<route-id><ext>    kept engines
+    runs/<namespace>/<run>-<uid8>/<gpu-type>/confirm/<name>.json        confirmation rounds
+    catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/engine<ext>
+    catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/provenance.json
+    catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/report.md
+    catalog/<model>/index.json
+
+Every user-chosen name becomes one escaped key segment (`store.keys.safe_segment`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from enginewright.store.keys import object_key, safe_segment
+
+LOCAL_PREFIX = "runs/local"  # `enginewright tune`'s single target
+
+
+def run_prefix(namespace: str, run: str, uid: str, gpu_type: str) -> str:
+    """Prefix of one run's objects for one target."""
+    return object_key("runs", namespace, f"{run}-{uid[:8]}", gpu_type)
+
+
+@dataclass(frozen=True)
+class RunKeys:
+    """Keys under one run-and-target prefix."""
+
+    prefix: str
+
+    @property
+    def probe(self) -> str:
+        return f"{self.prefix}/probe.json"
+
+    @property
+    def entries(self) -> str:
+        return f"{self.prefix}/entries/"
+
+    def entry(self, route_id: str) -> str:
+        return f"{self.prefix}/entries/{safe_segment(route_id)}.json"
+
+    def engine(self, route_id: str, suffix: str) -> str:
+        return f"{self.prefix}/engines/{safe_segment(route_id + suffix)}"
+
+    @property
+    def confirmations(self) -> str:
+        return f"{self.prefix}/confirm/"
+
+    def confirmation(self, name: str) -> str:
+        return f"{self.prefix}/confirm/{safe_segment(name)}.json"
+
+
+@dataclass(frozen=True)
+class CatalogKeys:
+    """Keys of one published engine and of its model's index."""
+
+    model: str
+    gpu_product: str
+    compiler_version: str  # e.g. onnxruntime-1.20.1
+    model_sha256: str
+    shapes_hash: str
+    run_uid: str
+
+    @property
+    def folder(self) -> str:
+        return object_key("catalog", self.model, self.gpu_product, self.compiler_version,
+                          f"{self.model_sha256[:12]}-{self.shapes_hash[:12]}", self.run_uid)
+
+    def engine(self, suffix: str) -> str:
+        return f"{self.folder}/{safe_segment('engine' + suffix)}"
+
+    @property
+    def provenance(self) -> str:
+        return f"{self.folder}/provenance.json"
+
+    @property
+    def report(self) -> str:
+        return f"{self.folder}/report.md"
+
+    @property
+    def index(self) -> str:
+        return index_key(self.model)
+
+
+def index_key(model: str) -> str:
+    return object_key("catalog", model, "index.json")

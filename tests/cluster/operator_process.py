@@ -1,0 +1,71 @@
+"""The operator as a process of its own (`python -m enginewright.controller`) against a LocalCluster:
+used by the operator tests and by `make demo`."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.cluster.harness import REPO, _die_with_parent, free_port, wait_for
+
+
+@dataclass
+class OperatorProcess:
+    process: subprocess.Popen
+    log: Path
+    metrics_port: int
+    health_port: int
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def peak_rss_mib(self) -> float:
+        """VmHWM of the operator process (its peak resident memory so far)."""
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def start_operator(cluster, log: Path, buckets: str = "enginewright", **extra_env: str) -> OperatorProcess:
+    """Start the operator with the cluster's kubeconfig and store; workers run the venv's Python."""
+    metrics_port, health_port = free_port(), free_port()
+    env = {**cluster.env, "ENGINEWRIGHT_WORKER_COMMAND": f"{sys.executable} -m enginewright.worker",
+           "ENGINEWRIGHT_RECONCILE_INTERVAL": "1", "ENGINEWRIGHT_METRICS_PORT": str(metrics_port),
+           "ENGINEWRIGHT_HEALTH_PORT": str(health_port), "ENGINEWRIGHT_RUNS_BUCKET": buckets,
+           "ENGINEWRIGHT_CATALOG_BUCKET": buckets, **extra_env}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "operator"), env.get("PYTHONPATH", "")])
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as handle:
+        process = subprocess.Popen([sys.executable, "-m", "enginewright.controller"], stdout=handle,
+                                   stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent, cwd=REPO)
+    operator = OperatorProcess(process, log, metrics_port, health_port)
+
+    def healthy():
+        if process.poll() is not None:
+            raise RuntimeError(f"the operator exited with {process.returncode}: {log.read_text()[-3000:]}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as resp:
+            return resp.status == 200
+    try:
+        wait_for(healthy, 60, "the operator's health endpoint", 0.2)
+    except TimeoutError:
+        operator.stop()
+        raise
+    return operator

@@ -1,0 +1,115 @@
+"""The operator as users run it: `python -m enginewright.controller` as a process of its own against
+the real local cluster and S3 server, worker Jobs run by the node agent. One operator per test
+session; each test gets its own namespace with the store Secret, and the example model in the store."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+from tests.cluster.operator_process import OperatorProcess, start_operator
+from tests.conftest import get_json
+
+RUNS_BUCKET = "enginewright"
+MODELS_BUCKET = "enginewright-models"
+FAST_TIMING = {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.02}
+
+
+class Operator(OperatorProcess):
+    def assert_clean(self) -> None:
+        """No handler raised: kopf logs every exception of a handler with its traceback."""
+        text = self.log_text()
+        assert "Traceback" not in text, text[-4000:]
+        assert "failed with an exception" not in text, text[-4000:]
+
+
+@pytest.fixture(scope="session")
+def example_in_store(s3, tmp_path_factory):
+    sys.path.insert(0, str(Path("examples").resolve()))
+    from make_example import write_example
+    folder = tmp_path_factory.mktemp("example")
+    write_example(folder)
+    for bucket in (MODELS_BUCKET, RUNS_BUCKET):
+        if not s3.bucket_exists(bucket):
+            s3.make_bucket(bucket)
+    for name in ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz"):
+        s3.fput_object(MODELS_BUCKET, f"example/{name}", str(folder / name))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def operator(cluster, crd_installed, example_in_store, tmp_path_factory):
+    started = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log", RUNS_BUCKET)
+    running = Operator(started.process, started.log, started.metrics_port, started.health_port)
+    yield running
+    running.stop()
+    running.assert_clean()
+
+
+@pytest.fixture
+def run_namespace(cluster, namespace):
+    """A namespace holding the store Secret the worker Jobs read."""
+    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
+                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
+                    f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+    return namespace
+
+
+def manifest(name: str, *, mode: str = "fast", targets=("cpu",), knobs=None, **spec_changes) -> dict:
+    """The example TuningRun with short timing; `spec_changes` replace top-level spec fields."""
+    doc = yaml.safe_load(Path("examples/tuningrun-onnx-fast.yaml").read_text())
+    doc = copy.deepcopy(doc)
+    doc["metadata"] = {"name": name}
+    spec = doc["spec"]
+    spec["timing"] = dict(FAST_TIMING)
+    spec["search"]["mode"] = mode
+    spec["search"]["confirm"] = {"topK": 2, "rounds": 3}
+    if knobs is not None:
+        spec["search"]["knobs"] = knobs
+    spec["targets"] = [{"gpuType": t, "gpusPerJob": 0 if t == "cpu" else 1} for t in targets]
+    for key, value in spec_changes.items():
+        spec[key] = value
+    return doc
+
+
+def apply(cluster, namespace: str, doc: dict) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
+
+
+def run_status(cluster, namespace: str, name: str) -> dict:
+    return get_json(cluster, "trun", name, "-n", namespace).get("status") or {}
+
+
+def condition(status: dict, kind: str) -> dict:
+    return next((c for c in status.get("conditions") or [] if c["type"] == kind), {})
+
+
+def wait_condition(cluster, namespace: str, name: str, kind: str, timeout: float) -> dict:
+    """Poll until condition `kind` is True; fail early (with the status) when the run stalls instead."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = run_status(cluster, namespace, name)
+        if condition(status, kind).get("status") == "True":
+            return status
+        if kind != "Stalled" and condition(status, "Stalled").get("status") == "True":
+            raise AssertionError(f"{namespace}/{name} stalled: {json.dumps(status, indent=1)[:3000]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{namespace}/{name}: {kind} not reached in {timeout:.0f}s: "
+                                 f"{json.dumps(status, indent=1)[:3000]}")
+        time.sleep(0.5)
+
+
+def events(cluster, namespace: str, name: str) -> list[dict]:
+    items = get_json(cluster, "events", "-n", namespace)["items"]
+    return [e for e in items if e["involvedObject"].get("name") == name]
+
+
+def jobs(cluster, namespace: str) -> list[dict]:
+    return get_json(cluster, "jobs", "-n", namespace)["items"]
