@@ -11,6 +11,15 @@ program with the same options, which hits the caches instead of re-tuning; the r
 cache hits and misses so that can be checked. AOTInductor packages are not used: on the H200 machine
 (torch 2.11, CUDA 13) they compiled but `aoti_load_package` segfaulted.
 
+What is compiled is the program's graph as a flat function (tensors in, a flat tuple out), not
+`ExportedProgram.module()`: that wrapper flattens and unflattens pytrees and checks input constraints
+on every call, which made the loaded engine up to 1.9x slower per call than `torch.compile` on the
+original module for launch-bound models (`bench/engine_overhead.py` measures both side by side).
+(Compiling the graph without dynamo, `torch._inductor.compile`, was tried: it bypasses the FX-graph
+and AOTAutograd caches, so a loaded engine would re-tune instead of hitting its caches.) The runner
+holds inference mode for its whole life, so no call pays for entering it, and the code that times an
+engine in the worker is the code that serves it (`Runner.run` / `run_prepared`).
+
 Inputs and outputs: inputs are the program's positional user inputs, by placeholder name; outputs
 are named `output` (one tensor) or `output_0`, `output_1`, ... (a tuple), or by key (a dict).
 Base settings: `device` (cuda|cpu), `input_dtype` (cast float inputs, e.g. float16 or bfloat16).
@@ -156,16 +165,54 @@ def _outputs(result) -> dict[str, np.ndarray]:
     return {"output": host(result)}
 
 
+def _flat_program(torch, path: Path, device: str):
+    """The exported program as a flat graph module (positional tensors in, a flat tuple out), its
+    user input names, and a function that gives the outputs the program's own structure back."""
+    exported = torch.export.load(str(path))
+    names = [spec.arg.name for spec in exported.graph_signature.input_specs
+             if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    try:
+        module = exported.module(check_guards=False)
+    except TypeError:  # a torch without that argument
+        module = exported.module()
+    codegen = module.graph._codegen
+    out_spec = getattr(getattr(codegen, "pytree_info", None), "out_spec", None)
+    module._forward_pre_hooks.clear()  # per-call input-constraint checks
+    module.graph._codegen = torch.fx.graph.CodeGen()  # no pytree flatten/unflatten around the graph
+    module.recompile()
+    # Parameters keep their requires_grad as exported: turning it off made Inductor's CUDA graphs copy
+    # every weight into the graph's memory on each call (2x slower on the H200 transformer block).
+    module = module.to(device)  # (an exported module's train/eval mode is fixed at export)
+    if out_spec is None or out_spec.is_leaf():
+        def structured(flat):
+            return flat[0] if out_spec is not None else flat
+    else:
+        from torch.utils._pytree import tree_unflatten
+
+        def structured(flat):
+            return tree_unflatten(list(flat), out_spec)
+    return module, names, structured
+
+
 class InductorRunner(Runner):
-    def __init__(self, torch, compiled, names: list[str], device: str, dtype: str | None, info: dict):
-        self.torch, self.compiled, self.names, self.device, self.dtype = torch, compiled, names, device, dtype
-        self.info = info
+    """A compiled program. It holds inference mode from creation to `close` in the thread that
+    created it (an engine only infers), and marks a CUDA-graph step before each call only for CUDA
+    graph routes, where the previous call's outputs are overwritten."""
+
+    def __init__(self, torch, module, options: dict, names: list[str], structured, device: str,
+                 dtype: str | None):
+        self.torch, self.names, self.device, self.dtype = torch, names, device, dtype
+        self.structured = structured
+        self.mark_step = device == "cuda" and bool(options.get("triton.cudagraphs"))
+        self.info: dict = {}
+        self._inference = torch.inference_mode()
+        self._inference.__enter__()
+        self.compiled = torch.compile(module, backend="inductor", options=options, dynamic=False)
 
     def _call(self, tensors):
-        if self.device == "cuda":
+        if self.mark_step:
             self.torch.compiler.cudagraph_mark_step_begin()
-        with self.torch.inference_mode():
-            return self.compiled(*tensors)
+        return self.structured(self.compiled(*tensors))
 
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         return _outputs(self._call(self.prepare(inputs)))
@@ -173,8 +220,8 @@ class InductorRunner(Runner):
     def prepare(self, inputs):
         return _to_tensors(self.torch, inputs, self.names, self.device, self.dtype)
 
-    def run_prepared(self, prepared) -> None:
-        self._call(prepared)
+    def run_prepared(self, prepared):
+        return self._call(prepared)
 
     def timed_iterations(self, inputs, count: int) -> float:
         if self.device != "cuda":
@@ -185,7 +232,7 @@ class InductorRunner(Runner):
         torch.cuda.synchronize()
         start.record()
         for _ in range(count):
-            self._call(prepared)
+            self.run_prepared(prepared)
         end.record()
         end.synchronize()
         return start.elapsed_time(end)
@@ -200,6 +247,9 @@ class InductorRunner(Runner):
 
     def close(self) -> None:
         self.compiled = None
+        if self._inference is not None:
+            self._inference.__exit__(None, None, None)
+            self._inference = None
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
 
@@ -245,12 +295,9 @@ class InductorBackend(Backend):
             compiler = f"inductor-torch-{torch.__version__}"
         return Versions(compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu)
 
-    def _compile(self, torch, program: Path, options: dict):
-        exported = torch.export.load(str(program))
-        module = exported.module().to(self.device)
-        names = [spec.arg.name for spec in exported.graph_signature.input_specs
-                 if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
-        return torch.compile(module, backend="inductor", options=options, dynamic=False), names
+    def _runner(self, torch, program: Path, options: dict, device: str, dtype: str | None) -> InductorRunner:
+        module, names, structured = _flat_program(torch, program, device)
+        return InductorRunner(torch, module, options, names, structured, device, dtype)
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
         _isolate_caches(request.workdir / "caches-build")
@@ -264,15 +311,17 @@ class InductorBackend(Backend):
         sample = request.sample_inputs
         if sample is None:
             raise ValueError("the inductor backend needs sample inputs to compile for their shapes")
-        compiled, names = self._compile(torch, request.model_path, options)
-        runner = InductorRunner(torch, compiled, names, device, dtype, {})
-        runner.run(sample)  # compiles (and autotunes) for these shapes
-        if device == "cuda":
-            torch.cuda.synchronize()
+        runner = self._runner(torch, request.model_path, options, device, dtype)
+        try:
+            runner.run(sample)  # compiles (and autotunes) for these shapes
+            if device == "cuda":
+                torch.cuda.synchronize()
+        finally:
+            runner.close()
         saved = torch.compiler.save_cache_artifacts()
         artifacts = saved[0] if saved else b""
         meta = {"options": {k: to_text(v) for k, v in options.items()}, "device": device, "input_dtype": dtype,
-                "input_names": names, "torch": torch.__version__}
+                "input_names": runner.names, "torch": torch.__version__}
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for arcname, data in (("program.pt2", request.model_path.read_bytes()), ("caches.bin", artifacts),
@@ -298,8 +347,7 @@ class InductorBackend(Backend):
         if artifacts:
             torch.compiler.load_cache_artifacts(artifacts)
         options = route_options(config, meta["options"])
-        compiled, names = self._compile(torch, workdir / "program.pt2", options)
-        return InductorRunner(torch, compiled, names, meta["device"], meta.get("input_dtype"), {})
+        return self._runner(torch, workdir / "program.pt2", options, meta["device"], meta.get("input_dtype"))
 
     def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
         torch = _torch()
