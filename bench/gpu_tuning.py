@@ -300,6 +300,23 @@ def cmd_run(args) -> int:
     return status
 
 
+def overhead_section(args) -> list[str]:
+    """The engine-vs-torch.compile per-call table of a `bench/engine_overhead.py` result file."""
+    from engine_overhead import table
+    o = json.loads(Path(args.overhead).read_text())
+    return ["## Engine per-call time vs `torch.compile` in the user's process", "",
+            f"Measured {args.overhead_date} at git revision `{args.overhead_revision}` with "
+            f"`bench/engine_overhead.py`: torch {o['torch']}, {o['gpu']}. Per workload and route, each key is "
+            "held in a process of its own and timed one at a time in rotating order for "
+            f"{o['rounds']} rounds (a round: {o['timing']['iterations']}-call repeats until "
+            f"{o['timing']['min_seconds']} s were timed, CUDA events). `compile`: `torch.compile` on the original "
+            "fp16 module with the route's options, called under one `inference_mode`; `engine`: built and served by "
+            "the product's own child processes (the code the worker measures with is the code that serves); "
+            "other columns: earlier backends, built and served the same way. Ratio: median over rounds of the "
+            "per-round ratio to `compile`.", "",
+            "```", *(args.overhead_command or []), "```", "", table(o["results"])]
+
+
 NOTES_BEGIN, NOTES_END = "<!-- notes: written by hand, kept by `gpu_tuning.py docs` -->", "<!-- /notes -->"
 
 
@@ -409,6 +426,8 @@ def cmd_docs(args) -> int:
         lines += ["", f"**False-winner rate: {total['rule'] / total['trials']:.1%} with the confirmation rule "
                   f"({total['rule']}/{total['trials']}), {total['strict'] / total['trials']:.1%} with the strict "
                   f"rule ({total['strict']}/{total['trials']}).**"]
+    if args.overhead:
+        lines += ["", *overhead_section(args)]
     lines += ["", "## Every route (mixed run, then the routes only full needed)", ""]
     for r in results:
         lines += [f"### {r['workload']} — {r['note']}", "", f"![{r['workload']}](benchmarks/{r['workload']}.png)", "",
@@ -452,6 +471,10 @@ def main() -> int:
     docs.add_argument("--extra-aa", nargs="*", default=[],
                       help="more result or noise.json files whose A/A test joins the A/A table (row named by file)")
     docs.add_argument("--command", action="append", help="a command as run (repeat; shown in the doc)")
+    docs.add_argument("--overhead", help="a bench/engine_overhead.py overhead.json: adds its per-call table")
+    docs.add_argument("--overhead-revision", default="")
+    docs.add_argument("--overhead-date", default="")
+    docs.add_argument("--overhead-command", action="append", help="a command as run for --overhead (repeat)")
     docs.set_defaults(func=cmd_docs)
     args = parser.parse_args()
     return args.func(args)

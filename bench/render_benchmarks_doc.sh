@@ -15,4 +15,9 @@ exec "${PYTHON:-python}" bench/gpu_tuning.py docs "$R"/{resnet50,encoder,mlp,con
   --command "BENCH_BUDGET_S=490 python3 bench/gpu_tuning.py run --workloads resnet50,mlp --gpus 0,1 --out /tmp/bench --export \$OUT   # resnet50 resumes" \
   --command "BENCH_BUDGET_S=285 CUDA_VISIBLE_DEVICES=0 python3 bench/gpu_tuning.py run --workloads resnet50 --out /tmp/bench --export \$OUT   # resumes again" \
   --command "# then, here: the tables from the exported files (copied to docs/benchmarks/raw/)" \
-  --command "bench/render_benchmarks_doc.sh"
+  --command "bench/render_benchmarks_doc.sh" \
+  --overhead "$R"/overhead.json --overhead-revision "18753f2" --overhead-date 2026-11-30 \
+  --overhead-command "# the 'before' backend: the Inductor backend as it was before 18753f2" \
+  --overhead-command "git show 5e68d85:operator/enginewright/backends/inductor.py > bench/inductor_before.py" \
+  --overhead-command "python3 bench/engine_overhead.py --out /tmp/ov --variant before=inductor_before:InductorBackend" \
+  --overhead-command "cp /tmp/ov/overhead.json docs/benchmarks/raw/   # then bench/render_benchmarks_doc.sh"
