@@ -1,0 +1,109 @@
+"""Reading the engine catalog the operator publishes (layout: `store.layout.CatalogKeys`):
+
+    <prefix>/<model>/index.json                       one entry per published engine
+    <entry.folder>/engine<ext>, provenance.json        keys relative to the bucket
+
+`--catalog s3://BUCKET` or `s3://BUCKET/PREFIX` (PREFIX: the folder holding the model folders,
+`catalog` by default, as the operator publishes); a local directory works too (a copy of the bucket).
+Credentials for s3:// come from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
+and ENGINEWRIGHT_S3_SECURE, as for workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import BinaryIO
+
+from enginewright.catalog.compatibility import NotInCatalog, Offer
+from enginewright.store.keys import safe_segment, unescape_segment
+from enginewright.store.objects import LocalStore, MissingObject, S3Store
+
+CHUNK = 1 << 20
+
+
+class Catalog:
+    def __init__(self, store, prefix: str = "catalog"):
+        self.store, self.prefix = store, prefix.strip("/")
+
+    @classmethod
+    def from_uri(cls, uri: str) -> "Catalog":
+        match = re.fullmatch(r"s3://([^/]+)/?(.*)", uri)
+        if match:
+            from enginewright.store.objects import s3_client_from_env
+            return cls(S3Store(s3_client_from_env(), match.group(1)), match.group(2) or "catalog")
+        root = Path(uri.removeprefix("file://"))
+        if not root.is_dir():
+            raise NotInCatalog(f"--catalog {uri}: not an s3:// URI and not a directory")
+        return cls(LocalStore(root), "catalog")
+
+    def uri(self, key: str) -> str:
+        return self.store.uri(key)
+
+    def index_key(self, model: str) -> str:
+        return f"{self.prefix}/{safe_segment(model)}/index.json" if self.prefix else f"{safe_segment(model)}/index.json"
+
+    def models(self) -> list[str]:
+        """Every model that has an index, by name."""
+        base = f"{self.prefix}/" if self.prefix else ""
+        names = []
+        for key in self.store.list(base):
+            rest = key[len(base):].split("/")
+            if len(rest) == 2 and rest[1] == "index.json":
+                names.append(unescape_segment(rest[0]))
+        return sorted(names)
+
+    def index(self, model: str) -> list[dict]:
+        try:
+            doc = json.loads(self.store.get(self.index_key(model)))
+        except MissingObject:
+            raise NotInCatalog(f"the catalog has no model {model!r} (no {self.uri(self.index_key(model))})") from None
+        return list(doc.get("entries") or [])
+
+    @staticmethod
+    def engine_key(entry: dict) -> str:
+        return f"{entry['folder']}/{entry['engine'].rsplit('/', 1)[-1]}"
+
+    @staticmethod
+    def provenance_key(entry: dict) -> str:
+        return f"{entry['folder']}/provenance.json"
+
+    def provenance_bytes(self, entry: dict) -> bytes | None:
+        try:
+            return self.store.get(self.provenance_key(entry))
+        except MissingObject:
+            return None
+
+    def offers(self, model: str) -> list[tuple[Offer, dict, bytes | None]]:
+        """Every entry of the model as an Offer, with its index entry and its provenance bytes."""
+        out = []
+        for entry in self.index(model):
+            raw = self.provenance_bytes(entry)
+            out.append((Offer.from_catalog(entry, json.loads(raw) if raw else None), entry, raw))
+        return out
+
+    def stream(self, key: str, out: BinaryIO) -> str:
+        """Copy the object to `out` in chunks; returns the sha256 of what was copied."""
+        digest = hashlib.sha256()
+        if isinstance(self.store, S3Store):
+            from minio.error import S3Error
+            try:
+                response = self.store.client.get_object(self.store.bucket, key)
+            except S3Error as exc:
+                if exc.code in ("NoSuchKey", "NoSuchBucket"):
+                    raise MissingObject(f"no object {self.uri(key)} ({exc.code})") from None
+                raise
+            try:
+                for chunk in response.stream(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+            finally:
+                response.close()
+                response.release_conn()
+        else:
+            data = self.store.get(key)
+            digest.update(data)
+            out.write(data)
+        return digest.hexdigest()
