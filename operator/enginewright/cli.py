@@ -7,10 +7,11 @@ import sys
 from pathlib import Path
 
 import yaml
-from pydantic import ValidationError
 
 
 def _load_run(path: str):
+    from pydantic import ValidationError
+
     from enginewright.api.models import TuningRun
     docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     runs = [d for d in docs if d.get("kind") == "TuningRun"]
@@ -84,6 +85,104 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def _consumer(args, compilers: set[str]):
+    """The machine that wants the engine: its GPU (`--gpu`) and the compilers (`--compiler-version`)."""
+    from enginewright.catalog.compatibility import Consumer, Installed, compiler_name
+    from enginewright.catalog.this_machine import installed_compiler, local_gpu
+    if args.gpu == "auto":
+        gpu = local_gpu(shared=args.shared)
+        print(f"GPU: {gpu.name!r} -> {gpu.product} (compute capability {gpu.compute_capability}, "
+              f"driver {gpu.driver}, from {gpu.source})", file=sys.stderr)
+        product, cc = gpu.product, gpu.compute_capability
+    else:
+        product, cc = args.gpu, args.compute_capability
+    if args.compiler_version == "auto":
+        found = {name: installed_compiler(name) for name in sorted(compilers)}
+        installed = {name: i for name, i in found.items() if i is not None}
+    else:
+        installed = {compiler_name(args.compiler_version): Installed(args.compiler_version, args.cuda)}
+    return Consumer(product, cc, installed)
+
+
+def cmd_fetch(args) -> int:
+    from enginewright.catalog.compatibility import NoCompatibleEngine, NotInCatalog, compiler_name
+    from enginewright.catalog.fetch import (EXIT_ERROR, EXIT_INCOMPATIBLE, EXIT_NOT_FOUND, EXIT_TAMPERED,
+                                            TamperedEngine, fetch)
+    from enginewright.catalog.reader import Catalog
+    from enginewright.catalog.this_machine import NoGpuFound
+    try:
+        catalog = Catalog.from_uri(args.catalog)
+        compilers = {compiler_name(e["compilerVersion"]) for e in catalog.index(args.model)}
+        consumer = _consumer(args, compilers)
+        done = fetch(catalog, args.model, consumer, Path(args.dest), prefer=args.select, run_uid=args.run,
+                     require_validated=args.require_validated)
+    except NotInCatalog as exc:
+        print(f"enginewright fetch: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except NoCompatibleEngine as exc:
+        print(f"enginewright fetch: {exc}", file=sys.stderr)
+        return EXIT_INCOMPATIBLE
+    except TamperedEngine as exc:
+        print(f"enginewright fetch: {exc}", file=sys.stderr)
+        return EXIT_TAMPERED
+    except NoGpuFound as exc:
+        print(f"enginewright fetch: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    offer = done.selection.offer
+    print(f"fetched {offer.engine} -> {done.engine} (sha256 {done.sha256}; {offer.gpu_product}, "
+          f"{offer.compiler_version}, run {offer.run} {offer.run_uid}, published {offer.published_at}; "
+          f"{done.selection.how})")
+    return 0
+
+
+def cmd_catalog_list(args) -> int:
+    import json
+    from enginewright.catalog.compatibility import NotInCatalog
+    from enginewright.catalog.fetch import EXIT_NOT_FOUND
+    from enginewright.catalog.listing import coverage, render_table
+    from enginewright.catalog.reader import Catalog
+    try:
+        catalog = Catalog.from_uri(args.catalog)
+        models = [args.model] if args.model else catalog.models()
+        data = [coverage(m, [o for o, _, _ in catalog.offers(m)]) for m in models]
+    except NotInCatalog as exc:
+        print(f"enginewright catalog list: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    if args.json:
+        print(json.dumps({"catalog": args.catalog, "models": data}, indent=2))
+    else:
+        print("\n\n".join(render_table(d) for d in data) if data else f"{args.catalog}: no models")
+    return 0
+
+
+def cmd_catalog_verify(args) -> int:
+    from enginewright.catalog.compatibility import NotInCatalog
+    from enginewright.catalog.fetch import EXIT_NOT_FOUND, EXIT_TAMPERED, verify
+    from enginewright.catalog.reader import Catalog
+    try:
+        catalog = Catalog.from_uri(args.catalog)
+        results = verify(catalog, [args.model] if args.model else None)
+    except NotInCatalog as exc:
+        print(f"enginewright catalog verify: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    for r in results:
+        print(f"{r.outcome:8} {r.model} {r.entry['gpuProduct']} {r.entry['compilerVersion']} "
+              f"run {r.entry.get('run', '')} {r.entry['runUid']}: {r.detail}")
+    bad = [r for r in results if r.outcome != "ok"]
+    print(f"{len(results) - len(bad)}/{len(results)} engines verified"
+          + (f"; {len(bad)} failed" if bad else ""), file=sys.stderr)
+    if any(r.outcome == "mismatch" for r in bad):
+        return EXIT_TAMPERED
+    return EXIT_NOT_FOUND if bad else 0
+
+
+def _add_catalog_argument(parser) -> None:
+    parser.add_argument("--catalog", required=True,
+                        help="s3://BUCKET[/PREFIX] (PREFIX holds the model folders, default 'catalog') or a "
+                             "local copy; s3 credentials from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
+                             "AWS_SECRET_ACCESS_KEY, ENGINEWRIGHT_S3_SECURE")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="enginewright", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -98,6 +197,42 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("manifest")
     plan.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) instead of the installed compiler")
     plan.set_defaults(func=cmd_plan)
+
+    fetch = sub.add_parser("fetch", help="the catalog's engine for this machine's GPU and compiler, verified, into DIR",
+                           description="Exit codes: 0 fetched, 1 error (e.g. no GPU for --gpu auto), 2 usage, "
+                                       "3 not found (model or pinned run), 4 no compatible engine, "
+                                       "5 sha256 mismatch (tampered or damaged engine).")
+    _add_catalog_argument(fetch)
+    fetch.add_argument("--model", required=True, help="the model's catalog name (spec.publish.modelName or the run's name)")
+    fetch.add_argument("--gpu", default="auto",
+                       help="auto (NVML, else nvidia-smi) or a nvidia.com/gpu.product value, e.g. NVIDIA-H200")
+    fetch.add_argument("--shared", action="store_true",
+                       help="with --gpu auto: the GPU is time-sliced (GPU feature discovery adds -SHARED)")
+    fetch.add_argument("--compute-capability", help="with an explicit --gpu: its compute capability, e.g. 9.0")
+    fetch.add_argument("--compiler-version", default="auto",
+                       help="auto (the compilers installed here) or e.g. onnxruntime-1.32.0, tensorrt-10.13.0.35, "
+                            "inductor-torch-2.9.0+cu128-triton-3.5.0")
+    fetch.add_argument("--cuda", help="with an explicit Inductor --compiler-version: torch's CUDA version")
+    fetch.add_argument("--run", help="pin the run (its uid, or a prefix of it)")
+    fetch.add_argument("--select", choices=["newest", "speedup"], default="newest",
+                       help="among several compatible engines: the newest (default) or the best speedup")
+    fetch.add_argument("--require-validated", action="store_true",
+                       help="refuse engines whose accuracy was not validated (spec.accuracy.disabled)")
+    fetch.add_argument("--dest", required=True, help="directory for engine<ext> and provenance.json")
+    fetch.set_defaults(func=cmd_fetch)
+
+    catalog = sub.add_parser("catalog", help="the engine catalog: coverage and digests")
+    actions = catalog.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="per model: GPU products x compiler versions (speedup, loss, date, run)")
+    _add_catalog_argument(listing)
+    listing.add_argument("--model", help="one model (default: every model in the catalog)")
+    listing.add_argument("--json", action="store_true", help="plain data for scripts")
+    listing.set_defaults(func=cmd_catalog_list)
+    check = actions.add_parser("verify", help="re-read every engine and compare its sha256 with index and provenance",
+                               description="Exit codes: 0 all verified, 3 an object is missing, 5 a digest differs.")
+    _add_catalog_argument(check)
+    check.add_argument("--model", help="one model (default: every model in the catalog)")
+    check.set_defaults(func=cmd_catalog_verify)
 
     from enginewright import commands
     commands.register(sub)
