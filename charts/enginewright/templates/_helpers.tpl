@@ -1,0 +1,59 @@
+{{- define "enginewright.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "enginewright.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "enginewright.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "enginewright.serviceAccountName" -}}
+{{- default (include "enginewright.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{/* The rules on namespaced objects: a ClusterRole's with watchNamespaces empty, else one Role per
+     namespace. Every verb is one the operator calls; the reason is beside it. */}}
+{{- define "enginewright.namespacedRules" -}}
+- apiGroups: [tuning.enginewright.io]
+  resources: [tuningruns]
+  # list + watch: kopf's watch stream of runs; patch: kopf's finalizer and its progress annotations
+  verbs: [list, watch, patch]
+- apiGroups: [tuning.enginewright.io]
+  resources: [tuningruns/status]
+  # patch: each reconcile pass writes phase, conditions, progress and per-target results
+  verbs: [patch]
+- apiGroups: [batch]
+  resources: [jobs]
+  # create: probe, batch and confirmation Jobs; list: a run's Jobs by label each pass;
+  # get: read the existing Job on a 409 to adopt it only when it is this run's;
+  # delete: stop Jobs at the deadline and when the run is deleted
+  verbs: [create, list, get, delete]
+- apiGroups: [""]
+  resources: [configmaps]
+  # list: a run's cache shards by label; create + update: move new store entries into the shards
+  # and write the dry-run plan
+  verbs: [list, create, update]
+- apiGroups: [""]
+  resources: [secrets]
+  # get, of this one name only: the pre-flight check that the worker store Secret exists and has
+  # both keys (the operator never reads any other Secret, and never lists them)
+  resourceNames: [{{ .Values.store.workerSecret | quote }}]
+  verbs: [get]
+- apiGroups: [""]
+  resources: [events]
+  # create: StageProbing, Published, Succeeded and every Warning on the run
+  verbs: [create]
+{{- end -}}
