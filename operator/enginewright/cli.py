@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
                                        "3 not found (model or pinned run), 4 no compatible engine, "
                                        "5 sha256 mismatch (tampered or damaged engine).")
     _add_catalog_argument(fetch)
-    fetch.add_argument("--model", required=True, help="the model's catalog name (spec.publish.modelName or the run's name)")
+    fetch.add_argument("--model", required=True,
+                       help="the model's catalog name (spec.publish.modelName or the run's name)")
     fetch.add_argument("--gpu", default="auto",
                        help="auto (NVML, else nvidia-smi) or a nvidia.com/gpu.product value, e.g. NVIDIA-H200")
     fetch.add_argument("--shared", action="store_true",

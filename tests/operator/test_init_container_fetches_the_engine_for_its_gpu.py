@@ -59,7 +59,8 @@ def test_the_init_container_fetches_the_engine_published_for_its_nodes_gpu(clust
     assert published["NVIDIA-H200"] != published["NVIDIA-L40S"]
 
     # The example itself is a valid Deployment for the API server, as written.
-    checked = cluster.kubectl("apply", "--dry-run=server", "-n", run_namespace, "-f", "examples/inference-deployment.yaml")
+    checked = cluster.kubectl("apply", "--dry-run=server", "-n", run_namespace,
+                              "-f", "examples/inference-deployment.yaml")
     assert "deployment.apps/mlp-inference created (server dry run)" in checked.stdout
     apply(cluster, run_namespace, example_for_this_cluster(cluster, "NVIDIA-H200"))
     logs = cluster.workdir / "pods" / "logs"

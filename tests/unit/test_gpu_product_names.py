@@ -26,7 +26,8 @@ def test_mig_devices_carry_the_parent_name_mig_and_the_profile():
     assert product_label("NVIDIA A100-SXM4-40GB", "1g.5gb") == "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"
     assert product_label("NVIDIA H100 80GB HBM3", "1g.10gb+me") == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me"
     assert product_label("NVIDIA A100-SXM4-40GB", "1c.2g.10gb") == "NVIDIA-A100-SXM4-40GB-MIG-1c.2g.10gb"
-    assert parse_product("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me") == GpuProduct("NVIDIA-H100-80GB-HBM3", "1g.10gb.me", False)
+    assert parse_product("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me") == GpuProduct(
+        "NVIDIA-H100-80GB-HBM3", "1g.10gb.me", False)
 
 
 def test_shared_gpus_get_the_suffix_after_the_mig_profile():

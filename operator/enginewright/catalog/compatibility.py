@@ -155,7 +155,8 @@ def version_problem(offer: Offer, installed: Installed | None) -> str | None:
     if name == "tensorrt":
         if _bare(built) == _bare(have):
             return None
-        if offer.version_compatible and release(_bare(built)) >= (8, 6) and release(_bare(have)) >= release(_bare(built)):
+        builder, runtime = release(_bare(built)), release(_bare(have))
+        if offer.version_compatible and builder >= (8, 6) and runtime >= builder:
             return None
         why = ("a version-compatible engine needs a runtime at least as new" if offer.version_compatible
                else "a TensorRT engine needs the same TensorRT version")
