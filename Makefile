@@ -6,9 +6,9 @@ VENV := $(CACHE)/venv-$(DEPS_KEY)
 PY := $(VENV)/bin/python
 export ENGINEWRIGHT_CACHE := $(CACHE)
 
-.PHONY: setup venv binaries test unit e2e crds cluster-up demo demo-local operator clean-cache
+.PHONY: setup venv binaries images test unit e2e chart-test crds cluster-up demo demo-local operator clean-cache
 
-setup: venv binaries
+setup: venv binaries images
 
 venv: $(VENV)/.installed
 	@$(PY) -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
@@ -21,6 +21,11 @@ $(VENV)/.installed: pyproject.toml
 binaries:
 	bash tests/cluster/build.sh
 
+# The operator and ONNX Runtime worker images, built without a daemon (buildah + mmdebstrap, installed
+# with apt-get when missing) into the OCI store $(CACHE)/images/oci; cached by content hash.
+images: venv
+	PYTHON=$(PY) bash images/build.sh
+
 # The test command CI runs: unit tests, then end-to-end tests against the real local cluster.
 test: venv
 	$(PY) -m pytest -ra tests
@@ -31,8 +36,12 @@ unit: venv
 e2e: venv
 	$(PY) -m pytest -ra tests/e2e
 
+# The Helm chart: lint, schema, server-side dry run, RBAC under the chart's ServiceAccount, helm install.
+chart-test: venv images
+	$(PY) -m pytest -ra tests/chart
+
 crds: venv
-	$(VENV)/bin/enginewright crds
+	$(VENV)/bin/enginewright crds --also charts/enginewright/crds
 
 cluster-up: setup
 	$(PY) -m tests.cluster up
@@ -42,8 +51,10 @@ clean-cache:
 
 # The operator demo: local control plane + S3 + node agent, the operator, examples/tuningrun-demo.yaml
 # (mixed search, two node types standing in for two GPU types) to Ready, winners and catalog printed.
+# IMAGES=1: the node agent runs every pod from the built images (the operator's worker Jobs run
+# the worker image's `python -m enginewright.worker`), instead of host processes.
 demo: setup
-	$(PY) examples/operator_demo.py
+	$(PY) examples/operator_demo.py $(if $(IMAGES),--images)
 
 # The operator against the cluster in $$KUBECONFIG (e.g. one from `make cluster-up`).
 operator: venv

@@ -3,7 +3,8 @@ for two GPU types), the operator as a process of its own, and `examples/tuningru
 with kubectl; live progress, then each target's winner, speedup and catalog location, and what the
 operator cost.
 
-    python examples/operator_demo.py [--keep]     (`make demo` runs it; --keep leaves the cluster up)
+    python examples/operator_demo.py [--keep] [--images]    (`make demo [IMAGES=1]` runs it; --keep leaves
+    the cluster up; --images runs every pod from the built images, `make images`, not host processes)
 """
 
 from __future__ import annotations
@@ -50,13 +51,22 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="leave the cluster and operator running at the end")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--images", action="store_true",
+                        help="run the pods from the built images (make images) instead of host processes")
     args = parser.parse_args()
     from make_example import write_example
     from minio import Minio
 
     print("[demo] starting the local control plane, S3 store and node agent (binaries cached under "
           "~/.cache/enginewright; a cold machine builds them first, ~13 min on 2 cores)", flush=True)
-    cluster = LocalCluster(die_with_parent=not args.keep)
+    worker_env = {}
+    if args.images:
+        from tests.cluster.image_cluster import ImageCluster, require_images
+        cluster = ImageCluster(die_with_parent=not args.keep, images=require_images().layout)
+        worker_env = {"ENGINEWRIGHT_WORKER_COMMAND": "python -m enginewright.worker"}  # the image's Python
+        print(f"[demo] pods run from the images in {cluster.images}", flush=True)
+    else:
+        cluster = LocalCluster(die_with_parent=not args.keep)
     cluster.start()
     print(f"[demo] cluster up in {cluster.timings['up_seconds']:.1f}s; nodes: "
           + ", ".join(f"{n['name']} ({n['labels']['nvidia.com/gpu.product']})" for n in cluster.nodes), flush=True)
@@ -76,7 +86,7 @@ def main() -> int:
         cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", NAMESPACE,
                         f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
                         f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
-        operator = start_operator(cluster, cluster.workdir / "logs" / "operator.log")
+        operator = start_operator(cluster, cluster.workdir / "logs" / "operator.log", **worker_env)
         print(f"[demo] operator running (log: {operator.log}); applying examples/tuningrun-demo.yaml", flush=True)
         applied = time.time()
         cluster.kubectl("apply", "-n", NAMESPACE, "-f", str(REPO / "examples/tuningrun-demo.yaml"))

@@ -2,11 +2,24 @@
 
 It registers Node objects (labels, taints, cpu/memory/pods/nvidia.com/gpu capacity), keeps them
 Ready through node leases and status heartbeats, and runs the containers of pods that the real
-kube-scheduler binds to its nodes as local processes:
+kube-scheduler binds to its nodes, in one of two modes chosen when the agent starts:
 
-- command + args are run as given (the image is not used: a container without `command` fails with
-  a clear reason); env from value, secretKeyRef, configMapKeyRef, fieldRef, envFrom are resolved;
-- emptyDir volumes are per-pod temp dirs; a volume's mountPath is rewritten to that dir wherever it
+- host-process mode (the default; what the e2e and operator tests use): command + args are run as
+  local processes as given, the image is not used (a container without `command` fails with a
+  clear reason), and a volume's mountPath is rewritten to its local dir (below);
+- image mode (`--images DIR` or `$ENGINEWRIGHT_NODE_IMAGES`, an OCI layout from images/build.sh):
+  every container runs from its image, as a kubelet would: the image is unpacked to a rootfs, the
+  command (or the image's entrypoint) runs under `unshare` + overlay + `chroot` as the container's
+  user (securityContext, else the image's USER), volumes bind-mounted at their mountPaths, the root
+  read-only when readOnlyRootFilesystem says so, KUBERNETES_SERVICE_HOST/PORT pointing at the API
+  server and the ServiceAccount token projected (tests/cluster/images.py). An image that is not in
+  the store leaves the pod Pending with the container waiting in `ErrImagePull` and a message
+  naming the image, re-checked every few seconds (a kubelet's image pull back-off). No fallback to
+  host processes: a test that asks for images gets images or a clear failure;
+
+in both modes env from value, secretKeyRef, configMapKeyRef, fieldRef, envFrom are resolved;
+- emptyDir volumes are per-pod temp dirs (secret, configMap and projected volumes are written
+  there too); in host-process mode a volume's mountPath is rewritten to that dir wherever it
   appears in command, args, env values and workingDir (no mount namespaces needed);
 - init containers run first, in order; then the containers, side by side;
 - restartPolicy Never / OnFailure / Always is honoured; status (phase, conditions, container
@@ -15,7 +28,7 @@ kube-scheduler binds to its nodes as local processes:
   then removes the pod object, as the kubelet does;
 - each container's output goes to <workdir>/logs/<namespace>_<pod>_<container>.log.
 
-    python -m tests.cluster.node_agent --kubeconfig K --nodes nodes.json --workdir DIR
+    python -m tests.cluster.node_agent --kubeconfig K --nodes nodes.json --workdir DIR [--images OCI_DIR]
 """
 
 from __future__ import annotations
@@ -38,6 +51,8 @@ from pathlib import Path
 
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
+
+from tests.cluster.images import ImageStore, container_argv, parse_user
 
 log = logging.getLogger("node-agent")
 LEASE_SECONDS = 40
@@ -99,6 +114,7 @@ class PodRunner(threading.Thread):
         self.statuses: dict[str, dict] = {}
         self.init_statuses: dict[str, dict] = {}
         self.started_at = now()
+        self.image_ids: dict[str, str] = {}
         self.dir = agent.workdir / f"{pod.metadata.namespace}_{pod.metadata.name}_{pod.metadata.uid[:8]}"
 
     # ---------------------------------------------------------------- env and volumes
@@ -115,8 +131,44 @@ class PodRunner(threading.Thread):
                 cm = self.core.read_namespaced_config_map(volume.config_map.name, self.pod.metadata.namespace)
                 for key, value in (cm.data or {}).items():
                     (path / key).write_text(value)
+            elif volume.projected:
+                self._projected(volume.projected, path)
+            if self.agent.images is not None:
+                # The container runs as its own (non-root) user: as the kubelet does, emptyDirs are
+                # world-writable and projected files world-readable on this test node.
+                path.chmod(0o777 if volume.empty_dir is not None else 0o755)
+                for child in path.rglob("*"):
+                    child.chmod(0o755 if child.is_dir() else 0o644)
             paths[volume.name] = path
         return paths
+
+    def _projected(self, projected, path: Path) -> None:
+        """The sources the ServiceAccount admission plugin puts into kube-api-access-*: a bound token
+        (TokenRequest), the cluster CA from a ConfigMap, the namespace from the downward API."""
+        ns = self.pod.metadata.namespace
+        for source in projected.sources or []:
+            if source.service_account_token:
+                token = source.service_account_token
+                body = {"spec": {"audiences": [token.audience] if token.audience else None,
+                                 "expirationSeconds": token.expiration_seconds or 3607,
+                                 "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": self.pod.metadata.name,
+                                                    "uid": self.pod.metadata.uid}}}
+                issued = self.core.create_namespaced_service_account_token(
+                    self.pod.spec.service_account_name or "default", ns, body)
+                (path / token.path).write_text(issued.status.token)
+            for kind, ref in (("configmap", source.config_map), ("secret", source.secret)):
+                if ref is None:
+                    continue
+                data = (self.core.read_namespaced_config_map(ref.name, ns).data or {}) if kind == "configmap" else {
+                    k: base64.b64decode(v).decode() for k, v in (self.core.read_namespaced_secret(ref.name, ns).data or {}).items()}
+                items = ref.items or [client.V1KeyToPath(key=k, path=k) for k in data]
+                for item in items:
+                    (path / item.path).parent.mkdir(parents=True, exist_ok=True)
+                    (path / item.path).write_text(data[item.key])
+            if source.downward_api:
+                for item in source.downward_api.items or []:
+                    if item.field_ref:
+                        (path / item.path).write_text(self._field(item.field_ref.field_path))
 
     def _field(self, path: str) -> str:
         meta = self.pod.metadata
@@ -149,9 +201,14 @@ class PodRunner(threading.Thread):
             return None
         raise ValueError(f"{kind} {name} has no key {key!r}")
 
-    def _env(self, container, rewrite) -> dict[str, str]:
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.dir),
-               "HOSTNAME": self.pod.metadata.name, "PYTHONUNBUFFERED": "1"}
+    def _env(self, container, rewrite, image=None) -> dict[str, str]:
+        if image is None:
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.dir),
+                   "HOSTNAME": self.pod.metadata.name, "PYTHONUNBUFFERED": "1"}
+        else:  # what a container runtime starts from: the image's Env, then the kubelet's additions
+            env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/",
+                   **image.env, "HOSTNAME": self.pod.metadata.name,
+                   "KUBERNETES_SERVICE_HOST": self.agent.api_host, "KUBERNETES_SERVICE_PORT": self.agent.api_port}
         for source in container.env_from or []:
             prefix = source.prefix or ""
             if source.secret_ref:
@@ -194,7 +251,7 @@ class PodRunner(threading.Thread):
                       if c.name == name), "") or "local-process"
         target = self.init_statuses if init else self.statuses
         target[name] = {"name": name, "state": state, "ready": running, "restartCount": restarts,
-                        "image": image, "imageID": "", "started": running}
+                        "image": image, "imageID": self.image_ids.get(name, ""), "started": running}
 
     def _report(self, phase: str, reason: str | None = None, message: str | None = None) -> None:
         running = phase == "Running"
@@ -222,20 +279,23 @@ class PodRunner(threading.Thread):
 
     def _run_container(self, container, volumes, init: bool) -> int:
         mounts = {m.mount_path: volumes[m.name] for m in container.volume_mounts or [] if m.name in volumes}
+        if self.agent.images is not None:
+            argv, env, cwd = self._in_image(container, mounts)
+        else:
+            def rewrite(text: str) -> str:
+                for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+                    text = text.replace(mount_path, str(local))
+                return text
 
-        def rewrite(text: str) -> str:
-            for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-                text = text.replace(mount_path, str(local))
-            return text
-
-        argv = [rewrite(a) for a in (container.command or []) + (container.args or [])]
-        if not container.command:
-            raise ValueError(f"container {container.name!r} has no command: this node agent runs commands "
-                             f"as local processes and cannot run image entrypoints")
-        env = self._env(container, rewrite)
-        argv = [_expand(a, env) for a in argv]
-        cwd = Path(rewrite(container.working_dir)) if container.working_dir else self.dir / "work" / container.name
-        cwd.mkdir(parents=True, exist_ok=True)
+            argv = [rewrite(a) for a in (container.command or []) + (container.args or [])]
+            if not container.command:
+                raise ValueError(f"container {container.name!r} has no command: this node agent runs commands "
+                                 f"as local processes and cannot run image entrypoints (start it with --images "
+                                 f"to run images)")
+            env = self._env(container, rewrite)
+            argv = [_expand(a, env) for a in argv]
+            cwd = Path(rewrite(container.working_dir)) if container.working_dir else self.dir / "work" / container.name
+            cwd.mkdir(parents=True, exist_ok=True)
         logfile = self.agent.workdir / "logs" / f"{self.pod.metadata.namespace}_{self.pod.metadata.name}_{container.name}.log"
         logfile.parent.mkdir(parents=True, exist_ok=True)
         restarts = 0
@@ -261,9 +321,53 @@ class PodRunner(threading.Thread):
             restarts += 1
             time.sleep(min(10, 0.5 * 2 ** min(restarts, 5)))  # crash-loop back-off, like the kubelet
 
+    def _in_image(self, container, mounts: dict[str, Path]) -> tuple[list[str], dict[str, str], Path]:
+        """argv (unshare + overlay + chroot), env and host cwd that run `container` from its image."""
+        image = self.agent.images.image(container.image)
+        self.image_ids[container.name] = image.digest
+        # Kubernetes: command replaces the ENTRYPOINT, args the CMD; args alone keep the ENTRYPOINT.
+        command = container.command or image.config.get("Entrypoint") or []
+        args = container.args if (container.args or container.command) else (image.config.get("Cmd") or [])
+        env = self._env(container, lambda text: text, image)
+        argv = [_expand(a, env) for a in [*command, *(args or [])]]
+        if not argv:
+            raise ValueError(f"container {container.name!r}: neither it nor image {container.image} has a command")
+        pod_sc, sc = self.pod.spec.security_context, container.security_context
+        image_uid, image_gid = parse_user(image.user)
+        uid = next((v for v in (sc and sc.run_as_user, pod_sc and pod_sc.run_as_user) if v is not None), image_uid)
+        gid = next((v for v in (sc and sc.run_as_group, pod_sc and pod_sc.run_as_group) if v is not None), image_gid)
+        non_root = next((v for v in (sc and sc.run_as_non_root, pod_sc and pod_sc.run_as_non_root) if v is not None),
+                        False)
+        if non_root and uid == 0:
+            raise ValueError(f"container {container.name!r} has runAsNonRoot and image {container.image} will run "
+                             f"as root (CreateContainerConfigError)")
+        working_dir = container.working_dir or image.config.get("WorkingDir") or "/"
+        read_only = bool(sc and sc.read_only_root_filesystem)
+        box = self.dir / "containers" / container.name
+        return (container_argv(image, box, argv, mounts, uid, gid, working_dir, read_only), env, box)
+
+    def _wait_for_images(self) -> bool:
+        """Image mode: hold the pod Pending with ErrImagePull until every image is in the store (as a
+        kubelet retries a pull); False when the pod was deleted meanwhile."""
+        containers = [*(self.pod.spec.init_containers or []), *self.pod.spec.containers]
+        while not self.deleted.is_set():
+            missing = [c for c in containers if not self.agent.images.has(c.image)]
+            if not missing:
+                return True
+            for c in missing:
+                message = (f"image {c.image!r} is not in this node's local image store {self.agent.images.layout} "
+                           f"(build it with `make images`)")
+                self._container_state(c.name, reason="ErrImagePull", message=message,
+                                      init=c in (self.pod.spec.init_containers or []))
+            self._report("Pending")
+            self.deleted.wait(5)
+        return False
+
     def run(self) -> None:
         self._report("Pending")
         try:
+            if self.agent.images is not None and not self._wait_for_images():
+                return
             volumes = self._volumes()
             for container in self.pod.spec.init_containers or []:
                 code = self._run_container(container, volumes, init=True)
@@ -329,7 +433,10 @@ def _expand(text: str, env: dict[str, str]) -> str:
 
 
 class Agent:
-    def __init__(self, nodes: list[dict], workdir: Path):
+    def __init__(self, nodes: list[dict], workdir: Path, images: ImageStore | None = None):
+        self.images = images  # None: host-process mode
+        host = client.Configuration.get_default_copy().host  # https://127.0.0.1:PORT
+        self.api_host, _, self.api_port = host.split("://", 1)[-1].rpartition(":")
         self.nodes = nodes
         self.names = {n["name"] for n in nodes}
         self.workdir = workdir
@@ -432,6 +539,15 @@ class Agent:
 
     def _delete(self, pod, runner: PodRunner, grace: float) -> None:
         runner.kill(grace)
+        # As the kubelet does, a pod stopped by its deletion ends in a terminal phase before it is
+        # removed: the Job controller (podReplacementPolicy Failed) replaces it only then.
+        try:
+            for container in runner.pod.spec.containers:
+                runner._container_state(container.name, exit_code=143, reason="Error",
+                                        message="stopped by the pod's deletion")
+            runner._report("Failed", "Terminated", "the pod was deleted")
+        except Exception as exc:  # the pod may already be gone
+            log.info("final status of %s: %s", pod.metadata.name, exc)
         self._finalize_delete(pod)
 
     def _finalize_delete(self, pod) -> None:
@@ -454,12 +570,17 @@ def main() -> None:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", required=True, help="JSON file: [{name, labels, gpus, taints, cpu, memory}]")
     parser.add_argument("--workdir", required=True)
+    parser.add_argument("--images", default=os.environ.get("ENGINEWRIGHT_NODE_IMAGES") or None,
+                        help="OCI image layout (images/build.sh's $ENGINEWRIGHT_CACHE/images/oci): run every "
+                             "container from its image; without it, containers run as host processes")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config.load_kube_config(args.kubeconfig)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    agent = Agent(json.loads(Path(args.nodes).read_text()), workdir)
+    agent = Agent(json.loads(Path(args.nodes).read_text()), workdir,
+                  ImageStore(Path(args.images)) if args.images else None)
+    log.info("running containers %s", f"from the images in {args.images}" if args.images else "as host processes")
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     signal.signal(signal.SIGINT, lambda *_: agent.stop.set())
     agent.register()

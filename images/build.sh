@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Build the CI images (operator, worker-onnxruntime) without a container daemon and export them to
+# the local OCI image store the test node agent runs pods from.
+#
+#   bash images/build.sh [operator] [worker-onnxruntime]      (`make images`; `make setup` calls it)
+#
+# - Base: `mmdebstrap` makes a Debian trixie rootfs (Python 3.13; bookworm's 3.11.2 predates
+#   `tarfile` extraction filters, which the backends use) (python3, python3-venv, ca-certificates) from
+#   Debian's packages; it is imported into buildah as enginewright/base:<key> (no registry is
+#   reachable for `FROM python:...`).
+# - Python packages: PyPI is not reachable from inside a build, so wheels are downloaded on the host
+#   (`pip download` for the base's Python 3.13 and manylinux x86_64, cached in $CACHE/wheelhouse)
+#   into the build context; the Containerfiles install
+#   them with `pip --no-index`.
+# - `buildah --storage-driver=vfs bud --isolation=chroot` builds each Containerfile as root; the image
+#   is pushed to the OCI layout $CACHE/images/oci under its name (enginewright/operator:<version>).
+# - Cache: each image is keyed by the sha256 of its Containerfile, this script, the base recipe,
+#   pyproject.toml and the package sources; a warm run only checks the keys.
+# Installs buildah and mmdebstrap with apt-get when they are missing (needs root, as the build does).
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+CACHE="${ENGINEWRIGHT_CACHE:-$HOME/.cache/enginewright}"
+STORE="$CACHE/images"
+OCI="$STORE/oci"
+VERSION="$(sed -n 's/^version = "\(.*\)"/\1/p' "$REPO/pyproject.toml" | head -1)"
+SUITE=trixie
+PYTHON_VERSION=3.13  # trixie's python3: the wheels are downloaded for it
+BASE_PACKAGES="python3,python3-venv,ca-certificates"
+IMAGES=("$@")
+[ ${#IMAGES[@]} -gt 0 ] || IMAGES=(operator worker-onnxruntime)
+PYTHON="${PYTHON:-python3}"  # needs setuptools >= 70.1 (the venv of `make venv`)
+BUILDAH=(buildah --storage-driver=vfs --root "$STORE/storage" --runroot "$STORE/run")
+log() { echo "[images] $*" >&2; }
+
+sha() { sha256sum | cut -c1-16; }
+base_key="$(printf '%s %s %s' "$SUITE" "$BASE_PACKAGES" "minbase-v2" | sha)"
+source_key="$( (cd "$REPO" && cat pyproject.toml images/build.sh \
+  && find operator -type f \( -name '*.py' -o -name '*.json' -o -name '*.yaml' \) -not -path '*/__pycache__/*' \
+     -not -path '*.egg-info*' | LC_ALL=C sort | xargs cat) | sha)"
+
+key_of() { (cat "$REPO/images/$1/Containerfile"; echo "$base_key $source_key") | sha; }
+extra_of() { case "$1" in operator) echo operator ;; worker-onnxruntime) echo onnxruntime ;; *) echo "no CI build for $1" >&2; exit 2 ;; esac; }
+
+missing=()
+for image in "${IMAGES[@]}"; do
+  [ -f "$STORE/built/$image-$(key_of "$image")" ] || missing+=("$image")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  log "up to date: ${IMAGES[*]} ($OCI)"
+  echo "$OCI"
+  exit 0
+fi
+
+if ! command -v buildah >/dev/null || ! command -v mmdebstrap >/dev/null; then
+  log "installing buildah and mmdebstrap (apt-get)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+    buildah mmdebstrap >/dev/null
+fi
+mkdir -p "$STORE/built" "$STORE/base" "$CACHE/wheelhouse"
+
+# ---------------------------------------------------------------- base
+base_ref="enginewright/base:$base_key"
+if ! "${BUILDAH[@]}" inspect --type image "$base_ref" >/dev/null 2>&1; then
+  began=$(date +%s)
+  tarball="$STORE/base/base-$base_key.tar"
+  if [ ! -f "$tarball" ]; then
+    log "mmdebstrap $SUITE ($BASE_PACKAGES)"
+    mmdebstrap --quiet --variant=minbase --include="$BASE_PACKAGES" --aptopt='Acquire::Retries "3"' \
+      --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+      --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-exclude=/usr/share/info/*' \
+      "$SUITE" "$tarball.tmp"
+    mv "$tarball.tmp" "$tarball"
+  fi
+  ctr=$("${BUILDAH[@]}" from scratch)
+  "${BUILDAH[@]}" add "$ctr" "$tarball" / >/dev/null
+  "${BUILDAH[@]}" config --env PATH=/usr/sbin:/usr/bin:/sbin:/bin --cmd /bin/sh "$ctr"
+  "${BUILDAH[@]}" commit --quiet --rm "$ctr" "$base_ref" >/dev/null
+  # Older bases (another recipe) go: vfs keeps every layer as a full copy.
+  for old in $("${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '/base:' | grep -v ":$base_key\$" || true); do
+    "${BUILDAH[@]}" rmi "$old" >/dev/null 2>&1 || true
+  done
+  rm -f $(ls "$STORE"/base/base-*.tar | grep -v "base-$base_key.tar") 2>/dev/null || true
+  log "base $base_ref in $(( $(date +%s) - began )) s"
+fi
+
+# ---------------------------------------------------------------- images
+for image in "${missing[@]}"; do
+  began=$(date +%s)
+  key="$(key_of "$image")"
+  context="$STORE/context/$image"
+  rm -rf "$context" && mkdir -p "$context/wheels"
+  cp "$REPO/images/$image/Containerfile" "$context/"
+  extra="$(extra_of "$image")"
+  # The package itself, then its dependencies for this extra, as binary wheels for this Python.
+  # (built from a copy: an in-tree build would leave build/ and egg-info behind in the checkout)
+  rm -rf "$STORE/src" && mkdir -p "$STORE/src"
+  (cd "$REPO" && cp -r pyproject.toml README.md operator "$STORE/src/")
+  find "$STORE/src" \( -name '__pycache__' -o -name '*.egg-info' \) -prune -exec rm -rf {} +
+  "$PYTHON" -m pip wheel -q --no-deps --no-build-isolation -w "$context/wheels" "$STORE/src" >/dev/null
+  mapfile -t requirements < <("$PYTHON" - "$REPO/pyproject.toml" "$extra" <<'PY'
+import sys, tomllib, re
+project = tomllib.load(open(sys.argv[1], "rb"))["project"]
+extras = project["optional-dependencies"]
+def expand(name, seen=set()):
+    for req in extras[name]:
+        inner = re.fullmatch(r"enginewright\[(\w+)\]", req)
+        if inner:
+            yield from expand(inner.group(1))
+        else:
+            yield req
+print("\n".join([*project["dependencies"], *expand(sys.argv[2])]))
+PY
+)
+  target=(--only-binary=:all: --python-version "$PYTHON_VERSION" --implementation cp
+          --abi "cp${PYTHON_VERSION/./}" --abi abi3 --abi none)
+  for platform in manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_17 manylinux2014 manylinux1 manylinux_2_5 linux; do
+    target+=(--platform "${platform}_x86_64")
+  done
+  "$PYTHON" -m pip download -q "${target[@]}" -d "$CACHE/wheelhouse/$PYTHON_VERSION" "${requirements[@]}" >/dev/null
+  "$PYTHON" -m pip download -q "${target[@]}" --no-index --find-links "$CACHE/wheelhouse/$PYTHON_VERSION" \
+    -d "$context/wheels" "${requirements[@]}" >/dev/null
+  ref="enginewright/$image:$VERSION"
+  "${BUILDAH[@]}" bud --quiet --isolation=chroot --layers=false -f "$context/Containerfile" \
+    --build-arg BASE="$base_ref" --build-arg VERSION="$VERSION" --build-arg REVISION="$key" \
+    -t "$ref" "$context" >/dev/null
+  # Pushing a name again replaces it in the layout's index (the node agent reads the last entry).
+  "${BUILDAH[@]}" push --quiet "$ref" "oci:$OCI:$ref" >/dev/null
+  "${BUILDAH[@]}" rmi "$ref" >/dev/null 2>&1 || true
+  rm -rf "$context"
+  rm -f "$STORE/built/$image-"*
+  touch "$STORE/built/$image-$key"
+  log "$ref built in $(( $(date +%s) - began )) s (key $key)"
+done
+"${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
+echo "$OCI"
