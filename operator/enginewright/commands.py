@@ -218,10 +218,12 @@ def register(sub) -> None:
     tune.add_argument("--confirm-rounds", type=int, default=5)
     tune.add_argument("--no-confirm", action="store_true")
     tune.add_argument("--save-all-engines", action="store_true")
-    tune.add_argument("--warmup", type=int, default=10)
-    tune.add_argument("--iterations", type=int, default=50)
-    tune.add_argument("--repeats", type=int, default=7)
-    tune.add_argument("--min-seconds", type=float, default=0.5)
+    from enginewright.api.models import Timing
+    timing = Timing()  # the defaults are the TuningRun's, written once
+    tune.add_argument("--warmup", type=int, default=timing.warmup_iterations)
+    tune.add_argument("--iterations", type=int, default=timing.iterations)
+    tune.add_argument("--repeats", type=int, default=timing.repeats)
+    tune.add_argument("--min-seconds", type=float, default=timing.min_seconds)
     tune.add_argument("--build-parallelism", type=int, default=1,
                       help="routes built at once (measuring is always one at a time)")
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")

@@ -77,6 +77,8 @@ class Process:
     name: str
     popen: subprocess.Popen
     log: Path
+    argv: list[str] = field(default_factory=list)
+    env: dict | None = None
 
 
 @dataclass
@@ -92,6 +94,7 @@ class LocalCluster:
     api_port: int = 0
     s3_port: int = 0
     timings: dict[str, float] = field(default_factory=dict)
+    audit_everything: bool = False  # every request at Metadata level (the load benchmark counts them)
 
     # ------------------------------------------------------------------ paths and clients
     @property
@@ -133,9 +136,41 @@ class LocalCluster:
                                  env=env or os.environ.copy(), cwd=self.workdir,
                                  preexec_fn=_die_with_parent if self.die_with_parent else os.setsid)
         handle.close()
-        proc = Process(name, popen, log)
+        proc = Process(name, popen, log, argv, env)
         self.processes.append(proc)
         return proc
+
+    # ------------------------------------------------------------------ faults
+    def stop_process(self, name: str) -> None:
+        """Stop one component (e.g. `versitygw`, `kube-apiserver`) as an outage would, keeping its data."""
+        proc = next(p for p in self.processes if p.name == name)
+        try:
+            os.killpg(proc.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.popen.wait()
+
+    def start_process(self, name: str) -> None:
+        """Start a stopped component again, same command, port and data; wait until it answers."""
+        index, proc = next((i, p) for i, p in enumerate(self.processes) if p.name == name)
+        assert proc.popen.poll() is not None, f"{name} is still running"
+        self.processes.pop(index)
+        self._spawn(name, proc.argv, proc.env)
+        if name == "versitygw":
+            def s3_up():
+                with socket.create_connection(("127.0.0.1", self.s3_port), timeout=1):
+                    return True
+            wait_for(s3_up, 30, "versitygw")
+        elif name == "kube-apiserver":
+            wait_for(lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 90,
+                     "kube-apiserver /readyz", 0.2)
+
+    def audit_events(self) -> list[dict]:
+        """The API server's audit log (Job creations and deletions are recorded at Metadata level)."""
+        path = self.workdir / "audit.log"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def _check_alive(self) -> None:
         for proc in self.processes:
@@ -196,8 +231,22 @@ class LocalCluster:
             f"--service-account-key-file={pki['sa.pub']}",
             f"--service-account-signing-key-file={pki['sa.key']}",
             "--endpoint-reconciler-type=none",
+            f"--audit-policy-file={self._audit_policy()}", f"--audit-log-path={self.workdir / 'audit.log'}",
+            "--audit-log-maxsize=100",
             "--v=1",
         ])
+
+    def _audit_policy(self) -> Path:
+        """Record who created or deleted Jobs and Pods (tests count Job creations from it)."""
+        path = self.workdir / "audit-policy.yaml"
+        path.write_text(json.dumps({
+            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+            "rules": [{"level": "Metadata"}] if self.audit_everything else [
+                {"level": "Metadata", "verbs": ["create", "delete"],
+                 "resources": [{"group": "batch", "resources": ["jobs"]}, {"group": "", "resources": ["pods"]}]},
+                {"level": "None"}],
+        }))
+        return path
 
     def _write_kubeconfig(self, pki: dict[str, Path]) -> None:
         self.kubeconfig.write_text(json.dumps({

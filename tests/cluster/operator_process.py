@@ -44,8 +44,10 @@ class OperatorProcess:
                 self.process.wait()
 
 
-def start_operator(cluster, log: Path, buckets: str = "enginewright", **extra_env: str) -> OperatorProcess:
-    """Start the operator with the cluster's kubeconfig and store; workers run the venv's Python."""
+def start_operator(cluster, log: Path, buckets: str = "enginewright", wait_healthy: bool = True,
+                   **extra_env: str) -> OperatorProcess:
+    """Start the operator with the cluster's kubeconfig and store; workers run the venv's Python.
+    With `wait_healthy`, return once its health endpoint answers."""
     metrics_port, health_port = free_port(), free_port()
     env = {**cluster.env, "ENGINEWRIGHT_WORKER_COMMAND": f"{sys.executable} -m enginewright.worker",
            "ENGINEWRIGHT_RECONCILE_INTERVAL": "1", "ENGINEWRIGHT_METRICS_PORT": str(metrics_port),
@@ -57,6 +59,8 @@ def start_operator(cluster, log: Path, buckets: str = "enginewright", **extra_en
         process = subprocess.Popen([sys.executable, "-m", "enginewright.controller"], stdout=handle,
                                    stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent, cwd=REPO)
     operator = OperatorProcess(process, log, metrics_port, health_port)
+    if not wait_healthy:
+        return operator
 
     def healthy():
         if process.poll() is not None:

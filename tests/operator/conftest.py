@@ -46,7 +46,9 @@ def example_in_store(s3, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def operator(cluster, crd_installed, example_in_store, tmp_path_factory):
-    started = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log", RUNS_BUCKET)
+    # Namespaces t-* (the `namespace` fixture's); the fault tests run operators of their own on f-*.
+    started = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log", RUNS_BUCKET,
+                             ENGINEWRIGHT_NAMESPACES="t-*")
     running = Operator(started.process, started.log, started.metrics_port, started.health_port)
     yield running
     running.stop()

@@ -381,6 +381,9 @@ class TargetStatus(WireModel):
     cut_short: str | None = Field(None, description="Why the search stopped before every planned route "
                                   "was measured.")
     active_jobs: int = 0
+    unmeasured: int = Field(0, description="Planned routes whose Job ended without a usable cache entry.")
+    refused: list[str] = Field(default_factory=list, description="Cache entries refused (unreadable or "
+                               "inconsistent), with the reason; their routes count as unmeasured.")
     gpu_seconds: float | None = Field(None, description="GPU time spent building and measuring.")
     message: str | None = None
 

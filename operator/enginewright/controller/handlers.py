@@ -33,7 +33,9 @@ def reconciler() -> Reconciler:
                                    retries=urllib3.Retry(total=2, backoff_factor=0.2))
         s3 = Minio(SETTINGS.s3_endpoint, access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
                    secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"), secure=SETTINGS.s3_secure, http_client=http)
-        _reconciler = Reconciler(SETTINGS, Clients(client.CoreV1Api(), client.BatchV1Api(), s3))
+        api = client.ApiClient()
+        api.user_agent = f"enginewright-operator/{SETTINGS.operator_version}"  # tells its requests apart in audit logs
+        _reconciler = Reconciler(SETTINGS, Clients(client.CoreV1Api(api), client.BatchV1Api(api), s3))
     return _reconciler
 
 
@@ -57,7 +59,13 @@ def reconcile(body, patch, **_) -> None:
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
 
-    status = reconciler().reconcile(dict(body), emit)
+    try:
+        status = reconciler().reconcile(dict(body), emit)
+    except Exception as exc:
+        if transient(exc):  # the API server or the store is restarting: the next pass retries
+            raise kopf.TemporaryError(f"{where}: waiting for the API server or the store "
+                                      f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})", delay=5) from None
+        raise
     if status is None:
         return
     previous = dict(body.get("status") or {})
@@ -66,6 +74,17 @@ def reconcile(body, patch, **_) -> None:
                                    target=target["gpuType"]).set(target.get("activeJobs", 0))
     if status != previous:
         patch["status"] = {**{k: None for k in previous if k not in status}, **status}
+
+
+def transient(exc: Exception) -> bool:
+    """An error that says the other side is away for now, not that the request is wrong."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+    if isinstance(exc, ApiException):
+        return exc.status in (0, 429) or exc.status >= 500
+    if type(exc).__name__ == "S3Error":
+        return getattr(exc, "code", "") in ("ServiceUnavailable", "SlowDown", "InternalError", "RequestTimeout")
+    return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
 
 
 @kopf.on.delete(GROUP, VERSION, PLURAL)

@@ -102,6 +102,7 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
          "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_SECRET_ACCESS_KEY}}},
         {"name": "TMPDIR", "value": WORKDIR},
         {"name": "HOME", "value": WORKDIR},
+        *({"name": k, "value": v} for k, v in sorted(settings.worker_env.items())),
     ]
     container = {
         "name": "worker", "image": settings.image(spec.compiler.name.value, spec.compiler.image),

@@ -11,6 +11,7 @@ import json
 import threading
 from collections import defaultdict
 
+from enginewright import failpoints
 from enginewright.search.flow import Decided
 from enginewright.store.layout import CatalogKeys
 from enginewright.store.objects import MissingObject
@@ -66,6 +67,7 @@ def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engin
             provenance_doc: dict, report_md: str, index_entry: dict) -> str:
     """Copy the measured engine into the catalog and record it; returns the engine's catalog URI."""
     target_key = keys.engine(engine_suffix)
+    failpoints.hit("publish-start")
     data = runs_store.get(engine_key)
     if hashlib.sha256(data).hexdigest() != expected_sha256:
         raise PublishError(f"{runs_store.uri(engine_key)} has sha256 {hashlib.sha256(data).hexdigest()}, not the "
@@ -75,6 +77,7 @@ def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engin
     if hashlib.sha256(back).hexdigest() != expected_sha256:
         raise PublishError(f"{catalog_store.uri(target_key)} read back with a different sha256: the upload was "
                            f"damaged; it will be retried")
+    failpoints.hit("engine-published")
     catalog_store.put(keys.provenance, json.dumps(provenance_doc, indent=2, sort_keys=True).encode())
     catalog_store.put(keys.report, report_md.encode())
     with _index_locks[keys.index]:

@@ -19,6 +19,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
+from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_COMPONENT, LABEL_RUN, LABEL_TARGET,
@@ -73,6 +74,7 @@ def _api_exception():
 class Reconciler:
     def __init__(self, settings: Settings, clients: Clients):
         self.settings, self.k8s = settings, clients
+        self._shard_cache: dict[tuple[str, str], tuple[str, dict[str, CacheEntry]]] = {}
 
     def store(self, bucket: str) -> S3Store:
         return S3Store(self.k8s.s3, bucket)
@@ -240,7 +242,8 @@ class Reconciler:
             return self._finish(status, "failed", f"InvalidInput: {probe.get('error')}", before, emit, target)
         knobs = [Knob(k["name"], tuple(k["values"]) if k.get("values") is not None else None, k["default"],
                       k.get("help", "")) for k in probe["knobs"]]
-        entries, shard_names = self._aggregate(run, target, keys, runs, emit)
+        entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
+                                                        before.refused if before else [])
         confirmations = {}
         for key in self._list(runs, keys.confirmations):
             result = self._get_json(runs, key)
@@ -251,10 +254,14 @@ class Reconciler:
             step = next_step(FlowSpec.of(spec), Observed(knobs, entries, confirmations, given_up, out_of_time))
         except PlanError as exc:
             return self._finish(status, "failed", f"InvalidKnobs: {exc}", before, emit, target)
-        status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names})
+        if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
+            failpoints.hit("stage1-done")
+        status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
+                                                                        "refused": refused[:20]})
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, spec, target, step, status, before, emit)
         if isinstance(step, RunBatches):
+            failpoints.hit(f"planned-{step.stage}")
             active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
             room = max(0, spec.search.parallelism - active)
             for batch in [b for b in step.batches if b.name not in jobs][:room]:
@@ -292,6 +299,7 @@ class Reconciler:
         best = min(passed, key=lambda e: (e.median_ms / e.baseline_ms, e.route_id), default=None)
         return status.model_copy(update={
             "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
+            "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
             "failed": failed, "rejected": rejected,
             "default_ms": default.median_ms if default else None,
             "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
@@ -345,6 +353,7 @@ class Reconciler:
         name = manifest["metadata"]["name"]
         try:
             created = self.k8s.batch.create_namespaced_job(run.namespace, manifest)
+            failpoints.hit("job-created")
             metrics.JOBS_CREATED.inc()
             jobs[batch] = self.k8s.batch.api_client.sanitize_for_serialization(created)
             log.info("created Job %s/%s", run.namespace, name)
@@ -393,9 +402,11 @@ class Reconciler:
                 raise
             raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
 
-    def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store,
-                   emit: Emit) -> tuple[dict[str, CacheEntry], list[str]]:
-        """Move entries that are new in the store into the cache shards; return every entry."""
+    def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
+                   already_refused: list[str]) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
+        """Move entries that are new in the store into the cache shards; return every entry, the shard
+        names, and the entries refused (unreadable: never counted, their routes stay unmeasured)."""
+        refused: list[str] = []
         selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_TARGET}={slug(target.gpu_type)},{LABEL_COMPONENT}=cache"
         maps = self.k8s.core.list_namespaced_config_map(run.namespace, label_selector=selector).items
         maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
@@ -416,7 +427,10 @@ class Reconciler:
                 if data_key(entry.route_id) != name:
                     raise ValueError(f"its route id {entry.route_id} does not match its key")
             except (ValueError, ValidationError) as exc:
-                emit("Warning", "EntryRefused", f"{target.gpu_type}: cache entry {key} refused: {str(exc)[:300]}")
+                why = f"{name}: {str(exc).splitlines()[0][:200]}"
+                refused.append(why)
+                if why not in already_refused:
+                    emit("Warning", "EntryRefused", f"{target.gpu_type}: cache entry {key} refused: {why}")
                 continue
             new[name] = entry.to_json()
             metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
@@ -433,12 +447,29 @@ class Reconciler:
                                  "ownerReferences": [run.owner_reference()]},
                     "data": placement.shards[i]}
             self._apply_config_map(run.namespace, body, exists=i < len(maps))
+            failpoints.hit("shard-written")
         entries = {}
-        for shard in placement.shards:
-            for text in shard.values():
-                entry = CacheEntry.from_json(text)
-                entries[entry.route_id] = entry
-        return entries, names
+        for i, shard in enumerate(placement.shards):
+            version = None if i in placement.changed else maps[i].metadata.resource_version
+            entries.update(self._parsed(run.namespace, names[i], version, shard))
+        return entries, names, refused
+
+    def _parsed(self, namespace: str, name: str, version: str | None, shard: dict[str, str]) -> dict[str, CacheEntry]:
+        """A shard's entries, parsed once per resourceVersion (a cache in memory only: it is rebuilt from
+        the ConfigMaps after a restart), so a pass parses only shards that changed."""
+        key = (namespace, name)
+        cached = self._shard_cache.get(key)
+        if version is not None and cached and cached[0] == version:
+            return cached[1]
+        parsed = {}
+        for text in shard.values():
+            entry = CacheEntry.from_json(text)
+            parsed[entry.route_id] = entry
+        if version is not None:
+            self._shard_cache[key] = (version, parsed)
+        else:
+            self._shard_cache.pop(key, None)
+        return parsed
 
     def _apply_config_map(self, namespace: str, body: dict, exists: bool) -> None:
         ApiException = _api_exception()
@@ -480,9 +511,10 @@ class Reconciler:
             return self._finish(status, "done", f"winner {winner.route or '(default)'}; {decision.reason} "
                                 f"(publishing disabled)", before, emit, target)
         engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
+        result = (f"kept the default route ({decision.reason})" if decision.default_won else
+                  f"winner {winner.route} at {decision.speedup:.3f}x the default ({how})")
         return self._finish(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
-                            "done", f"winner {winner.route or '(default)'} at {decision.speedup:.3f}x the default "
-                            f"({how}); published {engine_uri}", before, emit, target)
+                            "done", f"{result}; published {engine_uri}", before, emit, target)
 
     def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
                  step: Decided, emit: Emit) -> str:

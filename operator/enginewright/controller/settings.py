@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ class Settings:
     gpu_type_label: str = DEFAULT_GPU_TYPE_LABEL
     worker_images: dict[str, str] = field(default_factory=dict)  # compiler -> image
     worker_command: tuple[str, ...] = ("python", "-m", "enginewright.worker")
-    namespaces: tuple[str, ...] = ()  # watched namespaces; empty = all
+    worker_env: dict[str, str] = field(default_factory=dict)  # extra environment of worker containers
+    namespaces: tuple[str, ...] = ()  # watched namespaces (globs allowed); empty = all
     interval: float = 3.0  # seconds between reconcile passes of a running TuningRun
     metrics_port: int = 8080
     health_port: int = 8081
@@ -45,6 +47,7 @@ class Settings:
             worker_images=images,
             worker_command=tuple(shlex.split(env["ENGINEWRIGHT_WORKER_COMMAND"]))
             if env.get("ENGINEWRIGHT_WORKER_COMMAND") else defaults.worker_command,
+            worker_env=json.loads(env["ENGINEWRIGHT_WORKER_ENV"]) if env.get("ENGINEWRIGHT_WORKER_ENV") else {},
             namespaces=tuple(n for n in env.get("ENGINEWRIGHT_NAMESPACES", "").split(",") if n),
             interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
             metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),

@@ -115,13 +115,19 @@ class S3Store:
 def s3_client_from_env():
     """A minio client from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
     (set from a Secret in worker pods) and ENGINEWRIGHT_S3_SECURE (default false)."""
+    import urllib3
     from minio import Minio
     endpoint = os.environ.get("ENGINEWRIGHT_S3_ENDPOINT")
     if not endpoint:
         raise RuntimeError("ENGINEWRIGHT_S3_ENDPOINT is not set: the worker needs the object store's host:port")
+    # Patient with an object store that is away for a while (restart, failover): about a minute of
+    # retries with backoff before a worker gives up, instead of failing its Job at the first refusal.
+    retry = urllib3.Retry(total=12, connect=12, read=3, backoff_factor=0.5, backoff_max=8,
+                          status_forcelist=[500, 502, 503, 504])
+    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=120), retries=retry, maxsize=8)
     return Minio(endpoint, access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
                  secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
-                 secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true")
+                 secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true", http_client=http)
 
 
 def store_from_env(bucket: str) -> S3Store:

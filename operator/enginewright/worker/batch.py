@@ -23,7 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
+from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, now_iso
+from enginewright.api.models import Timing
 from enginewright.search.routes import Route
 from enginewright.store.layout import RunKeys
 
@@ -60,14 +62,17 @@ class WorkerContext:
     engine_suffix: str = ".engine"
     settings: dict[str, str] = field(default_factory=dict)
     input_shapes: list[dict] = field(default_factory=list)
-    timing: dict = field(default_factory=lambda: {"warmup_iterations": 10, "iterations": 50, "repeats": 7,
-                                                  "min_seconds": 0.5})
+    timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
     route_timeout: float = 900.0
     deadline: float | None = None  # epoch seconds; routes not started by then are skipped
     save_all_engines: bool = False
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
     progress: Callable[[str], None] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.timing, Timing):
+            self.timing = Timing.model_validate(self.timing)
 
     @property
     def keys(self) -> RunKeys:
@@ -149,14 +154,23 @@ class Worker:
 
     # ------------------------------------------------------------------ store
     def existing(self) -> dict[str, CacheEntry]:
+        """Entries already in the store; one that does not parse (truncated, corrupt) counts as
+        missing, so its route is measured again and the entry rewritten."""
         entries = {}
         for key in self.ctx.store.list(self.ctx.keys.entries):
-            entry = CacheEntry.from_json(self.ctx.store.get(key))
+            try:
+                entry = CacheEntry.from_json(self.ctx.store.get(key))
+            except ValueError as exc:
+                log.warning("ignoring unreadable cache entry %s: %s", key, str(exc)[:200])
+                continue
             entries[entry.route_id] = entry
         return entries
 
     def _write(self, entry: CacheEntry) -> None:
-        self.ctx.store.put(self.ctx.entry_key(entry.route_id), entry.to_json().encode(),
+        data = entry.to_json().encode()
+        if failpoints.hit("entry-write") == "corrupt":
+            data = data[:len(data) // 2]  # a fault test's truncated upload
+        self.ctx.store.put(self.ctx.entry_key(entry.route_id), data,
                            {"route-id": entry.route_id, "outcome": entry.outcome.value})
 
     # ------------------------------------------------------------------ one route
@@ -191,7 +205,7 @@ class Worker:
                                    "inputs": [str(p) for p in ctx.accuracy.inputs],
                                    "references": [str(p) for p in ctx.accuracy.references] if ctx.accuracy.enabled else [],
                                    "metric": ctx.accuracy.metric, "threshold": ctx.accuracy.threshold,
-                                   "atol": ctx.accuracy.atol, "rtol": ctx.accuracy.rtol, "timing": ctx.timing},
+                                   "atol": ctx.accuracy.atol, "rtol": ctx.accuracy.rtol, "timing": ctx.timing.model_dump()},
                              max(10.0, min(ctx.route_timeout - (entry.build_seconds or 0), self._time_left())),
                              Outcome.crash)
         if not measured.ok:
@@ -234,7 +248,11 @@ class Worker:
         ctx = self.ctx
         done = self.existing()
         todo = [r for r in routes if r.id not in done and r.id != default.id]
-        if not todo and default.id in done:
+        # Only the batch that lists the default route writes its entry and engine: batches running at
+        # once each measure the default as their own baseline, and a rebuild gives other bytes, so two
+        # writers could leave an entry whose digest is not the kept engine's.
+        owns_default = any(r.id == default.id for r in routes)
+        if not todo and (default.id in done or not owns_default):
             ctx.say(f"[{batch}] all {len(routes)} routes already measured; nothing to do")
             return []
         if self._time_left() <= 0:
@@ -265,13 +283,13 @@ class Worker:
                                 f"not recorded, a later run retries it")
                     elif is_default and not entry.passed:
                         ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
-                        if default.id not in done:
+                        if default.id not in done and owns_default:
                             self._write(entry)
                             written.append(entry)
                         return written
                     elif is_default:
                         baseline_ms = entry.median_ms
-                        if default.id not in done:  # written before the line, so progress counts it
+                        if default.id not in done and owns_default:  # written before the line: progress counts it
                             entry = self._keep(entry.model_copy(update={"baseline_ms": baseline_ms}),
                                                built.engine_path, baseline_ms, is_default=True)
                             self._write(entry)
@@ -316,7 +334,7 @@ class Worker:
                 workdir.mkdir(parents=True, exist_ok=True)
                 request = {"action": "serve", "backend": ctx.backend, "backend_options": ctx.backend_options,
                            "engine": str(path), "workdir": str(workdir), "inputs": [str(ctx.accuracy.inputs[0])],
-                           "timing": ctx.timing}
+                           "timing": ctx.timing.model_dump()}
                 (workdir / "request.json").write_text(json.dumps(request))
                 with open(workdir / "serve.log", "wb") as log_file:
                     servers[key] = subprocess.Popen(

@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -139,14 +140,14 @@ def run(request: BatchRequest, workdir: Path) -> int:
     spec = request.spec
     if request.mode == "probe":
         return probe(request, workdir)
+    from enginewright import failpoints
+    failpoints.hit("worker-start")
     backend, model, accuracy = prepare_inputs(request, workdir)
-    timing = spec.timing
     ctx = WorkerContext(
         backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store_from_env(request.bucket),
         prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
         settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
-        timing={"warmup_iterations": timing.warmup_iterations, "iterations": timing.iterations,
-                "repeats": timing.repeats, "min_seconds": timing.min_seconds},
+        timing=spec.timing,
         route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
         deadline=request.deadline, progress=lambda message: print(message, flush=True))
     routes = [Route.of(parse_route(r)) for r in request.routes]
@@ -192,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    # A deleted pod gets SIGTERM: exit through the normal path, so the route's child process group
+    # is killed too (run_child's finally) instead of running on as an orphan.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     text = Path(args.batch).read_text() if args.batch else os.environ.get("ENGINEWRIGHT_BATCH", "")
     if not text:
         print("no batch request: pass --batch FILE or set ENGINEWRIGHT_BATCH", file=sys.stderr)

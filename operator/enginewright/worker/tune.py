@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
+from enginewright.api.models import Timing
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
@@ -42,8 +43,7 @@ class TuneOptions:
     max_routes: int = 64
     routes_per_batch: int = 8
     route_timeout: float = 900.0
-    timing: dict = field(default_factory=lambda: {"warmup_iterations": 10, "iterations": 50, "repeats": 7,
-                                                  "min_seconds": 0.5})
+    timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
     noise_margin: float = 0.03
     top_k: int = 3
     confirm_rounds: int = 5
@@ -53,11 +53,15 @@ class TuneOptions:
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.timing, Timing):
+            self.timing = Timing.model_validate(self.timing)
+
     def fingerprint(self) -> dict:
         """What a resumed run must share with the interrupted one."""
         return {"backend": self.backend, "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
                 "settings": self.settings, "pinned": self.pinned, "metric": self.metric, "threshold": self.threshold,
-                "timing": self.timing, "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
+                "timing": self.timing.model_dump(), "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
                 "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references]}
 
 
@@ -155,6 +159,7 @@ def _summary(opts, step: Decided, began: float) -> dict:
     return {
         "model": opts.model.name, "backend": opts.backend, "mode": opts.mode, "metric": opts.metric,
         "threshold": opts.threshold, **step.summary(), "wall_seconds": round(time.monotonic() - began, 2),
-        "options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items()
+        "options": {k: (str(v) if isinstance(v, Path) else v.model_dump() if isinstance(v, Timing) else v)
+                    for k, v in asdict(opts).items()
                     if k not in ("inputs", "references", "cache", "deadline")},
     }

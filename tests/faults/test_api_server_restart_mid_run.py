@@ -1,0 +1,27 @@
+"""kube-apiserver stopped and started again in the middle of a run: the operator reconnects and the
+run completes."""
+
+import time
+
+from tests.faults.conftest import cached_entries
+from tests.operator.conftest import apply, manifest, run_status, wait_condition
+
+KNOBS = [{"name": "enable_mem_pattern", "values": ["0"]}, {"name": "enable_cpu_mem_arena", "values": ["0"]}]
+
+
+def test_api_server_restart(cluster, operators, fault_namespace):
+    operators.start()
+    doc = manifest("restarted", knobs=KNOBS, timing={"warmupIterations": 2, "iterations": 5, "repeats": 3,
+                                                      "minSeconds": 1.0})
+    apply(cluster, fault_namespace, doc)
+    deadline = time.monotonic() + 180
+    while (run_status(cluster, fault_namespace, "restarted").get("targets") or [{}])[0].get("stage") != "stage1":
+        assert time.monotonic() < deadline, run_status(cluster, fault_namespace, "restarted")
+        time.sleep(0.3)
+    cluster.stop_process("kube-apiserver")
+    time.sleep(10)  # the outage itself, not a wait for a condition
+    cluster.start_process("kube-apiserver")
+    status = wait_condition(cluster, fault_namespace, "restarted", "Ready", 300)
+    entries = cached_entries(cluster, fault_namespace, status)
+    assert len(entries) == len({e.route_id for e in entries}) == status["targets"][0]["planned"] == 3
+    assert "Traceback" not in operators.logs()
