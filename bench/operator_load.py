@@ -1,7 +1,7 @@
 """Operator under load, on the real local control plane + S3 store (no GPU): many TuningRuns at once,
 and one run with thousands of routes in its cache.
 
-    python bench/operator_load.py --runs 10,50 --routes 256,2048 --out docs/benchmarks/raw/operator-load.json
+    python bench/operator_load.py --runs 10,50 --routes 256,2048 --out docs/operator-load.json
 
 Phase `runs`: N TuningRuns of the example model (ONNX Runtime, real workers run by the node agent,
 fast search of 3 routes each, no confirmation round) applied at once. Phase `routes`: one full search
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "examples"), str(REPO / "operator")]
 
 from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY, LocalCluster  # noqa: E402
-from tests.cluster.operator_process import start_operator  # noqa: E402
+from tests.cluster.operator_process import create_store_secret, start_operator, upload_example  # noqa: E402
 
 BUCKET = "enginewright"
 
@@ -100,9 +100,7 @@ def synthetic_manifest(name: str, namespace: str, routes: int) -> dict:
 
 def phase(cluster, label: str, docs: list[dict], namespace: str, logdir: Path, timeout: float, **env) -> dict:
     cluster.kubectl("create", "namespace", namespace)
-    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
-                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                    f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+    create_store_secret(cluster, namespace)
     operator = start_operator(cluster, logdir / f"operator-{label}.log", BUCKET, **env)
     cpu0 = cpu_seconds(operator.process.pid)
     began = time.time()
@@ -133,6 +131,7 @@ def phase(cluster, label: str, docs: list[dict], namespace: str, logdir: Path, t
         "reconcile_s": {k: (round(v, 4) if isinstance(v, float) else v)
                         for k, v in quantiles(metrics, "enginewright_reconcile_seconds").items()},
         "jobs": len(kubectl_json(cluster, "jobs", "-n", namespace)["items"]),
+        "failures": sorted({s.get("message", "")[:300] for s in statuses.values() if s.get("phase") != "Succeeded"}),
     }
     operator.stop()
     result["api_requests_per_run"] = round(operator_requests(cluster, began, time.time()) / len(docs), 1)
@@ -164,8 +163,6 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--timeout", type=float, default=1800)
     args = parser.parse_args()
-    from make_example import write_example
-    from minio import Minio
     cluster = LocalCluster(audit_everything=True)
     cluster.start()
     results = {"machine": f"{os.cpu_count()} cores", "started": datetime.now().isoformat(timespec="seconds"),
@@ -173,14 +170,7 @@ def main() -> int:
     try:
         cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tuningruns.tuning.enginewright.io")
-        s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
-        data = Path(tempfile.mkdtemp(prefix="enginewright-load-"))
-        write_example(data)
-        for bucket in ("enginewright-models", BUCKET):
-            if not s3.bucket_exists(bucket):
-                s3.make_bucket(bucket)
-        for name in ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz"):
-            s3.fput_object("enginewright-models", f"example/{name}", str(data / name))
+        upload_example(cluster, Path(tempfile.mkdtemp(prefix="enginewright-load-")), runs_bucket=BUCKET)
         logdir = cluster.workdir / "logs"
         for count in [int(c) for c in args.runs.split(",") if c]:
             namespace = f"load-runs-{count}"

@@ -20,8 +20,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "examples")]
 
-from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY, LocalCluster  # noqa: E402
-from tests.cluster.operator_process import start_operator  # noqa: E402
+from tests.cluster.harness import LocalCluster  # noqa: E402
+from tests.cluster.operator_process import create_store_secret, start_operator, upload_example  # noqa: E402
 
 NAMESPACE, RUN = "demo", "demo-mlp"
 
@@ -54,8 +54,6 @@ def main() -> int:
     parser.add_argument("--images", action="store_true",
                         help="run the pods from the built images (make images) instead of host processes")
     args = parser.parse_args()
-    from make_example import write_example
-    from minio import Minio
 
     print("[demo] starting the local control plane, S3 store and node agent (binaries cached under "
           "~/.cache/enginewright; a cold machine builds them first, ~13 min on 2 cores)", flush=True)
@@ -74,18 +72,9 @@ def main() -> int:
     try:
         cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
         cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tuningruns.tuning.enginewright.io")
-        s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
-        data = Path(tempfile.mkdtemp(prefix="enginewright-demo-"))
-        write_example(data)
-        for bucket in ("enginewright-models", "enginewright"):
-            if not s3.bucket_exists(bucket):
-                s3.make_bucket(bucket)
-        for name in ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz"):
-            s3.fput_object("enginewright-models", f"example/{name}", str(data / name))
+        upload_example(cluster, Path(tempfile.mkdtemp(prefix="enginewright-demo-")))
         cluster.kubectl("create", "namespace", NAMESPACE)
-        cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", NAMESPACE,
-                        f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                        f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+        create_store_secret(cluster, NAMESPACE)
         operator = start_operator(cluster, cluster.workdir / "logs" / "operator.log", **worker_env)
         print(f"[demo] operator running (log: {operator.log}); applying examples/tuningrun-demo.yaml", flush=True)
         applied = time.time()

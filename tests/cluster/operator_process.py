@@ -73,3 +73,32 @@ def start_operator(cluster, log: Path, buckets: str = "enginewright", wait_healt
         operator.stop()
         raise
     return operator
+
+
+EXAMPLE_FILES = ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz")
+
+
+def upload_example(cluster, folder: Path, models_bucket: str = "enginewright-models",
+                   runs_bucket: str = "enginewright") -> Path:
+    """Write the example model and reference pairs into `folder` and the store (s3://<models_bucket>/
+    example/...), creating both buckets; returns `folder`."""
+    from minio import Minio
+    sys.path.insert(0, str(REPO / "examples"))
+    from make_example import write_example
+    from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+    write_example(folder)
+    s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
+    for bucket in (models_bucket, runs_bucket):
+        if not s3.bucket_exists(bucket):
+            s3.make_bucket(bucket)
+    for name in EXAMPLE_FILES:
+        s3.fput_object(models_bucket, f"example/{name}", str(folder / name))
+    return folder
+
+
+def create_store_secret(cluster, namespace: str) -> None:
+    """The Secret the operator's worker Jobs read the store credentials from."""
+    from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
+                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
+                    f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")

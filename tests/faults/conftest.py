@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from enginewright.api.cache import CacheEntry
-from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
-from tests.cluster.operator_process import OperatorProcess, start_operator
+from tests.cluster.operator_process import OperatorProcess, create_store_secret, start_operator
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, example_in_store  # noqa: F401 (fixture)
 
@@ -22,9 +21,7 @@ from tests.operator.conftest import RUNS_BUCKET, example_in_store  # noqa: F401 
 def fault_namespace(cluster, crd_installed, example_in_store):  # noqa: F811
     name = f"f-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name)
-    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", name,
-                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                    f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+    create_store_secret(cluster, name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false")
 

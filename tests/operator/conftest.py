@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import copy
 import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
-from tests.cluster.operator_process import OperatorProcess, start_operator
+from tests.cluster.operator_process import OperatorProcess, create_store_secret, start_operator, upload_example
 from tests.conftest import get_json
 
 RUNS_BUCKET = "enginewright"
@@ -31,17 +29,8 @@ class Operator(OperatorProcess):
 
 
 @pytest.fixture(scope="session")
-def example_in_store(s3, tmp_path_factory):
-    sys.path.insert(0, str(Path("examples").resolve()))
-    from make_example import write_example
-    folder = tmp_path_factory.mktemp("example")
-    write_example(folder)
-    for bucket in (MODELS_BUCKET, RUNS_BUCKET):
-        if not s3.bucket_exists(bucket):
-            s3.make_bucket(bucket)
-    for name in ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz"):
-        s3.fput_object(MODELS_BUCKET, f"example/{name}", str(folder / name))
-    return folder
+def example_in_store(cluster, tmp_path_factory):
+    return upload_example(cluster, tmp_path_factory.mktemp("example"), MODELS_BUCKET, RUNS_BUCKET)
 
 
 @pytest.fixture(scope="session")
@@ -58,9 +47,7 @@ def operator(cluster, crd_installed, example_in_store, tmp_path_factory):
 @pytest.fixture
 def run_namespace(cluster, namespace):
     """A namespace holding the store Secret the worker Jobs read."""
-    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
-                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                    f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+    create_store_secret(cluster, namespace)
     return namespace
 
 

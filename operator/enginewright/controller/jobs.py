@@ -18,7 +18,7 @@ from enginewright.api.names import (ANNOTATION_SPEC_HASH, API_VERSION, GPU_RESOU
                                     MANAGED_BY, SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
 from enginewright.controller.settings import Settings
 
-WORKDIR = "/work"
+WORKDIR = "/var/lib/enginewright"  # an emptyDir: the root filesystem is read-only
 
 
 @dataclass(frozen=True)

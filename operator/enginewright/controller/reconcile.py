@@ -34,7 +34,7 @@ from enginewright.controller.status import conditions, now
 from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
                                       next_step)
 from enginewright.search.planners import PlanError
-from enginewright.search.routes import Knob, Route
+from enginewright.search.routes import Knob
 from enginewright.store.layout import CatalogKeys, RunKeys, run_prefix
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri
 from enginewright.worker.job import BatchRequest
