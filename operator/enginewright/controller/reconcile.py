@@ -438,7 +438,7 @@ class Reconciler:
                 metrics.BUILD_SECONDS.observe(entry.build_seconds)
             if entry.timing:
                 metrics.MEASURE_SECONDS.observe(entry.timing.mean_ms * entry.timing.n / 1000)
-        placement = place(shards, new)
+        placement = place(shards, new, self.settings.shard_limit)
         names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))]
         for i in sorted(placement.changed):
             body = {"metadata": {"name": names[i], "namespace": run.namespace,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from enginewright import __version__
 from enginewright.api.names import DEFAULT_GPU_TYPE_LABEL
+from enginewright.controller.shards import SHARD_LIMIT
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,7 @@ class Settings:
     worker_command: tuple[str, ...] = ("python", "-m", "enginewright.worker")
     worker_env: dict[str, str] = field(default_factory=dict)  # extra environment of worker containers
     namespaces: tuple[str, ...] = ()  # watched namespaces (globs allowed); empty = all
+    shard_limit: int = SHARD_LIMIT  # bytes of cache entries per ConfigMap shard
     interval: float = 3.0  # seconds between reconcile passes of a running TuningRun
     metrics_port: int = 8080
     health_port: int = 8081
@@ -49,6 +51,7 @@ class Settings:
             if env.get("ENGINEWRIGHT_WORKER_COMMAND") else defaults.worker_command,
             worker_env=json.loads(env["ENGINEWRIGHT_WORKER_ENV"]) if env.get("ENGINEWRIGHT_WORKER_ENV") else {},
             namespaces=tuple(n for n in env.get("ENGINEWRIGHT_NAMESPACES", "").split(",") if n),
+            shard_limit=int(env.get("ENGINEWRIGHT_CACHE_SHARD_BYTES", defaults.shard_limit)),
             interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
             metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),
             health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),
