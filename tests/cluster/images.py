@@ -160,6 +160,33 @@ def parse_user(text: str) -> tuple[int, int]:
     return int(uid), int(gid or uid)
 
 
+def path_in_root(root: Path, path: str) -> str:
+    """`path` inside the image with its symlinks resolved inside the image (as chroot would), as a
+    relative path: Debian's /var/run -> /run must not lead a mount out of the rootfs onto the host."""
+    pending = [p for p in path.split("/") if p]
+    resolved: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == ".":
+            continue
+        if part == "..":
+            resolved = resolved[:-1]
+            continue
+        candidate = root.joinpath(*resolved, part)
+        if candidate.is_symlink():
+            hops += 1
+            if hops > 40:
+                raise ValueError(f"too many symlinks resolving {path} in {root}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            pending = [p for p in target.split("/") if p] + pending
+            continue
+        resolved.append(part)
+    return "/".join(resolved)
+
+
 def container_argv(image: Image, pod_dir: Path, argv: list[str], mounts: dict[str, Path], uid: int, gid: int,
                    working_dir: str, read_only_root: bool) -> list[str]:
     """The host argv that runs `argv` inside `image` (see the module docstring)."""
@@ -175,9 +202,9 @@ def container_argv(image: Image, pod_dir: Path, argv: list[str], mounts: dict[st
         f"mount --rbind /dev {q(str(merged / 'dev'))}",
     ]
     for mount_path, source in sorted(mounts.items()):
-        target = merged / mount_path.lstrip("/")
+        target = merged / path_in_root(image.rootfs, mount_path)
         script.append(f"mkdir -p {q(str(target))} && mount --bind {q(str(source))} {q(str(target))}")
-    script.append(f"mkdir -p {q(str(merged / working_dir.lstrip('/')))}")
+    script.append(f"mkdir -p {q(str(merged / path_in_root(image.rootfs, working_dir)))}")
     if read_only_root:
         script.append(f"mount -o remount,bind,ro {q(str(merged))}")
     inner = ["/usr/bin/env", "-C", working_dir, "--", *argv]

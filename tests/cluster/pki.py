@@ -35,7 +35,12 @@ def _cert(subject, issuer, key, signer, *, ca=False, server=False, sans=()):
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - datetime.timedelta(minutes=5))
                .not_valid_after(now + datetime.timedelta(days=7))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+               # Key identifiers, as kubeadm's certificates carry: Python >= 3.13 verifies strictly
+               # (VERIFY_X509_STRICT) and refuses a chain without an Authority Key Identifier.
+               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()),
+                              critical=False))
     if ca:
         builder = builder.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False),
                                         critical=True)
