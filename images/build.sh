@@ -132,4 +132,6 @@ PY
   log "$ref built in $(( $(date +%s) - began )) s (key $key)"
 done
 "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
+# Unpacked root filesystems of replaced images (the node agent unpacks the new ones on first use).
+rm -rf "$STORE/rootfs"
 echo "$OCI"
