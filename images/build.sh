@@ -41,6 +41,11 @@ source_key="$( (cd "$REPO" && cat pyproject.toml images/build.sh \
 key_of() { (cat "$REPO/images/$1/Containerfile"; echo "$base_key $source_key") | sha; }
 extra_of() { case "$1" in operator) echo operator ;; worker-onnxruntime) echo onnxruntime ;; *) echo "no CI build for $1" >&2; exit 2 ;; esac; }
 
+# One build at a time per cache: builds share buildah's storage and the OCI layout.
+mkdir -p "$STORE"
+exec 9>"$STORE/.build.lock"
+flock 9
+
 missing=()
 for image in "${IMAGES[@]}"; do
   [ -f "$STORE/built/$image-$(key_of "$image")" ] || missing+=("$image")
