@@ -3,11 +3,12 @@ its Jobs. The work is in `reconcile`; this module wires it to kopf, events and s
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import kopf
 
-from enginewright.api.names import FINALIZER, GROUP, PLURAL, VERSION
+from enginewright.api.names import FINALIZER, GROUP, KIND, LABEL_COMPONENT, PLURAL, VERSION
 from enginewright.controller import metrics
 from enginewright.controller.jobs import RunRef
 from enginewright.controller.reconcile import Clients, Reconciler
@@ -50,30 +51,74 @@ def configure(settings: kopf.OperatorSettings, **_) -> None:
     reconciler()
 
 
-@kopf.timer(GROUP, VERSION, PLURAL, interval=SETTINGS.interval, sharp=False)
-def reconcile(body, patch, **_) -> None:
-    """One level-based pass: observe, ask the flow for the next step, act, write the status."""
-    where = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+_wake: dict[str, asyncio.Event] = {}  # run uid -> set when one of its Jobs changed
+
+
+@kopf.daemon(GROUP, VERSION, PLURAL, cancellation_timeout=10)
+async def reconcile_loop(stopped, body, meta, **_) -> None:
+    """Reconcile one run until it is finished: a pass, then a pause that is short after a change
+    and doubles (up to 4x the interval) while nothing changes, cut short when one of the run's Jobs
+    changes. Everything a pass needs is read from the cluster and the store; the loop keeps only the
+    status it last wrote (so it does not act on a stale copy of its own write)."""
+    uid, where = meta["uid"], f"{meta['namespace']}/{meta['name']}"
+    wake = _wake.setdefault(uid, asyncio.Event())
+    written: dict | None = None
+    idle = 0
+    try:
+        while not stopped:
+            wake.clear()
+            outcome = await asyncio.to_thread(reconcile_once, dict(body), written, where)
+            if outcome is None:
+                return  # finished: nothing more to do for this generation
+            written, changed = outcome
+            idle = 0 if changed else idle + 1
+            try:
+                await asyncio.wait_for(wake.wait(), timeout=SETTINGS.interval * min(2 ** idle, 4))
+            except asyncio.TimeoutError:
+                pass
+    finally:
+        _wake.pop(uid, None)
+
+
+def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict | None, bool] | None:
+    """One level-based pass: observe, ask the flow for the next step, act, write the status.
+    Returns (the status now, whether it changed), or None when the run is finished."""
+    from kubernetes import client
 
     def emit(kind: str, reason: str, message: str) -> None:
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
 
+    previous = dict(written if written is not None else body.get("status") or {})
     try:
-        status = reconciler().reconcile(dict(body), emit)
+        status = reconciler().reconcile({**body, "status": previous}, emit)
+        if status is None:
+            return None
+        for target in status.get("targets") or []:
+            metrics.ACTIVE_JOBS.labels(namespace=body["metadata"]["namespace"], run=body["metadata"]["name"],
+                                       target=target["gpuType"]).set(target.get("activeJobs", 0))
+        if status == previous:
+            return status, False
+        patch = {"status": {**{k: None for k in previous if k not in status}, **status}}
+        client.CustomObjectsApi(reconciler().k8s.core.api_client).patch_namespaced_custom_object_status(
+            GROUP, VERSION, body["metadata"]["namespace"], PLURAL, body["metadata"]["name"], patch,
+            _content_type="application/merge-patch+json")
+        return status, True
     except Exception as exc:
-        if transient(exc):  # the API server or the store is restarting: the next pass retries
-            raise kopf.TemporaryError(f"{where}: waiting for the API server or the store "
-                                      f"({type(exc).__name__}: {str(exc).splitlines()[0][:200]})", delay=5) from None
-        raise
-    if status is None:
-        return
-    previous = dict(body.get("status") or {})
-    for target in status.get("targets") or []:
-        metrics.ACTIVE_JOBS.labels(namespace=body["metadata"]["namespace"], run=body["metadata"]["name"],
-                                   target=target["gpuType"]).set(target.get("activeJobs", 0))
-    if status != previous:
-        patch["status"] = {**{k: None for k in previous if k not in status}, **status}
+        if not transient(exc):
+            raise
+        # The API server or the store is restarting: say so once, and retry on the next pass.
+        log.warning(f"{where}: waiting for the API server or the store ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:200]})")
+        return previous, False
+
+
+@kopf.on.event("batch", "v1", "jobs", labels={LABEL_COMPONENT: "worker"})
+async def job_changed(body, **_) -> None:
+    """A run's Job changed (a pod started, ended, the Job finished): reconcile that run now."""
+    for owner in body.get("metadata", {}).get("ownerReferences") or []:
+        if owner.get("kind") == KIND and owner.get("uid") in _wake:
+            _wake[owner["uid"]].set()
 
 
 def transient(exc: Exception) -> bool:
@@ -81,7 +126,9 @@ def transient(exc: Exception) -> bool:
     import urllib3
     from kubernetes.client.exceptions import ApiException
     if isinstance(exc, ApiException):
-        return exc.status in (0, 429) or exc.status >= 500
+        # A namespace being deleted refuses new objects; the run goes with it.
+        terminating = exc.status == 403 and "being terminated" in str(exc.body or "")
+        return exc.status in (0, 429) or exc.status >= 500 or terminating
     if type(exc).__name__ == "S3Error":
         return getattr(exc, "code", "") in ("ServiceUnavailable", "SlowDown", "InternalError", "RequestTimeout")
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
