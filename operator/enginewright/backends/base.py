@@ -32,12 +32,12 @@ class BuildRequest:
 
 @dataclass
 class TimingPlan:
-    """How to time a runner (mirrors spec.timing)."""
+    """How to time a runner: the fields of `api.models.Timing` (where the defaults are written)."""
 
-    warmup_iterations: int = 10
-    iterations: int = 50
-    repeats: int = 7
-    min_seconds: float = 0.5
+    warmup_iterations: int
+    iterations: int
+    repeats: int
+    min_seconds: float
 
 
 class Runner(abc.ABC):

@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, now_iso
 from enginewright.api.models import Timing
+from enginewright.worker.child import ChildRequest
 from enginewright.search.routes import Route
 from enginewright.store.layout import RunKeys
 
@@ -74,6 +75,11 @@ class WorkerContext:
         if not isinstance(self.timing, Timing):
             self.timing = Timing.model_validate(self.timing)
 
+    def child_request(self, action: str, workdir: Path, engine: Path, **fields) -> ChildRequest:
+        """A request for a child process of this worker: its backend and timing, plus `fields`."""
+        return ChildRequest(action=action, backend=self.backend, backend_options=self.backend_options,
+                            workdir=str(workdir), engine=str(engine), timing=self.timing, **fields)
+
     @property
     def keys(self) -> RunKeys:
         return RunKeys(self.prefix)
@@ -107,16 +113,15 @@ class ChildResult:
     error: str | None = None
 
 
-def run_child(ctx: WorkerContext, request: dict, timeout: float, failure: Outcome) -> ChildResult:
+def run_child(ctx: WorkerContext, request: ChildRequest, timeout: float, failure: Outcome) -> ChildResult:
     """Run one child step in its own process group; a timeout kills the whole group."""
-    folder = Path(request["workdir"])
+    folder = Path(request.workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    request = {**request, "backend": ctx.backend, "backend_options": ctx.backend_options,
-               "result": str(folder / f"{request['action']}-result.json")}
-    Path(request["result"]).unlink(missing_ok=True)
-    request_path = folder / f"{request['action']}-request.json"
-    request_path.write_text(json.dumps(request))
-    log_path = folder / f"{request['action']}.log"
+    request = request.model_copy(update={"result": str(folder / f"{request.action}-result.json")})
+    Path(request.result).unlink(missing_ok=True)
+    request_path = folder / f"{request.action}-request.json"
+    request_path.write_text(request.model_dump_json())
+    log_path = folder / f"{request.action}.log"
     with open(log_path, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "enginewright.worker.child", str(request_path)],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -124,14 +129,14 @@ def run_child(ctx: WorkerContext, request: dict, timeout: float, failure: Outcom
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
-            return ChildResult(False, {}, Outcome.timeout, f"{request['action']} exceeded {timeout:.0f}s")
+            return ChildResult(False, {}, Outcome.timeout, f"{request.action} exceeded {timeout:.0f}s")
         finally:
             _kill_group(proc)  # leftovers of the child's own children
-    result_path = Path(request["result"])
+    result_path = Path(request.result)
     if not result_path.exists():
         tail = log_path.read_text(errors="replace")[-1500:].strip()
         how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
-        return ChildResult(False, {}, Outcome.crash, f"{request['action']} process {how}" + (f": {tail}" if tail else ""))
+        return ChildResult(False, {}, Outcome.crash, f"{request.action} process {how}" + (f": {tail}" if tail else ""))
     data = json.loads(result_path.read_text())
     if not data.get("ok"):
         return ChildResult(False, data, failure, data.get("error"))
@@ -182,10 +187,9 @@ class Worker:
         engine_path = folder / f"engine{ctx.engine_suffix}"
         entry = CacheEntry(target=ctx.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
                            stage=stage, batch=batch, outcome=Outcome.ok, started_at=now_iso())
-        result = run_child(ctx, {"action": "build", "workdir": str(folder), "model": str(ctx.model),
-                                 "settings": ctx.settings, "input_shapes": ctx.input_shapes,
-                                 "route": route.as_dict, "engine": str(engine_path),
-                                 "inputs": [str(ctx.accuracy.inputs[0])]},
+        result = run_child(ctx, ctx.child_request("build", folder, engine_path, model=str(ctx.model),
+                                                  settings=ctx.settings, input_shapes=ctx.input_shapes,
+                                                  route=route.as_dict, inputs=[str(ctx.accuracy.inputs[0])]),
                            min(ctx.route_timeout, self._time_left()), Outcome.build_failed)
         if not result.ok:
             return Built(route, entry.model_copy(update={"outcome": result.outcome, "error": result.error,
@@ -201,11 +205,12 @@ class Worker:
         if built.engine_path is None:
             return entry
         folder = built.engine_path.parent
-        measured = run_child(ctx, {"action": "measure", "workdir": str(folder), "engine": str(built.engine_path),
-                                   "inputs": [str(p) for p in ctx.accuracy.inputs],
-                                   "references": [str(p) for p in ctx.accuracy.references] if ctx.accuracy.enabled else [],
-                                   "metric": ctx.accuracy.metric, "threshold": ctx.accuracy.threshold,
-                                   "atol": ctx.accuracy.atol, "rtol": ctx.accuracy.rtol, "timing": ctx.timing.model_dump()},
+        accuracy = ctx.accuracy
+        measured = run_child(ctx, ctx.child_request(
+                                 "measure", folder, built.engine_path, inputs=[str(p) for p in accuracy.inputs],
+                                 references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
+                                 metric=accuracy.metric, threshold=accuracy.threshold, atol=accuracy.atol,
+                                 rtol=accuracy.rtol),
                              max(10.0, min(ctx.route_timeout - (entry.build_seconds or 0), self._time_left())),
                              Outcome.crash)
         if not measured.ok:
@@ -332,10 +337,8 @@ class Worker:
             for key, path in engines.items():
                 workdir = folder / f"serve-{key}"
                 workdir.mkdir(parents=True, exist_ok=True)
-                request = {"action": "serve", "backend": ctx.backend, "backend_options": ctx.backend_options,
-                           "engine": str(path), "workdir": str(workdir), "inputs": [str(ctx.accuracy.inputs[0])],
-                           "timing": ctx.timing.model_dump()}
-                (workdir / "request.json").write_text(json.dumps(request))
+                request = ctx.child_request("serve", workdir, path, inputs=[str(ctx.accuracy.inputs[0])])
+                (workdir / "request.json").write_text(request.model_dump_json())
                 with open(workdir / "serve.log", "wb") as log_file:
                     servers[key] = subprocess.Popen(
                         [sys.executable, "-m", "enginewright.worker.child", str(workdir / "request.json")],
