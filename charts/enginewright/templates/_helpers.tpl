@@ -38,9 +38,10 @@ app.kubernetes.io/component: operator
 - apiGroups: [batch]
   resources: [jobs]
   # create: probe, batch and confirmation Jobs; list: a run's Jobs by label each pass;
+  # watch: kopf's watch of the worker Jobs, so a Job that changes wakes its run's reconcile;
   # get: read the existing Job on a 409 to adopt it only when it is this run's;
   # delete: stop Jobs at the deadline and when the run is deleted
-  verbs: [create, list, get, delete]
+  verbs: [create, list, watch, get, delete]
 - apiGroups: [""]
   resources: [configmaps]
   # list: a run's cache shards by label; create + update: move new store entries into the shards
