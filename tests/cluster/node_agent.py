@@ -315,7 +315,10 @@ class PodRunner(threading.Thread):
             if self.deleted.is_set():
                 return code
             self._container_state(container.name, exit_code=code, restarts=restarts, init=init)
-            retry = (policy == "Always") or (policy == "OnFailure" and code != 0)
+            # An init container that succeeded is done, whatever the pod's policy (as the kubelet does);
+            # a failed one is retried unless the policy is Never.
+            retry = (code != 0 and policy != "Never") if init else \
+                (policy == "Always") or (policy == "OnFailure" and code != 0)
             if not retry:
                 return code
             restarts += 1

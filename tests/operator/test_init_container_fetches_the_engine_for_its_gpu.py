@@ -3,9 +3,8 @@ types, then the pod of the example Deployment (examples/inference-deployment.yam
 lands on the node labelled NVIDIA-H200, its init container runs `enginewright fetch` into the
 emptyDir, and the inference container loads the engine published for the H200 — not the L40S one.
 
-The pod is created from the Deployment's template with restartPolicy OnFailure: the test node agent
-restarts init containers like app containers under `Always` (the kubelet runs them to completion),
-so under the Deployment's `Always` the init container would fetch forever and the pod never start."""
+The Deployment is the example's, with what this cluster needs changed (its containers' `python`, the
+store endpoint, the GPU product given instead of read from NVML, the node type pinned)."""
 
 import copy
 import re
@@ -22,16 +21,14 @@ MODEL = "mlp-served"
 
 
 def example_for_this_cluster(cluster, gpu: str) -> dict:
-    """The example Deployment's pod as the node agent can run it: its containers' `python` is this
+    """The example Deployment as the node agent can run it: its containers' `python` is this
     interpreter (the agent runs commands as host processes, not images), the store is the test's
     S3 server with the namespace's store Secret, and — this machine has no GPU for NVML, so
     `--gpu auto` cannot answer here — the GPU product is given and the pod pinned to that node type."""
     deployment = yaml.safe_load(Path("examples/inference-deployment.yaml").read_text())
     assert deployment["kind"] == "Deployment"
-    template = copy.deepcopy(deployment["spec"]["template"])
-    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "mlp-inference", **template["metadata"]},
-           "spec": {**template["spec"], "restartPolicy": "OnFailure"}}
-    pod = doc["spec"]
+    doc = copy.deepcopy(deployment)
+    pod = doc["spec"]["template"]["spec"]
     pod["nodeSelector"] = {"nvidia.com/gpu.product": gpu}
     (fetch,) = pod["initContainers"]
     assert fetch["command"][:3] == ["python", "-m", "enginewright"] and "auto" in fetch["args"]

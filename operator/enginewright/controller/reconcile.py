@@ -19,7 +19,7 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from enginewright import failpoints
+from enginewright import failpoints, report
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_COMPONENT, LABEL_RUN, LABEL_TARGET,
@@ -518,7 +518,6 @@ class Reconciler:
 
     def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
                  step: Decided, emit: Emit) -> str:
-        from enginewright import report
         winner = step.winner
         if not winner.engine_sha256:
             raise Problem("NoEngine", f"{target.gpu_type}: the winning route {winner.route_id} has no measured engine")
