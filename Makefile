@@ -28,7 +28,7 @@ images: venv
 
 # The test command CI runs: unit tests, then end-to-end tests against the real local cluster.
 test: venv
-	$(PY) -m pytest -ra tests
+	$(PY) -m pytest -ra --durations=15 tests
 
 unit: venv
 	$(PY) -m pytest -q tests/unit

@@ -128,6 +128,13 @@ def test_without_the_jobs_create_rule_no_job_starts_and_the_run_resumes_when_it_
         wait_for(lambda: any("jobs" in line and "create" in line for line in forbidden_lines(operator.log_text())),
                  120, "the operator's log to show that creating the probe Job was forbidden", 0.5)
         assert not [j for j in jobs(cluster, run) if j["metadata"]["name"].startswith("mlp-no-jobs")]
+
+        def stalled_forbidden():  # the run says why, as a condition a user sees
+            status = json.loads(cluster.kubectl("get", "trun", "mlp-no-jobs", "-n", run, "-o", "json").stdout)
+            return any(c["type"] == "Stalled" and c["status"] == "True" and c["reason"] == "Forbidden"
+                       and "jobs" in c["message"] for c in (status.get("status") or {}).get("conditions") or [])
+        wait_for(stalled_forbidden, 60, "the run to be Stalled with reason Forbidden", 0.5)
+        assert "Traceback" not in operator.log_text()
         cluster.kubectl("apply", "-f", "-", input=json.dumps(role))  # the rule is back
         wait_for(lambda: [j for j in jobs(cluster, run) if j["metadata"]["name"].startswith("mlp-no-jobs")],
                  120, "the probe Job once the rule is back", 0.5)

@@ -14,7 +14,7 @@ import pytest
 from enginewright.api.cache import CacheEntry
 from tests.cluster.operator_process import OperatorProcess, create_store_secret, start_operator
 from tests.conftest import get_json
-from tests.operator.conftest import RUNS_BUCKET, example_in_store  # noqa: F401 (fixture)
+from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, example_in_store  # noqa: F401 (fixture)
 
 
 @pytest.fixture
@@ -35,6 +35,7 @@ class Operators:
     def start(self, failpoints: str = "", worker_env: dict | None = None, **env: str) -> OperatorProcess:
         """An operator on f-*; one given a `kill` failpoint may die before its health endpoint is up."""
         extra = {"ENGINEWRIGHT_NAMESPACES": "f-*", "ENGINEWRIGHT_FAILPOINTS": failpoints,
+                 "ENGINEWRIGHT_RECONCILE_INTERVAL": TEST_INTERVAL,
                  "ENGINEWRIGHT_FAILPOINT_DIR": str(self.folder / "failpoints"), **env}
         if worker_env:
             extra["ENGINEWRIGHT_WORKER_ENV"] = json.dumps(worker_env)

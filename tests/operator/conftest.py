@@ -17,6 +17,7 @@ from tests.conftest import get_json
 
 RUNS_BUCKET = "enginewright"
 MODELS_BUCKET = "enginewright-models"
+TEST_INTERVAL = "0.5"  # seconds between reconcile passes: tests wait on the operator, keep it short
 FAST_TIMING = {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.02}
 
 
@@ -37,7 +38,7 @@ def example_in_store(cluster, tmp_path_factory):
 def operator(cluster, crd_installed, example_in_store, tmp_path_factory):
     # Namespaces t-* (the `namespace` fixture's); the fault tests run operators of their own on f-*.
     started = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log", RUNS_BUCKET,
-                             ENGINEWRIGHT_NAMESPACES="t-*")
+                             ENGINEWRIGHT_NAMESPACES="t-*", ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL)
     running = Operator(started.process, started.log, started.metrics_port, started.health_port)
     yield running
     running.stop()

@@ -66,6 +66,14 @@ class Clients:
     s3: object  # minio.Minio
 
 
+def _reason(exc) -> str:
+    """The API server's message of an ApiException."""
+    try:
+        return json.loads(exc.body).get("message") or str(exc.reason)
+    except (TypeError, ValueError):
+        return str(exc.reason)
+
+
 def _api_exception():
     from kubernetes.client.exceptions import ApiException
     return ApiException
@@ -101,6 +109,12 @@ class Reconciler:
             targets = [self._target(run, spec, i, target, meta, previous, emit) for i, target in enumerate(spec.targets)]
         except Problem as problem:
             return self._stalled(previous, generation, problem.reason, problem.message, emit)
+        except _api_exception() as exc:
+            if exc.status != 403 or "being terminated" in str(exc.body or ""):
+                raise
+            # The operator's own permissions: say so on the run (the rest of the run is fine), retry.
+            return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {_reason(exc)}; "
+                                 f"check its RBAC (the Helm chart grants what it needs)", emit)
         except StoreUnavailable as exc:
             message = f"waiting for the object store: {exc}"
             if previous.get("message") != message:
