@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import uuid
 from pathlib import Path
 

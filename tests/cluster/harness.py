@@ -302,7 +302,11 @@ class LocalCluster:
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "operator"), env.get("PYTHONPATH", "")])
         self._spawn("node-agent", [sys.executable, "-m", "tests.cluster.node_agent",
                                    "--kubeconfig", str(self.kubeconfig), "--nodes", str(nodes),
-                                   "--workdir", str(self.workdir / "pods")], env=env)
+                                   "--workdir", str(self.workdir / "pods"), *self.node_agent_args()], env=env)
+
+    def node_agent_args(self) -> list[str]:
+        """Extra arguments of the node agent (an image store, for example)."""
+        return []
 
     def _wait_ready(self) -> None:
         def nodes_ready():

@@ -79,9 +79,9 @@ EXAMPLE_FILES = ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz",
 
 
 def upload_example(cluster, folder: Path, models_bucket: str = "enginewright-models",
-                   runs_bucket: str = "enginewright") -> Path:
+                   runs_bucket: str = "enginewright"):
     """Write the example model and reference pairs into `folder` and the store (s3://<models_bucket>/
-    example/...), creating both buckets; returns `folder`."""
+    example/...), creating both buckets; returns an S3 client of the store."""
     from minio import Minio
     sys.path.insert(0, str(REPO / "examples"))
     from make_example import write_example
@@ -93,12 +93,12 @@ def upload_example(cluster, folder: Path, models_bucket: str = "enginewright-mod
             s3.make_bucket(bucket)
     for name in EXAMPLE_FILES:
         s3.fput_object(models_bucket, f"example/{name}", str(folder / name))
-    return folder
+    return s3
 
 
-def create_store_secret(cluster, namespace: str) -> None:
-    """The Secret the operator's worker Jobs read the store credentials from."""
+def create_store_secret(cluster, namespace: str, name: str = "enginewright-store") -> None:
+    """The Secret the operator's worker Jobs (or the operator) read the store credentials from."""
     from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
-    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
+    cluster.kubectl("create", "secret", "generic", name, "-n", namespace,
                     f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
                     f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")

@@ -31,7 +31,9 @@ class Operator(OperatorProcess):
 
 @pytest.fixture(scope="session")
 def example_in_store(cluster, tmp_path_factory):
-    return upload_example(cluster, tmp_path_factory.mktemp("example"), MODELS_BUCKET, RUNS_BUCKET)
+    folder = tmp_path_factory.mktemp("example")
+    upload_example(cluster, folder, MODELS_BUCKET, RUNS_BUCKET)
+    return folder
 
 
 @pytest.fixture(scope="session")

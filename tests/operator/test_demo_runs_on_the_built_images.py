@@ -7,7 +7,6 @@ image that was not built stays Pending in ErrImagePull, as on a real kubelet."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 

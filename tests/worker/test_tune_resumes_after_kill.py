@@ -3,7 +3,6 @@
 import os
 import signal
 import subprocess
-import time
 
 from enginewright.api.cache import CacheEntry
 from tests.cluster.harness import wait_for
