@@ -83,3 +83,11 @@ def test_conditions_follow_kstatus_and_keep_transition_times():
     done = conditions(later, 1, "ready", "Succeeded", "winner")
     assert {c["type"]: c["status"] for c in done} == {"Ready": "True", "Reconciling": "False", "Stalled": "False"}
     assert all(c["observedGeneration"] == 1 for c in done)
+
+
+def test_a_selector_selects_exactly_the_labels_its_children_carry():
+    from enginewright.controller.jobs import selector
+    job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", {}, Settings(), 600)
+    wanted = dict(pair.split("=", 1) for pair in selector(RUN, "NVIDIA-H200").split(","))
+    assert wanted.items() <= job["metadata"]["labels"].items() and len(wanted) == 3
+    assert "tuning.enginewright.io/target" not in selector(RUN)

@@ -68,6 +68,13 @@ def labels(run: RunRef, target: str | None = None, stage: str | None = None, bat
     return out
 
 
+def selector(run: RunRef, target: str | None = None, component: str = "worker") -> str:
+    """Label selector of a run's children (of one target when given), from the labels they carry."""
+    wanted = labels(run, target, component=component)
+    wanted.pop(LABEL_MANAGED_BY)
+    return ",".join(f"{k}={v}" for k, v in wanted.items())
+
+
 def job_name(run: RunRef, target: str, batch: str) -> str:
     """`<run>-<target>-<batch>`; batch names carry their stage (stage1-b000, probe, confirm-1a2b3c4d)."""
     return child_name(run.name, target, batch)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
@@ -22,11 +23,11 @@ from pydantic import ValidationError
 from enginewright import failpoints, report
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
-from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_COMPONENT, LABEL_RUN, LABEL_TARGET,
-                                    SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
+from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
+                                    SECRET_SECRET_ACCESS_KEY)
 from enginewright.controller import metrics
-from enginewright.controller.jobs import (RunRef, active_deadline, child_name, job_manifest, job_state, label_value,
-                                          labels, slug)
+from enginewright.controller.jobs import (RunRef, active_deadline, child_name, job_manifest, job_state, labels,
+                                          selector)
 from enginewright.controller.publish import PublishError, provenance, publish, shapes_hash
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
@@ -74,6 +75,21 @@ def _reason(exc) -> str:
         return str(exc.reason)
 
 
+@contextmanager
+def store_errors():
+    """Connection refused, timeouts, broken responses: the store is away, the pass is retried
+    (StoreUnavailable). What the store itself answered (S3Error, a missing object, a digest that
+    does not match) passes through to the caller."""
+    try:
+        yield
+    except (MissingObject, PublishError):
+        raise
+    except Exception as exc:
+        if type(exc).__name__ == "S3Error":
+            raise
+        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
+
+
 def _api_exception():
     from kubernetes.client.exceptions import ApiException
     return ApiException
@@ -106,7 +122,7 @@ class Reconciler:
         try:
             if not any(t.get("stage") not in ("pending", "probing") for t in previous.get("targets") or []):
                 self._preflight(run, spec)  # until the first target is past its probe: then the inputs were fine
-            targets = [self._target(run, spec, i, target, meta, previous, emit) for i, target in enumerate(spec.targets)]
+            targets = [self._target(run, spec, target, meta, previous, emit) for target in spec.targets]
         except Problem as problem:
             return self._stalled(previous, generation, problem.reason, problem.message, emit)
         except _api_exception() as exc:
@@ -193,7 +209,9 @@ class Reconciler:
                         (f"spec.accuracy.pairs[{i}].references", pair.references)]
         for field_path, uri in objects:
             bucket, key = parse_s3_uri(uri)
-            if not self._exists(bucket, key):
+            with store_errors():
+                found = self.store(bucket).exists(key)
+            if not found:
                 raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
         label = self.settings.gpu_type_label
         for i, target in enumerate(spec.targets):
@@ -206,28 +224,15 @@ class Reconciler:
                               f"{selector} ({len(nodes)} matching node(s), none usable); check the GPU type "
                               f"(the {label} label) and spec.targets[{i}].nodeSelector")
 
-    def _exists(self, bucket: str, key: str) -> bool:
-        try:
-            return self.store(bucket).exists(key)
-        except Exception as exc:  # connection refused, timeouts: the store is away
-            if type(exc).__name__ == "S3Error":
-                raise
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
-
     def _get_json(self, store: S3Store, key: str) -> dict | None:
-        try:
-            return json.loads(store.get(key))
-        except MissingObject:
-            return None
-        except json.JSONDecodeError:
-            return None
-        except Exception as exc:
-            if type(exc).__name__ == "S3Error":
-                raise
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
+        with store_errors():
+            try:
+                return json.loads(store.get(key))
+            except (MissingObject, json.JSONDecodeError):
+                return None
 
     # ================================================================== one target
-    def _target(self, run: RunRef, spec: TuningRunSpec, index: int, target: Target, meta: dict, previous: dict,
+    def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
                 emit: Emit) -> TargetStatus:
         before = next((TargetStatus.model_validate(t) for t in previous.get("targets") or []
                        if t.get("gpuType") == target.gpu_type), None)
@@ -298,7 +303,7 @@ class Reconciler:
                                                f"over {step.rounds} interleaved rounds"})
             return self._moved(status, before, emit)
         if out_of_time:
-            self._stop_jobs(run, target, jobs)
+            self._stop_jobs(run, jobs)
         if isinstance(step, Failed):
             return self._finish(status, "failed", f"{step.reason}: {step.message}", before, emit, target)
         return self._decided(run, spec, target, meta, keys, probe, step, status, before, emit)
@@ -345,9 +350,7 @@ class Reconciler:
     # ================================================================== Jobs
     def _jobs(self, run: RunRef, target: Target) -> dict[str, dict]:
         """This target's Jobs by batch label, as plain dicts."""
-        from enginewright.api.names import LABEL_BATCH
-        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_TARGET}={slug(target.gpu_type)},{LABEL_COMPONENT}=worker"
-        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector).items
+        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run, target.gpu_type)).items
         out = {}
         for job in items:
             data = self.k8s.batch.api_client.sanitize_for_serialization(job)
@@ -385,7 +388,7 @@ class Reconciler:
                               f"rename the TuningRun") from None
             jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
 
-    def _stop_jobs(self, run: RunRef, target: Target, jobs: dict) -> None:
+    def _stop_jobs(self, run: RunRef, jobs: dict) -> None:
         """The deadline cut the target: Jobs still running are stopped."""
         for job in jobs.values():
             if job_state(job) == "active":
@@ -401,28 +404,23 @@ class Reconciler:
 
     def stop_all(self, run: RunRef) -> int:
         """Deletion: stop every Job of the run (published engines stay in the catalog)."""
-        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_COMPONENT}=worker"
-        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector).items
+        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items
         for job in items:
             self._delete_job(run.namespace, job.metadata.name)
         return len(items)
 
     # ================================================================== the cache in ConfigMaps
     def _list(self, store: S3Store, prefix: str) -> list[str]:
-        try:
+        with store_errors():
             return list(store.list(prefix))
-        except Exception as exc:
-            if type(exc).__name__ == "S3Error":
-                raise
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
 
     def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
                    already_refused: list[str]) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
         """Move entries that are new in the store into the cache shards; return every entry, the shard
         names, and the entries refused (unreadable: never counted, their routes stay unmeasured)."""
         refused: list[str] = []
-        selector = f"{LABEL_RUN}={label_value(run.name)},{LABEL_TARGET}={slug(target.gpu_type)},{LABEL_COMPONENT}=cache"
-        maps = self.k8s.core.list_namespaced_config_map(run.namespace, label_selector=selector).items
+        maps = self.k8s.core.list_namespaced_config_map(
+            run.namespace, label_selector=selector(run, target.gpu_type, component="cache")).items
         maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
                       key=lambda m: int((m.metadata.annotations or {}).get(SHARD_ANNOTATION, "0")))
         shards = [dict(m.data or {}) for m in maps]
@@ -558,17 +556,14 @@ class Reconciler:
                        "publishedAt": published_at, **({"computeCapability": node["computeCapability"]}
                                                        if node.get("computeCapability") else {})}
         try:
-            publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
-                    keys.engine(winner.route_id, probe["engine_suffix"]), probe["engine_suffix"],
-                    winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry)
+            with store_errors():
+                publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
+                        keys.engine(winner.route_id, probe["engine_suffix"]), probe["engine_suffix"],
+                        winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry)
         except PublishError as exc:
             raise Problem("PublishFailed", str(exc)) from None
         except MissingObject as exc:
             raise Problem("EngineMissing", f"{target.gpu_type}: {exc}") from None
-        except Exception as exc:
-            if type(exc).__name__ == "S3Error":
-                raise
-            raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
         emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
         return engine_uri
 
