@@ -62,6 +62,7 @@ def test_checks_that_need_the_compiler_run_only_the_probe(cluster, operator, run
                          ["spec.search.knobs", "graph_optimisation_level", "did you mean graph_optimization_level"],
                          True)
     assert status["phase"] == "Failed" and status["targets"][0]["stage"] == "failed"
+    assert status["targets"][0]["reason"] == condition(status, "Stalled")["reason"]
     operator.assert_clean()
 
 

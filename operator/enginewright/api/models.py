@@ -371,7 +371,10 @@ class TargetStatus(WireModel):
     failed: int = 0
     rejected: int = Field(0, description="Routes rejected by accuracy.")
     default_ms: float | None = None
-    best: RouteResult | None = None
+    best: RouteResult | None = Field(None, description="The fastest measured route (against its own batch's "
+                                     "default), while the search runs.")
+    winner: RouteResult | None = Field(None, description="The decided route (the default route when none was "
+                                       "confirmed faster) and the speedup the decision measured.")
     candidates: list[str] = Field(default_factory=list, description="Dry run: the routes that would be built.")
     cache_config_maps: list[str] = Field(default_factory=list)
     engine_uri: str | None = Field(None, description="The published engine in the catalog.")
@@ -386,6 +389,7 @@ class TargetStatus(WireModel):
                                "inconsistent), with the reason; their routes count as unmeasured.")
     gpu_seconds: float | None = Field(None, description="GPU time spent building and measuring.")
     message: str | None = None
+    reason: str | None = Field(None, description="Why the target failed (CamelCase, as in the Stalled condition).")
 
 
 class TuningRunStatus(WireModel):

@@ -155,7 +155,7 @@ class Reconciler:
         planned = sum(t.planned for t in targets)
         done = sum(t.done + t.failed + t.rejected for t in targets)
         failed = [t for t in targets if t.stage == "failed"]
-        speedups = [float(t.speedup.split("x")[0]) for t in targets if t.speedup]
+        speedups = [t.winner.speedup for t in targets if t.winner]
         status = {
             "observedGeneration": generation,
             "progress": f"{done}/{planned}" if planned else None,
@@ -165,7 +165,7 @@ class Reconciler:
         }
         if all(t.stage in FINISHED for t in targets):
             if failed:
-                reason = failed[0].message.split(":")[0] if failed[0].message else "TargetFailed"
+                reason = failed[0].reason or "TargetFailed"
                 message = "; ".join(f"{t.gpu_type}: {t.message}" for t in failed)
                 if previous.get("phase") != "Failed":
                     emit("Warning", "Failed", message)
@@ -249,16 +249,15 @@ class Reconciler:
         if probe is None:
             job = jobs.get("probe")
             if job is not None and job_state(job) != "active":
-                return self._finish(status, "failed", f"ProbeFailed: the probe Job {job['metadata']['name']} ended "
-                                    f"({job_state(job)}) without writing {keys.probe}; see its pod's log",
-                                    before, emit, target)
+                return self._failed(status, "ProbeFailed", f"the probe Job {job['metadata']['name']} ended "
+                                    f"({job_state(job)}) without writing {keys.probe}; see its pod's log", emit)
             request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
             self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
             return self._moved(status.model_copy(update={"message": "probing the compiler on a node of this type"}),
                                before, emit)
         if not probe.get("ok"):
-            return self._finish(status, "failed", f"InvalidInput: {probe.get('error')}", before, emit, target)
+            return self._failed(status, "InvalidInput", str(probe.get("error")), emit)
         knobs = [Knob(k["name"], tuple(k["values"]) if k.get("values") is not None else None, k["default"],
                       k.get("help", "")) for k in probe["knobs"]]
         entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
@@ -272,13 +271,13 @@ class Reconciler:
         try:
             step = next_step(FlowSpec.of(spec), Observed(knobs, entries, confirmations, given_up, out_of_time))
         except PlanError as exc:
-            return self._finish(status, "failed", f"InvalidKnobs: {exc}", before, emit, target)
+            return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
         status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
                                                                         "refused": refused[:20]})
         if spec.search.dry_run and isinstance(step, RunBatches):
-            return self._dry_run(run, spec, target, step, status, before, emit)
+            return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
             failpoints.hit(f"planned-{step.stage}")
             active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
@@ -305,8 +304,8 @@ class Reconciler:
         if out_of_time:
             self._stop_jobs(run, jobs)
         if isinstance(step, Failed):
-            return self._finish(status, "failed", f"{step.reason}: {step.message}", before, emit, target)
-        return self._decided(run, spec, target, meta, keys, probe, step, status, before, emit)
+            return self._failed(status, step.reason, step.message, emit)
+        return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
 
     def _counts(self, status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
         from enginewright.api.models import RouteResult
@@ -333,11 +332,16 @@ class Reconciler:
             emit("Normal", f"Stage{status.stage.capitalize()}", f"{status.gpu_type}: {status.message or status.stage}")
         return status
 
-    def _finish(self, status: TargetStatus, stage: str, message: str, before: TargetStatus | None, emit: Emit,
-                target: Target) -> TargetStatus:
-        status = status.model_copy(update={"stage": stage, "message": message, "active_jobs": 0})
-        if stage == "failed":
-            emit("Warning", message.split(":")[0], f"{target.gpu_type}: {message}")
+    @staticmethod
+    def _done(status: TargetStatus, message: str) -> TargetStatus:
+        return status.model_copy(update={"stage": "done", "message": message, "active_jobs": 0})
+
+    @staticmethod
+    def _failed(status: TargetStatus, reason: str, message: str, emit: Emit) -> TargetStatus:
+        """The target cannot give a result: its reason is kept (the run's Stalled reason) and said once."""
+        status = status.model_copy(update={"stage": "failed", "reason": reason, "message": f"{reason}: {message}",
+                                           "active_jobs": 0})
+        emit("Warning", reason, f"{status.gpu_type}: {status.message}")
         return status
 
     @staticmethod
@@ -497,8 +501,7 @@ class Reconciler:
             self.k8s.core.replace_namespaced_config_map(name, namespace, body)
 
     # ================================================================== end states
-    def _dry_run(self, run: RunRef, spec: TuningRunSpec, target: Target, step: RunBatches, status: TargetStatus,
-                 before: TargetStatus | None, emit: Emit) -> TargetStatus:
+    def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
         lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
         name = child_name(run.name, "plan", target.gpu_type, limit=253)
         self._apply_config_map(run.namespace, {
@@ -507,26 +510,29 @@ class Reconciler:
                          "ownerReferences": [run.owner_reference()]},
             "data": {"routes.txt": "\n".join(lines) + "\n"}}, exists=False)
         candidates = [r.canonical or "(default)" for b in step.batches for r in b.routes]
-        return self._finish(status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
-                            "done", f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built "
-                            f"(ConfigMap {name})", before, emit, target)
+        return self._done(status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
+                          f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built "
+                          f"(ConfigMap {name})")
 
     def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
-                 step: Decided, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
+                 step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
+        from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
         how = "confirmed over interleaved rounds" if decision.confirmed else "sweep measurement"
         status = status.model_copy(update={
+            "winner": RouteResult(route_id=winner.route_id, route=winner.route, median_ms=winner.median_ms,
+                                  speedup=decision.speedup,
+                                  max_loss=max(winner.loss.values()) if winner.loss else None),
             "speedup": f"{decision.speedup:.3f}x ({how}; winner {winner.route or '(default)'})",
             "decision": decision.reason, "cut_short": step.cut_short})
         metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)
         if not spec.publish.enabled:
-            return self._finish(status, "done", f"winner {winner.route or '(default)'}; {decision.reason} "
-                                f"(publishing disabled)", before, emit, target)
+            return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
         engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
         result = (f"kept the default route ({decision.reason})" if decision.default_won else
                   f"winner {winner.route} at {decision.speedup:.3f}x the default ({how})")
-        return self._finish(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
-                            "done", f"{result}; published {engine_uri}", before, emit, target)
+        return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
+                          f"{result}; published {engine_uri}")
 
     def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
                  step: Decided, emit: Emit) -> str:
