@@ -1,5 +1,5 @@
-"""kopf handlers: a timer reconciles each TuningRun until it is finished, a deletion handler stops
-its Jobs. The work is in `reconcile`; this module wires it to kopf, events and settings."""
+"""kopf handlers: a daemon per TuningRun reconciles it until it is finished (woken by its Jobs'
+events), a deletion handler stops its Jobs. The work is in `reconcile`; this module wires it to kopf, events and settings."""
 
 from __future__ import annotations
 
@@ -22,18 +22,14 @@ _reconciler: Reconciler | None = None
 def reconciler() -> Reconciler:
     global _reconciler
     if _reconciler is None:
-        import urllib3
         from kubernetes import client, config
-        from minio import Minio
+
+        from enginewright.store.objects import s3_client_from_env
         try:
             config.load_incluster_config()
         except config.ConfigException:
             config.load_kube_config()
-        import os
-        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30), maxsize=16,
-                                   retries=urllib3.Retry(total=2, backoff_factor=0.2))
-        s3 = Minio(SETTINGS.s3_endpoint, access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
-                   secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"), secure=SETTINGS.s3_secure, http_client=http)
+        s3 = s3_client_from_env(SETTINGS.s3_endpoint, patient=False)
         api = client.ApiClient()
         api.user_agent = f"enginewright-operator/{SETTINGS.operator_version}"  # tells its requests apart in audit logs
         _reconciler = Reconciler(SETTINGS, Clients(client.CoreV1Api(api), client.BatchV1Api(api), s3))

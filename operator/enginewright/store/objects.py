@@ -112,19 +112,25 @@ class S3Store:
         return f"s3://{self.bucket}/{key}"
 
 
-def s3_client_from_env():
-    """A minio client from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY
-    (set from a Secret in worker pods) and ENGINEWRIGHT_S3_SECURE (default false)."""
+def s3_client_from_env(endpoint: str | None = None, *, patient: bool = True):
+    """A minio client from ENGINEWRIGHT_S3_ENDPOINT (or `endpoint`), AWS_ACCESS_KEY_ID,
+    AWS_SECRET_ACCESS_KEY (set from a Secret in worker pods) and ENGINEWRIGHT_S3_SECURE (default false).
+
+    `patient` (workers): about a minute of retries with backoff before giving up on a store that is away
+    for a while (restart, failover), instead of failing the Job at the first refusal. Not patient (the
+    operator): fail within seconds, so a pass reports the outage and the next one retries."""
     import urllib3
     from minio import Minio
-    endpoint = os.environ.get("ENGINEWRIGHT_S3_ENDPOINT")
+    endpoint = endpoint or os.environ.get("ENGINEWRIGHT_S3_ENDPOINT")
     if not endpoint:
-        raise RuntimeError("ENGINEWRIGHT_S3_ENDPOINT is not set: the worker needs the object store's host:port")
-    # Patient with an object store that is away for a while (restart, failover): about a minute of
-    # retries with backoff before a worker gives up, instead of failing its Job at the first refusal.
-    retry = urllib3.Retry(total=12, connect=12, read=3, backoff_factor=0.5, backoff_max=8,
-                          status_forcelist=[500, 502, 503, 504])
-    http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=120), retries=retry, maxsize=8)
+        raise RuntimeError("ENGINEWRIGHT_S3_ENDPOINT is not set: the object store's host:port is needed")
+    if patient:
+        retry = urllib3.Retry(total=12, connect=12, read=3, backoff_factor=0.5, backoff_max=8,
+                              status_forcelist=[500, 502, 503, 504])
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=120), retries=retry, maxsize=8)
+    else:
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30), maxsize=16,
+                                   retries=urllib3.Retry(total=2, backoff_factor=0.2))
     return Minio(endpoint, access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
                  secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
                  secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true", http_client=http)
