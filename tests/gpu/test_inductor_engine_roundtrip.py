@@ -1,6 +1,7 @@
 """The Inductor backend builds a route, saves the engine, and reloads and runs it in a fresh process
-without re-tuning (compile-cache hits, no misses). Runs on CUDA when present, else on CPU; skipped
-where torch is not installed (CI installs no torch: see README)."""
+without re-tuning (compile-cache hits, no misses); the eager route (`compile=false`) goes through the
+same tune and loads without compiling. Runs on CUDA when present, else on CPU; skipped where torch is
+not installed (CI installs no torch: see README)."""
 
 import json
 import subprocess
@@ -38,6 +39,7 @@ def test_knobs_are_discovered_from_the_installed_torch(program):
     knobs = {k.name: k for k in InductorBackend(device=program[1]).knobs()}
     assert "epilogue_fusion" in knobs and knobs["epilogue_fusion"].values == ("false", "true")
     assert ("triton.cudagraphs" in knobs) == (program[1] == "cuda")
+    assert knobs["compile"].values == ("true", "false") and knobs["compile"].exclusive
 
 
 def test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache(program, tmp_path):
@@ -46,15 +48,20 @@ def test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache(progr
     cmd = [sys.executable, "-m", "enginewright", "tune", str(folder / "model.pt2"), "--backend", "inductor",
            "--device", device, "--inputs", str(folder / "inputs-0.npz"), "--inputs", str(folder / "inputs-1.npz"),
            "--references", str(folder / "references-0.npz"), "--references", str(folder / "references-1.npz"),
-           "--metric", "cosine", "--threshold", "1e-4", "--knob", "epilogue_fusion=false", "--no-confirm",
-           "--warmup", "2", "--iterations", "5", "--repeats", "3", "--min-seconds", "0.05", "--out", str(out)]
+           "--metric", "cosine", "--threshold", "1e-4", "--knob", "epilogue_fusion=false", "--knob", "compile=false",
+           "--no-confirm", "--warmup", "2", "--out", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     entries = [json.loads(p.read_text()) for p in (out / "store/runs/local/entries").glob("*.json")]
-    assert len(entries) == 2
+    assert sorted(json.dumps(e["knobs"], sort_keys=True) for e in entries) == \
+        ['{"compile": "false"}', '{"epilogue_fusion": "false"}', '{}']
     for entry in entries:
         assert entry["outcome"] == "ok", entry.get("error")
-        assert entry["loadInfo"]["fxgraph_cache_hit"] >= 1
-        assert entry["loadInfo"]["fxgraph_cache_miss"] == 0  # loaded, not re-compiled from scratch
+        if entry["knobs"].get("compile") == "false":
+            assert entry["loadInfo"]["compiled"] == 0  # served eagerly: nothing compiled, no cache
+        else:
+            assert entry["loadInfo"]["compiled"] == 1
+            assert entry["loadInfo"]["fxgraph_cache_hit"] >= 1
+            assert entry["loadInfo"]["fxgraph_cache_miss"] == 0  # loaded, not re-compiled from scratch
         assert entry["versions"]["compiler"].startswith("inductor-torch-")
         assert max(entry["loss"].values()) < 1e-4

@@ -2,7 +2,14 @@
 
 Input: a `torch.export` program (`torch.export.save`, usually `.pt2`). Knobs: options of
 `torch._inductor.config` that change code generation, discovered from the installed torch (a knob
-this torch does not have is simply not offered).
+this torch does not have is simply not offered), and `compile` (true|false, exclusive).
+
+`compile=false` is the eager route: the same flat graph module (below), under the same inference
+mode, run without `torch.compile`; its engine carries no compile caches and is served eagerly on
+load. It is offered by default because it costs no build and one measurement, and it is how a user
+learns that compiling does not pay (on the H200 an eager fp16 MLP ran 0.058 ms/call, faster than
+every compiled route, best 0.072). It is exclusive: Inductor options have no effect on it, so
+planners never combine it with them and a route that does fails its build.
 
 Engine: a tar of the exported program, the portable compile caches that the build produced
 (`torch.compiler.save_cache_artifacts`: FX graph, AOTAutograd, Triton kernels, autotuning results)
@@ -19,6 +26,11 @@ original module for launch-bound models (`bench/engine_overhead.py` measures bot
 and AOTAutograd caches, so a loaded engine would re-tune instead of hitting its caches.) The runner
 holds inference mode for its whole life, so no call pays for entering it, and the code that times an
 engine in the worker is the code that serves it (`Runner.run` / `run_prepared`).
+
+Timing on CUDA (`timed_calls`): latency is the host clock around `run` (host arrays in and out);
+throughput is one CUDA event pair around calls queued back to back on prepared inputs; gpuTime is an
+event pair around each call, summed. Events are recorded on the current stream, the one the calls
+(CUDA-graph replays included) run on. On CPU all three are the base class's host-clock timings.
 
 Inputs and outputs: inputs are the program's positional user inputs, by placeholder name; outputs
 are named `output` (one tensor) or `output_0`, `output_1`, ... (a tuple), or by key (a dict).
@@ -37,7 +49,7 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import Backend, BackendUnavailable, BuildRequest, Runner
+from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner
 from enginewright.search.routes import Knob
 
 # Candidate knobs: name -> explicit values for non-boolean options (booleans sweep false/true).
@@ -58,6 +70,9 @@ CANDIDATES: dict[str, tuple[str, ...] | None] = {
     "split_reductions": None,
 }
 CUDA_ONLY = {"triton.cudagraphs", "triton.persistent_reductions", "max_autotune_pointwise"}
+# Not a torch option: compile=false serves the exported program eagerly (see the module docstring).
+COMPILE = Knob("compile", ("true", "false"), "true", exclusive=True,
+               help="false: run the exported program eagerly, without torch.compile (no build)")
 
 
 def _torch():
@@ -97,8 +112,8 @@ def typed(value: str, default):
 
 
 def discover_knobs(config, device: str) -> list[Knob]:
-    """The candidate knobs the installed torch has, with their defaults."""
-    knobs = []
+    """`compile`, then the candidate knobs the installed torch has, with their defaults."""
+    knobs = [COMPILE]
     for name, values in CANDIDATES.items():
         if device != "cuda" and name in CUDA_ONLY:
             continue
@@ -116,10 +131,23 @@ def discover_knobs(config, device: str) -> list[Knob]:
     return knobs
 
 
+def compiles(route: Mapping[str, str]) -> bool:
+    """Whether the route is compiled (`compile` is not false)."""
+    try:
+        return typed(route.get(COMPILE.name, COMPILE.default), True)
+    except ValueError as exc:
+        raise ValueError(f"inductor knob {COMPILE.name}: {exc}") from None
+
+
 def route_options(config, route: Mapping[str, str]) -> dict:
-    """Typed inductor options for `torch.compile(options=...)`; refuses unknown knobs."""
+    """Typed inductor options for `torch.compile(options=...)` (`compile` is not one of them);
+    refuses unknown knobs, and any option on an eager (compile=false) route."""
+    others = {name: value for name, value in route.items() if name != COMPILE.name}
+    if not compiles(route) and others:
+        listed = ", ".join(f"{name}={value}" for name, value in sorted(others.items()))
+        raise ValueError(f"compile=false runs the program eagerly: options {listed} have no effect")
     options = {}
-    for name, value in route.items():
+    for name, value in others.items():
         if name not in CANDIDATES:
             raise ValueError(f"inductor has no tunable knob {name!r}")
         try:
@@ -195,19 +223,23 @@ def _flat_program(torch, path: Path, device: str):
 
 
 class InductorRunner(Runner):
-    """A compiled program. It holds inference mode from creation to `close` in the thread that
-    created it (an engine only infers), and marks a CUDA-graph step before each call only for CUDA
-    graph routes, where the previous call's outputs are overwritten."""
+    """A compiled program, or (`eager`) the same module run without torch.compile. It holds inference
+    mode from creation to `close` in the thread that created it (an engine only infers), and marks a
+    CUDA-graph step before each call only for compiled CUDA-graph routes, where the previous call's
+    outputs are overwritten."""
 
     def __init__(self, torch, module, options: dict, names: list[str], structured, device: str,
-                 dtype: str | None):
+                 dtype: str | None, eager: bool = False):
         self.torch, self.names, self.device, self.dtype = torch, names, device, dtype
         self.structured = structured
-        self.mark_step = device == "cuda" and bool(options.get("triton.cudagraphs"))
+        self.eager = eager
+        self.mark_step = not eager and device == "cuda" and bool(options.get("triton.cudagraphs"))
         self.info: dict = {}
+        self._event_pairs: list = []
         self._inference = torch.inference_mode()
         self._inference.__enter__()
-        self.compiled = torch.compile(module, backend="inductor", options=options, dynamic=False)
+        self.compiled = module if eager else torch.compile(module, backend="inductor", options=options,
+                                                           dynamic=False)
 
     def _call(self, tensors):
         if self.mark_step:
@@ -223,30 +255,55 @@ class InductorRunner(Runner):
     def run_prepared(self, prepared):
         return self._call(prepared)
 
-    def timed_iterations(self, inputs, count: int) -> float:
-        if self.device != "cuda":
-            return super().timed_iterations(inputs, count)
+    def timed_calls(self, objective: str, inputs, count: int) -> float:
+        """CUDA: throughput and gpuTime from CUDA events on the current stream (the one the calls and
+        CUDA-graph replays run on); latency (host clock around `run`, which waits for its host
+        outputs), CPU and an unknown objective go to the base class."""
+        if self.device != "cuda" or objective == "latency" or objective not in OBJECTIVES:
+            return super().timed_calls(objective, inputs, count)
         torch = self.torch
         prepared = self.prepare(inputs)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        stream = torch.cuda.current_stream()
+        pairs = self._events(stream, 1 if objective == "throughput" else count)
         torch.cuda.synchronize()
-        start.record()
-        for _ in range(count):
-            self.run_prepared(prepared)
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
+        if objective == "throughput":  # back to back, one event pair around them all
+            pairs[0][0].record(stream)
+            for _ in range(count):
+                self.run_prepared(prepared)
+            pairs[0][1].record(stream)
+        else:  # gpuTime: each call's own device time
+            for start, end in pairs:
+                start.record(stream)
+                self.run_prepared(prepared)
+                end.record(stream)
+        torch.cuda.synchronize()
+        return sum(start.elapsed_time(end) for start, end in pairs)
+
+    def _events(self, stream, count: int) -> list:
+        """`count` timing event pairs, created ahead and reused: torch creates an event on its first
+        record, which inside the timed calls would add the creation to a call's device time."""
+        while len(self._event_pairs) < count:
+            pair = (self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True))
+            pair[0].record(stream)
+            pair[1].record(stream)
+            self._event_pairs.append(pair)
+        return self._event_pairs[:count]
 
     def describe(self) -> dict:
-        """Compile-cache hits and misses so far: a loaded engine must hit, never re-tune."""
+        """Compile-cache hits and misses so far: a loaded engine must hit, never re-tune. An eager
+        engine compiles nothing: all zero."""
+        if self.eager:
+            return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0,
+                    "autotune_remote_or_local_hits": 0}
         from torch._dynamo.utils import counters
         inductor = counters["inductor"]
-        return {"fxgraph_cache_hit": int(inductor.get("fxgraph_cache_hit", 0)),
+        return {"compiled": 1, "fxgraph_cache_hit": int(inductor.get("fxgraph_cache_hit", 0)),
                 "fxgraph_cache_miss": int(inductor.get("fxgraph_cache_miss", 0)),
                 "autotune_remote_or_local_hits": int(inductor.get("autotune_local_cache_hit", 0))}
 
     def close(self) -> None:
         self.compiled = None
+        self._event_pairs = []
         if self._inference is not None:
             self._inference.__exit__(None, None, None)
             self._inference = None
@@ -295,15 +352,17 @@ class InductorBackend(Backend):
             compiler = f"inductor-torch-{torch.__version__}"
         return Versions(compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu)
 
-    def _runner(self, torch, program: Path, options: dict, device: str, dtype: str | None) -> InductorRunner:
+    def _runner(self, torch, program: Path, options: dict, device: str, dtype: str | None,
+                eager: bool = False) -> InductorRunner:
         module, names, structured = _flat_program(torch, program, device)
-        return InductorRunner(torch, module, options, names, structured, device, dtype)
+        return InductorRunner(torch, module, options, names, structured, device, dtype, eager)
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
         _isolate_caches(request.workdir / "caches-build")
         torch = _torch()
         import torch._inductor.config as config
         options = route_options(config, route)
+        eager = not compiles(route)
         settings = dict(request.settings)
         device = settings.pop("device", None) or self.device
         self._device = device
@@ -311,16 +370,19 @@ class InductorBackend(Backend):
         sample = request.sample_inputs
         if sample is None:
             raise ValueError("the inductor backend needs sample inputs to compile for their shapes")
-        runner = self._runner(torch, request.model_path, options, device, dtype)
+        runner = self._runner(torch, request.model_path, options, device, dtype, eager)
         try:
-            runner.run(sample)  # compiles (and autotunes) for these shapes
+            runner.run(sample)  # compiles (and autotunes) for these shapes; eager: checks that it runs
             if device == "cuda":
                 torch.cuda.synchronize()
         finally:
             runner.close()
-        saved = torch.compiler.save_cache_artifacts()
-        artifacts = saved[0] if saved else b""
-        meta = {"options": {k: to_text(v) for k, v in options.items()}, "device": device, "input_dtype": dtype,
+        artifacts = b""
+        if not eager:
+            saved = torch.compiler.save_cache_artifacts()
+            artifacts = saved[0] if saved else b""
+        recorded = {COMPILE.name: "false"} if eager else {k: to_text(v) for k, v in options.items()}
+        meta = {"options": recorded, "device": device, "input_dtype": dtype,
                 "input_names": runner.names, "torch": torch.__version__}
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
@@ -347,7 +409,8 @@ class InductorBackend(Backend):
         if artifacts:
             torch.compiler.load_cache_artifacts(artifacts)
         options = route_options(config, meta["options"])
-        return self._runner(torch, workdir / "program.pt2", options, meta["device"], meta.get("input_dtype"))
+        return self._runner(torch, workdir / "program.pt2", options, meta["device"], meta.get("input_dtype"),
+                            not compiles(meta["options"]))
 
     def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
         torch = _torch()

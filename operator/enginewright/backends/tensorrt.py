@@ -9,7 +9,9 @@ Build: ONNX parser -> strongly typed network (TensorRT 11 has no FP16/INT8 build
 optimization profile from the spec's input shapes -> base builder settings (not tuner knobs) ->
 `config.build_route` = the route -> `build_serialized_network`. Knobs come from
 `config.all_build_routes`. Runtime: deserialize, one execution context, device buffers from torch,
-`execute_async_v3` on a stream, timed with CUDA events.
+`execute_async_v3` on the runner's stream. Timing (`timed_calls`): latency is the host clock around
+`run` (copy in, execute, wait, copy out); throughput one CUDA event pair on that stream around calls
+queued back to back on prepared buffers; gpuTime an event pair around each call, summed.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import Backend, BackendUnavailable, BuildRequest, Runner
+from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner
 from enginewright.search.routes import Knob, canonical_route, parse_tensorrt_knobs
 
 # Base settings a TuningRun may pin for every route (IBuilderConfig attributes / flags).
@@ -120,31 +122,38 @@ def _trt():
 
 
 class TensorRTRunner(Runner):
+    """One execution context on its own stream. Input copies and output allocations happen on that
+    stream too (a torch side stream does not wait for the default one), and `run_prepared` runs on
+    the buffers of the latest `prepare`."""
+
     def __init__(self, trt, engine, torch):
         self.trt, self.engine, self.torch = trt, engine, torch
         self.context = engine.create_execution_context()
         self.stream = torch.cuda.Stream()
+        self._event_pairs: list = []
         names = [engine.get_tensor_name(i) for i in range(engine.num_io_tensors)]
         self.inputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.INPUT]
         self.outputs = [n for n in names if engine.get_tensor_mode(n) == trt.TensorIOMode.OUTPUT]
 
     def prepare(self, inputs: Mapping[str, np.ndarray]):
         torch, trt = self.torch, self.trt
+        missing = [name for name in self.inputs if name not in inputs]
+        if missing:
+            raise ValueError(f"inputs {missing} missing (engine inputs: {self.inputs})")
         buffers = {}
-        for name in self.inputs:
-            if name not in inputs:
-                raise ValueError(f"input {name!r} missing (engine inputs: {self.inputs})")
-            dtype = trt.nptype(self.engine.get_tensor_dtype(name))
-            tensor = torch.from_numpy(np.ascontiguousarray(inputs[name].astype(dtype))).cuda()
-            self.context.set_input_shape(name, tuple(tensor.shape))
-            self.context.set_tensor_address(name, tensor.data_ptr())
-            buffers[name] = tensor
-        for name in self.outputs:
-            shape = tuple(self.context.get_tensor_shape(name))
-            dtype = trt.nptype(self.engine.get_tensor_dtype(name))
-            tensor = torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device="cuda")
-            self.context.set_tensor_address(name, tensor.data_ptr())
-            buffers[name] = tensor
+        with torch.cuda.stream(self.stream):
+            for name in self.inputs:
+                dtype = trt.nptype(self.engine.get_tensor_dtype(name))
+                tensor = torch.from_numpy(np.ascontiguousarray(inputs[name].astype(dtype))).cuda()
+                self.context.set_input_shape(name, tuple(tensor.shape))
+                self.context.set_tensor_address(name, tensor.data_ptr())
+                buffers[name] = tensor
+            for name in self.outputs:
+                shape = tuple(self.context.get_tensor_shape(name))
+                dtype = trt.nptype(self.engine.get_tensor_dtype(name))
+                tensor = torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device="cuda")
+                self.context.set_tensor_address(name, tensor.data_ptr())
+                buffers[name] = tensor
         return buffers
 
     def run_prepared(self, prepared) -> None:
@@ -157,19 +166,39 @@ class TensorRTRunner(Runner):
         self.stream.synchronize()
         return {name: buffers[name].float().cpu().numpy() for name in self.outputs}
 
-    def timed_iterations(self, inputs, count: int) -> float:
-        torch = self.torch
+    def timed_calls(self, objective: str, inputs, count: int) -> float:
+        """Throughput and gpuTime from CUDA events on the runner's stream; latency (host clock around
+        `run`, which waits for its host outputs) and an unknown objective go to the base class."""
+        if objective == "latency" or objective not in OBJECTIVES:
+            return super().timed_calls(objective, inputs, count)
         prepared = self.prepare(inputs)
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        pairs = self._events(1 if objective == "throughput" else count)
         self.stream.synchronize()
-        start.record(self.stream)
-        for _ in range(count):
-            self.run_prepared(prepared)
-        end.record(self.stream)
-        end.synchronize()
-        return start.elapsed_time(end)
+        if objective == "throughput":  # back to back, one event pair around them all
+            pairs[0][0].record(self.stream)
+            for _ in range(count):
+                self.run_prepared(prepared)
+            pairs[0][1].record(self.stream)
+        else:  # gpuTime: each call's own device time
+            for start, end in pairs:
+                start.record(self.stream)
+                self.run_prepared(prepared)
+                end.record(self.stream)
+        self.stream.synchronize()
+        return sum(start.elapsed_time(end) for start, end in pairs)
+
+    def _events(self, count: int) -> list:
+        """`count` timing event pairs, created ahead and reused: torch creates an event on its first
+        record, which inside the timed calls would add the creation to a call's device time."""
+        while len(self._event_pairs) < count:
+            pair = (self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True))
+            pair[0].record(self.stream)
+            pair[1].record(self.stream)
+            self._event_pairs.append(pair)
+        return self._event_pairs[:count]
 
     def close(self) -> None:
+        self._event_pairs = []
         self.context = None
         self.engine = None
 
