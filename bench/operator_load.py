@@ -85,7 +85,7 @@ def run_manifest(name: str, namespace: str) -> dict:
     spec["search"]["knobs"] = [{"name": "enable_mem_pattern", "values": ["0"]},
                                {"name": "enable_cpu_mem_arena", "values": ["0"]}]
     spec["search"]["confirm"] = {"topK": 0, "rounds": 2}
-    spec["timing"] = {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.02}
+    spec["timing"] = {"warmupIterations": 2, "roundSeconds": 0.005, "minRounds": 2, "maxRounds": 3}
     return doc
 
 

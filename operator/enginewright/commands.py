@@ -30,6 +30,7 @@ def _knobs(values: list[str] | None) -> list[tuple[str, list[str]]]:
 
 
 def cmd_tune(args) -> int:
+    from enginewright.api.models import Timing
     from enginewright.search.planners import PlanError
     from enginewright.worker.tune import TuneError, TuneOptions, tune
     from enginewright import report
@@ -49,8 +50,8 @@ def cmd_tune(args) -> int:
         route_timeout=args.route_timeout, noise_margin=args.noise_margin,
         top_k=0 if args.no_confirm else args.top_k, confirm_rounds=args.confirm_rounds,
         save_all_engines=args.save_all_engines,
-        timing={"warmup_iterations": args.warmup, "iterations": args.iterations, "repeats": args.repeats,
-                "min_seconds": args.min_seconds},
+        timing=Timing(objective=args.objective, warmup_iterations=args.warmup, round_seconds=args.round_seconds,
+                      min_rounds=args.min_rounds, max_rounds=args.max_rounds, precision=args.precision),
         backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism,
         cache=Path(args.cache) if args.cache else None)
     entries_dir = (opts.cache or opts.out / "store") / "runs" / "local" / "entries"
@@ -220,10 +221,17 @@ def register(sub) -> None:
     tune.add_argument("--save-all-engines", action="store_true")
     from enginewright.api.models import Timing
     timing = Timing()  # the defaults are the TuningRun's, written once
-    tune.add_argument("--warmup", type=int, default=timing.warmup_iterations)
-    tune.add_argument("--iterations", type=int, default=timing.iterations)
-    tune.add_argument("--repeats", type=int, default=timing.repeats)
-    tune.add_argument("--min-seconds", type=float, default=timing.min_seconds)
+    tune.add_argument("--objective", default=timing.objective.value, choices=[o.value for o in type(timing.objective)],
+                      help="what the winner minimises: latency (host, one call), throughput (calls queued) or "
+                           "gpuTime (device time per call); all three are recorded")
+    tune.add_argument("--warmup", type=int, default=timing.warmup_iterations, help="untimed calls per engine")
+    tune.add_argument("--round-seconds", type=float, default=timing.round_seconds,
+                      help="each engine is timed about this long per round")
+    tune.add_argument("--min-rounds", type=int, default=timing.min_rounds,
+                      help="paired rounds (route vs default) before a route may be placed")
+    tune.add_argument("--max-rounds", type=int, default=timing.max_rounds)
+    tune.add_argument("--precision", type=float, default=timing.precision,
+                      help="stop once the route/default ratio's 95%% interval is within +-this")
     tune.add_argument("--build-parallelism", type=int, default=1,
                       help="routes built at once (measuring is always one at a time)")
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")

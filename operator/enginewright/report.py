@@ -1,8 +1,9 @@
 """Reports of a tuning result: a markdown table and a PNG of time against accuracy loss.
 
-Ratios are computed here from the measured times, at full precision, and rounded once when shown;
-each is labelled with the two measurements it compares (a route is compared with the default route
-measured in its own batch, which can differ from the run's default entry, measured in another batch).
+One speedup is the headline: the one the decision used (the confirmation round's when there was
+one, else the sweep's paired one), named after the timing objective it measures (latency,
+throughput or gpuTime). Every other speedup is shown by name beside it. Ratios are computed here at
+full precision and rounded once when shown.
 """
 
 from __future__ import annotations
@@ -28,58 +29,78 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 
 def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str | None) -> list[list[str]]:
     def order(e: CacheEntry):
-        return (e.route_id != default_id, e.median_ms is None, e.median_ms or 0.0, e.route)
-    default = next((e for e in entries if e.route_id == default_id), None)
-    run_default_ms = default.median_ms if default else None
+        return (e.route_id != default_id, e.speedup is None, -(e.speedup or 0.0), e.route)
     rows = []
     for e in sorted(entries, key=order):
         mark = "default" if e.route_id == default_id else ""
         if e.route_id == winner_id:
             mark = (mark + " winner").strip()
+        paired = e.paired
+        m = e.measurements
         rows.append([mark, e.route or "(default)", e.stage, e.batch or "—", e.outcome.value, _fmt(e.median_ms, ".4f"),
-                     _fmt(e.timing.p90_ms if e.timing else None, ".4f"),
-                     _fmt(_ratio(e.baseline_ms, e.median_ms), ".3f"), _fmt(_ratio(run_default_ms, e.median_ms), ".3f"),
-                     _fmt(max_loss(e), ".3g"), _fmt(e.build_seconds, ".1f")])
+                     _fmt(e.speedup if e.route_id != default_id else None, ".3f"),
+                     f"{1 / paired.high:.3f}–{1 / paired.low:.3f}" if paired else "—",
+                     f"{paired.rounds} {paired.stopped}" if paired else "—",
+                     _fmt(m.latency_ms if m else None, ".4f"), _fmt(m.throughput_per_second if m else None, ".1f"),
+                     _fmt(m.gpu_time_ms if m else None, ".4f"), _fmt(max_loss(e), ".3g"), _fmt(e.build_seconds, ".1f")])
     return rows
 
 
-HEADER = ["", "route", "stage", "batch", "outcome", "median ms", "p90 ms", "× own batch's default",
-          "× run's default", "max loss", "build s"]
-LEGEND = ("`× own batch's default`: the default route's median measured in the same batch divided by this "
-          "route's median (the ratio the sweep decides on); `× run's default`: the run's default entry "
-          "(its first batch) divided by this route's median.")
+HEADER = ["", "route", "stage", "batch", "outcome", "objective ms", "sweep speedup", "95% interval", "rounds",
+          "latency ms", "throughput /s", "gpuTime ms", "max loss", "build s"]
+LEGEND = ("`objective ms`: the median per-call time the winner rule used (the run's timing objective); "
+          "`sweep speedup`: default/route, geometric mean of the per-round ratios over paired rounds that "
+          "timed the route and the default of its batch one after the other (routes without paired rounds: "
+          "its batch's default median / its median); `95% interval`: of that speedup; `rounds`: how many "
+          "paired rounds and why they stopped; latency, throughput and gpuTime: one round each of the "
+          "three measurements.")
+
+
+def objective(summary: dict, entries: Sequence[CacheEntry]) -> str:
+    return summary.get("objective") or next((e.objective for e in entries if e.objective), None) or "time"
 
 
 def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, str]]:
-    """(ratio, what it compares) for the winner, at full precision, the ratio the decision used last."""
+    """(ratio, name and what it compares) for the winner, at full precision; the first is the
+    headline, the one the decision used."""
     by_id = {e.route_id: e for e in entries}
     default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
     if default is None or winner is None or not (default.median_ms and winner.median_ms):
         return []
+    what = objective(summary, entries)
     if winner is default:
-        return [(1.0, "the default route is kept")]
+        return [(1.0, f"{what} speedup (headline): the default route is kept")]
     ratios = summary.get("confirmation") or {}
-    lines = [(default.median_ms / winner.median_ms,
-              f"winner vs the run's default entry: {default.median_ms:.4f} / {winner.median_ms:.4f} ms "
-              f"(batches {default.batch} and {winner.batch})")]
-    if winner.baseline_ms:
-        used = "" if winner.route_id in ratios else "; the sweep's decision"
-        lines.append((winner.baseline_ms / winner.median_ms,
-                      f"winner vs the default measured in its own batch {winner.batch}: "
-                      f"{winner.baseline_ms:.4f} / {winner.median_ms:.4f} ms{used}"))
+    sweep = winner.speedup
+    how = (f"paired rounds against the default in batch {winner.batch}, {winner.paired.rounds} rounds"
+           if winner.paired else f"against the default measured in its own batch {winner.batch}")
+    lines = []
     if winner.route_id in ratios:
+        rounds = summary.get("confirm_rounds")
         lines.append((1.0 / ratios[winner.route_id],
-                      "confirmation rounds: geometric mean of the paired default/winner ratios; the decision"))
+                      f"{what} speedup (headline): confirmation round, geometric mean of the per-round "
+                      f"default/winner ratios" + (f" over {rounds} interleaved rounds" if rounds else "")))
+        if sweep:
+            lines.append((sweep, f"sweep speedup: {how}"))
+    elif sweep:
+        lines.append((sweep, f"{what} speedup (headline): sweep, {how}"))
     return lines
 
 
 def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
-    """The lines `enginewright tune` ends with: times, each speedup with what it compares, decision."""
+    """The lines `enginewright tune` ends with: times, the headline speedup and the others by name,
+    the decision."""
     by_id = {e.route_id: e for e in entries}
     default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
-    lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms; winner "
+    what = objective(summary, entries)
+    lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms ({what}); winner "
              f"{(winner.route if winner else '') or '(default)'} {_fmt(winner.median_ms if winner else None, '.4f')} ms"]
-    lines += [f"speedup {ratio:.3f}x: {what}" for ratio, what in speedups(summary, entries)]
+    lines += [f"{label.split(':')[0]} {ratio:.3f}x:{label.partition(':')[2]}" for ratio, label in speedups(summary, entries)]
+    if winner and winner.measurements and default and default.measurements and winner is not default:
+        w, d = winner.measurements, default.measurements
+        lines.append(f"all three measurements, default -> winner (one round each): latency {d.latency_ms:.4f} -> "
+                     f"{w.latency_ms:.4f} ms, throughput {d.throughput_per_second:.1f} -> {w.throughput_per_second:.1f}/s, "
+                     f"gpuTime {d.gpu_time_ms:.4f} -> {w.gpu_time_ms:.4f} ms")
     lines.append(f"decision: {summary.get('decision', '')}")
     return "\n".join(lines)
 
@@ -95,7 +116,8 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
     for key in ("backend", "mode", "metric", "threshold", "noise_margin", "decision"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
-    lines += [f"- **speedup {ratio:.3f}×**: {what}" for ratio, what in speedups(summary, entries)]
+    lines += [f"- **{label.split(':')[0]} {ratio:.3f}×**:{label.partition(':')[2]}"
+              for ratio, label in speedups(summary, entries)]
     if summary.get("confirmation"):
         lines.append("- **confirmation ratios** (candidate/default, geometric mean): "
                      + ", ".join(f"`{k}` {v:.3f}" for k, v in summary["confirmation"].items()))

@@ -57,7 +57,7 @@ def finished(cluster, namespace, name):
 def test_worker_job_writes_entries_and_engines_to_the_store(cluster, namespace, s3, uploaded):
     cluster.kubectl("create", "secret", "generic", "s3", "-n", namespace,
                     f"--from-literal=access={S3_ACCESS_KEY}", f"--from-literal=secret={S3_SECRET_KEY}")
-    spec = {**SPEC, "timing": {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.05}}
+    spec = {**SPEC, "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3}}
     routes = ["", "-enable_mem_pattern=0", "-graph_optimization_level=basic"]
     cluster.kubectl("apply", "-f", "-", input=json.dumps(worker_job(cluster, namespace, "tune-b000", spec, routes)))
     assert wait_for(lambda: finished(cluster, namespace, "tune-b000"), 180, "the worker Job to finish", 0.5) == "Complete"
@@ -123,7 +123,7 @@ def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, 
 
 def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3, uploaded, tmp_path):
     import subprocess
-    spec = {**SPEC, "timing": {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.05},
+    spec = {**SPEC, "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3},
             "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4}}}
     routes = ["-enable_mem_pattern=0", "-enable_cpu_mem_arena=0"]
     batch = {"target": "cpu", "batch": "stage1-b000", "bucket": "enginewright", "prefix": "runs/confirm/r/cpu",

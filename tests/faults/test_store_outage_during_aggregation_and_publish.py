@@ -32,8 +32,8 @@ def outage(cluster, namespace: str, name: str) -> str:
 def test_store_outages(cluster, operators, fault_namespace, s3, tmp_path):
     operators.start("publish-start=pause:4")
     marker = operators.folder / "failpoints" / "publish-start"
-    doc = manifest("outage", knobs=KNOBS, timing={"warmupIterations": 2, "iterations": 5, "repeats": 3,
-                                                  "minSeconds": 0.5})
+    doc = manifest("outage", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.05, "minRounds": 4,
+                                                  "maxRounds": 4})
     apply(cluster, fault_namespace, doc)
     prefix = f"runs/{fault_namespace}/outage-"
     deadline = time.monotonic() + 180

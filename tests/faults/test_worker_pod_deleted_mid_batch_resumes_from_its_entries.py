@@ -16,8 +16,8 @@ KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended"]},
 
 def test_deleted_worker_pod_resumes(cluster, operators, fault_namespace, s3):
     operators.start()
-    doc = manifest("resumed", knobs=KNOBS, timing={"warmupIterations": 2, "iterations": 5, "repeats": 3,
-                                                    "minSeconds": 1.0})
+    doc = manifest("resumed", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
+                                                    "maxRounds": 4})
     doc["spec"]["search"].update(routesPerJob=8)
     doc["spec"]["search"]["confirm"] = {"topK": 0, "rounds": 2}
     apply(cluster, fault_namespace, doc)

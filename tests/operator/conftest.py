@@ -18,7 +18,7 @@ from tests.conftest import get_json
 RUNS_BUCKET = "enginewright"
 MODELS_BUCKET = "enginewright-models"
 TEST_INTERVAL = "0.5"  # seconds between reconcile passes: tests wait on the operator, keep it short
-FAST_TIMING = {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 0.02}
+FAST_TIMING = {"warmupIterations": 2, "roundSeconds": 0.005, "minRounds": 2, "maxRounds": 3}
 
 
 class Operator(OperatorProcess):

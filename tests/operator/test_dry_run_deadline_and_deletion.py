@@ -28,7 +28,7 @@ def test_a_dry_run_lists_candidates_and_builds_nothing(cluster, operator, run_na
 
 
 def test_a_deadline_cuts_the_run_and_the_status_says_so(cluster, operator, run_namespace):
-    slow = {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 4}
+    slow = {"warmupIterations": 2, "roundSeconds": 0.4, "minRounds": 5, "maxRounds": 5}
     doc = manifest("late", mode="full", knobs=KNOBS, timing=slow)
     doc["spec"]["search"].update(deadlineSeconds=60, maxRoutes=32, routesPerJob=32)
     apply(cluster, run_namespace, doc)
@@ -44,7 +44,7 @@ def test_a_deadline_cuts_the_run_and_the_status_says_so(cluster, operator, run_n
 def test_deleting_a_run_stops_its_jobs_and_keeps_published_engines(cluster, operator, run_namespace, s3):
     apply(cluster, run_namespace, manifest("kept", knobs=[{"name": "enable_mem_pattern", "values": ["0"]}]))
     engine = wait_condition(cluster, run_namespace, "kept", "Ready", 300)["targets"][0]["engineUri"]
-    slow = {"warmupIterations": 2, "iterations": 5, "repeats": 3, "minSeconds": 5}
+    slow = {"warmupIterations": 2, "roundSeconds": 0.5, "minRounds": 5, "maxRounds": 5}
     apply(cluster, run_namespace, manifest("busy", mode="full", knobs=KNOBS, timing=slow))
     deadline = time.monotonic() + 120
     while not any(j["metadata"]["labels"][LABEL_STAGE] == "stage1" for j in jobs(cluster, run_namespace)):

@@ -26,8 +26,8 @@ def test_a_foreign_job_with_the_same_name_stalls_the_run(cluster, operator, run_
 
 
 def test_a_create_that_answers_409_adopts_the_runs_own_job(cluster, operator, run_namespace):
-    doc = manifest("adopt", knobs=KNOB, timing={"warmupIterations": 2, "iterations": 5, "repeats": 3,
-                                                 "minSeconds": 1.0})
+    doc = manifest("adopt", knobs=KNOB, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
+                                                 "maxRounds": 4})
     apply(cluster, run_namespace, doc)
     deadline = time.monotonic() + 120
     while cluster.kubectl("get", "job", "adopt-cpu-stage1-b000", "-n", run_namespace, check=False).returncode:

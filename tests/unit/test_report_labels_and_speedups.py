@@ -1,8 +1,8 @@
-"""Reports: every speedup is computed from the measured times, rounded once when shown, and says
-what it compares; report.md has tables, not Python dicts; report.png labels routes, does not pin
+"""Reports: one headline speedup, named after the timing objective and the measurement it comes from,
+the others by name; every speedup is computed from the measured times and rounded once when shown; report.md has tables, not Python dicts; report.png labels routes, does not pin
 tiny losses to a floor, and keeps the default's marker visible under the winner's."""
 
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions
+from enginewright.api.cache import CacheEntry, Measurements, Outcome, Paired, TimingStats, Versions
 from enginewright.report import figure, headline, markdown, summary_rows, HEADER
 from enginewright.search.routes import Route, route_id
 
@@ -31,32 +31,51 @@ SUMMARY = {"model": "mlp.onnx", "backend": "onnxruntime", "mode": "fast", "metri
            "versions": {"compiler": "onnxruntime-1.20.1", "gpuName": "cpu-x86_64"}}
 
 
-def test_each_speedup_says_what_it_compares():
-    text = headline(SUMMARY, ENTRIES)
-    assert "speedup 1.038x: winner vs the run's default entry: 11.8446 / 11.4098 ms" in text
-    assert "speedup 1.046x: winner vs the default measured in its own batch stage1-b001: 11.9345 / 11.4098 ms; " \
-           "the sweep's decision" in text
+def paired(knobs, ratio, batch, rounds=6, low=None, high=None):
+    e = entry(knobs, 11.0 * ratio, 11.0, batch)
+    return e.model_copy(update={"objective": "latency", "paired": Paired(
+        ratio=ratio, low=low or ratio * 0.99, high=high or ratio * 1.01, rounds=rounds, stopped="faster"),
+        "measurements": Measurements(latency_ms=11.0 * ratio, throughput_ms=10.0 * ratio, gpu_time_ms=9.0 * ratio)})
+
+
+def test_one_headline_speedup_named_after_the_objective_and_the_sweep_by_name():
+    entries = [entry({}, 11.0, 11.0, "stage1-b000").model_copy(update={
+                   "objective": "latency", "measurements": Measurements(latency_ms=11.0, throughput_ms=10.0,
+                                                                        gpu_time_ms=9.0)}),
+               paired({"enable_mem_pattern": "0"}, 0.8, "stage1-b001")]
+    summary = {**SUMMARY, "winner_id": entries[1].route_id, "objective": "latency",
+               "confirmation": {entries[1].route_id: 0.78}, "confirm_rounds": 5}
+    lines = headline(summary, entries).splitlines()
+    headlines = [line for line in lines if "(headline)" in line]
+    assert headlines == ["latency speedup (headline) 1.282x: confirmation round, geometric mean of the per-round "
+                         "default/winner ratios over 5 interleaved rounds"]
+    assert "sweep speedup 1.250x: paired rounds against the default in batch stage1-b001, 6 rounds" in lines
+    assert any(line.startswith("all three measurements, default -> winner") and "gpuTime 9.0000 -> 7.2000 ms" in line
+               for line in lines)
+
+
+def test_without_a_confirmation_the_sweep_is_the_headline():
+    entries = [entry({}, 11.0, 11.0, "b0"), paired({"enable_mem_pattern": "0"}, 0.9, "b1")]
+    summary = {**SUMMARY, "winner_id": entries[1].route_id, "objective": "gpuTime"}
+    text = headline(summary, entries)
+    assert "gpuTime speedup (headline) 1.111x: sweep, paired rounds against the default in batch b1, 6 rounds" in text
+    assert text.count("(headline)") == 1
 
 
 def test_a_speedup_is_rounded_once():
     # 1.000504999 rounds to 1.001; rounded to 4 places first (1.0005) it would show 1.000.
     entries = [entry({}, 1.0, 1.0, "b0"), entry({"enable_mem_pattern": "0"}, 1.0, 1.000504999, "b1")]
     summary = {**SUMMARY, "winner_id": entries[1].route_id, "speedup": round(1.000504999, 4)}
-    assert "speedup 1.001x: winner vs the default measured in its own batch" in headline(summary, entries)
+    assert "speedup (headline) 1.001x: sweep, against the default measured in its own batch b1" in headline(summary, entries)
 
 
-def test_confirmation_ratio_is_labelled_as_the_decision():
-    summary = {**SUMMARY, "confirmation": {WINNER: 0.95}}
-    text = headline(summary, ENTRIES)
-    assert "speedup 1.053x: confirmation rounds: geometric mean of the paired default/winner ratios; the decision" in text
-    assert "the sweep's decision" not in text
-
-
-def test_table_columns_name_their_baselines():
-    rows = {row[1]: dict(zip(HEADER, row)) for row in summary_rows(ENTRIES, DEFAULT_ID, WINNER)}
+def test_table_columns_show_the_paired_speedup_its_interval_and_rounds():
+    entries = [entry({}, 11.0, 11.0, "b0"), paired({"enable_mem_pattern": "0"}, 0.8, "b1", low=0.78, high=0.82)]
+    rows = {row[1]: dict(zip(HEADER, row)) for row in summary_rows(entries, DEFAULT_ID, entries[1].route_id)}
     winner = rows["-enable_mem_pattern=0"]
-    assert winner["× own batch's default"] == "1.046" and winner["× run's default"] == "1.038"
-    assert winner["batch"] == "stage1-b001"
+    assert winner["sweep speedup"] == "1.250" and winner["95% interval"] == "1.220–1.282"
+    assert winner["rounds"] == "6 faster" and winner["batch"] == "b1" and winner["latency ms"] == "8.8000"
+    assert rows["(default)"]["sweep speedup"] == "—"
 
 
 def test_markdown_has_tables_for_versions_and_counts_not_dicts():
@@ -64,7 +83,7 @@ def test_markdown_has_tables_for_versions_and_counts_not_dicts():
     assert "{" not in md and "}" not in md
     assert "| compiler | onnxruntime-1.20.1 |" in md and "| gpuName | cpu-x86_64 |" in md
     assert "| ok | 2 |" in md and "| accuracy-rejected | 1 |" in md
-    assert "**speedup 1.038×**: winner vs the run's default entry" in md
+    assert "**time speedup (headline) 1.046×**: sweep, against the default measured in its own batch" in md
 
 
 def test_plot_labels_routes_keeps_tiny_losses_and_shows_both_markers():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-FAST_TIMING = ["--warmup", "2", "--iterations", "5", "--repeats", "3", "--min-seconds", "0.05"]
+FAST_TIMING = ["--warmup", "2", "--round-seconds", "0.01", "--min-rounds", "2", "--max-rounds", "3"]
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +36,7 @@ def make_worker(example: Path, tmp_path: Path, timeout: float = 120.0):
         backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"), prefix="runs/x",
         target="cpu", workdir=tmp_path / "work", route_timeout=timeout,
         accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4),
-        timing={"warmup_iterations": 1, "iterations": 3, "repeats": 1, "min_seconds": 0.0}))
+        timing={"warmup_iterations": 1, "round_seconds": 0.0, "min_rounds": 2, "max_rounds": 2}))
 
 
 def run_tune(example: Path, out: Path, *extra: str, references: str = "references") -> subprocess.CompletedProcess:

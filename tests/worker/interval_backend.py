@@ -1,5 +1,5 @@
 """A test backend: the real onnxruntime backend, recording when each build and each timed stretch
-happens, so a test can check that measuring never overlaps building. The worker's child processes
+happens (loading, every timed stretch), so a test can check that measuring never overlaps building. The worker's child processes
 import it by name (`tests.worker.interval_backend:IntervalRecordingBackend`).
 
 Intervals go, one JSON line each, to the file named by $ENGINEWRIGHT_TEST_INTERVALS, on the
@@ -30,17 +30,21 @@ class RecordingRunner(Runner):
         self.inner, self.loaded_at = inner, loaded_at
 
     def run(self, inputs):
-        return self.inner.run(inputs)
+        try:
+            return self.inner.run(inputs)
+        finally:
+            if self.loaded_at is not None:  # the first call ends loading
+                record("load", self.loaded_at)
+                self.loaded_at = None
 
-    def timed_iterations(self, inputs, count: int) -> float:
+    def timed_calls(self, objective, inputs, count: int) -> float:
         started = time.monotonic()
         try:
-            return self.inner.timed_iterations(inputs, count)
+            return self.inner.timed_calls(objective, inputs, count)
         finally:
-            record("timed", started)
+            record("timed", started, objective=objective)
 
     def close(self) -> None:
-        record("measure", self.loaded_at)  # load, accuracy and timing: the whole measuring child
         self.inner.close()
 
 

@@ -25,6 +25,6 @@ def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
 def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engine):
     broken = tmp_path / "broken.ort.tar"
     broken.write_bytes(b"not a tar archive")
-    with pytest.raises(RuntimeError, match="engine broken did not answer"):
+    with pytest.raises(RuntimeError, match="confirmation: loading engine broken failed: ReadError"):
         make_worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
                                                          tmp_path / "confirm")

@@ -37,8 +37,8 @@ def test_an_engine_that_cannot_load_is_recorded_as_crash_with_the_reason(example
     engine.write_bytes(b"\x00" * 512)
     route = Route.of({"enable_mem_pattern": "0"})
     entry = CacheEntry(target="cpu", route_id=route.id, route=route.canonical, outcome=Outcome.ok)
-    measured = make_worker(example, tmp_path, timeout=60).measure(Built(route, entry, engine))
-    assert measured.outcome is Outcome.crash
+    measured, server = make_worker(example, tmp_path, timeout=60).load(Built(route, entry, engine), "route")
+    assert server is None and measured.outcome is Outcome.crash
     assert "not an onnxruntime engine" in measured.error
     assert measured.timing is None
 

@@ -38,6 +38,35 @@ class TimingStats(WireModel):
     n: int = Field(description="Timed iterations behind these numbers.")
 
 
+class Paired(WireModel):
+    """The route timed against the default in alternating rounds on one device (default, route;
+    route, default; ...): the ratio route/default of each round, summarised."""
+
+    ratio: float = Field(description="Geometric mean of the per-round route/default time ratios (< 1: faster).")
+    low: float = Field(description="Lower end of the ratio's 95% confidence interval.")
+    high: float = Field(description="Upper end of the ratio's 95% confidence interval.")
+    rounds: int
+    stopped: str = Field(description="Why the rounds stopped: faster (beats the noise margin), "
+                         "not-faster (cannot beat it), precise (interval within the precision), max-rounds, "
+                         "rejected (failed accuracy: timed only for the report).")
+
+    @property
+    def speedup(self) -> float:
+        return 1.0 / self.ratio
+
+
+class Measurements(WireModel):
+    """All three of trtexec's measurements of one engine, each timed for one round."""
+
+    latency_ms: float = Field(description="One call from host inputs to host outputs, host clock.")
+    throughput_ms: float = Field(description="Time per call with calls queued back to back (1000/throughput).")
+    gpu_time_ms: float = Field(description="Device time per call (CPU compilers: compute time per call).")
+
+    @property
+    def throughput_per_second(self) -> float:
+        return 1000.0 / self.throughput_ms
+
+
 class Versions(WireModel):
     """Everything a result depends on besides model, shapes and route."""
 
@@ -60,8 +89,14 @@ class CacheEntry(WireModel):
     outcome: Outcome
     error: str | None = None
     timing: TimingStats | None = None
+    objective: str | None = Field(None, description="What `timing` times: latency, throughput or gpuTime.")
     baseline_ms: float | None = Field(None, description="Median of the default route measured in the same "
-                                      "batch, on the same device: this entry's own baseline.")
+                                      "batch, on the same device: this entry's own baseline (paired entries: "
+                                      "the default's rounds alternated with this route's).")
+    paired: Paired | None = Field(None, description="This route against the default, round by round.")
+    measurements: Measurements | None = None
+    measure_seconds: float | None = Field(None, description="Wall time spent timing this route, the "
+                                          "default's paired rounds included.")
     build_seconds: float | None = None
     loss: dict[str, float] | None = Field(None, description="Accuracy loss per output tensor (worst pair).")
     load_info: dict[str, float] | None = Field(None, description="How the engine loaded in the measuring "
@@ -76,6 +111,23 @@ class CacheEntry(WireModel):
     @property
     def median_ms(self) -> float | None:
         return self.timing.median_ms if self.timing else None
+
+    @property
+    def speedup(self) -> float | None:
+        """The default's time over this route's: from the paired rounds when there are any, else from
+        the batch baseline (entries written before pairing, or imported)."""
+        if self.paired is not None:
+            return self.paired.speedup
+        if self.baseline_ms and self.median_ms:
+            return self.baseline_ms / self.median_ms
+        return None
+
+    @property
+    def spent_seconds(self) -> float:
+        """Seconds spent timing it (old entries: the timed iterations only)."""
+        if self.measure_seconds is not None:
+            return self.measure_seconds
+        return self.timing.mean_ms * self.timing.n / 1000 if self.timing else 0.0
 
     @property
     def passed(self) -> bool:

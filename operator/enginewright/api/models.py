@@ -253,14 +253,40 @@ class Accuracy(WireModel):
         return self
 
 
-class Timing(WireModel):
-    """How each route is timed."""
+class Objective(str, Enum):
+    """What a route's time is, and so what the winner minimises (trtexec's three measurements)."""
 
-    warmup_iterations: int = Field(10, description="Untimed runs before measuring.", ge=0, le=100000)
-    iterations: int = Field(50, description="Timed runs per repeat.", ge=1, le=1000000)
-    repeats: int = Field(7, description="Repeats; the median of per-repeat means is reported.", ge=1, le=1000)
-    min_seconds: float = Field(0.5, description="Keep measuring until at least this much time was timed.",
-                               ge=0, le=3600)
+    latency = "latency"
+    throughput = "throughput"
+    gpu_time = "gpuTime"
+
+
+class Timing(WireModel):
+    """How each route is timed: against the default route, in paired rounds, until the comparison is
+    decided (sequential stopping)."""
+
+    objective: Objective = Field(Objective.latency, description=(
+        "What the winner minimises. latency: one call from host inputs to host outputs (copy in, run, "
+        "copy out, wait), host clock: what one request sees. throughput: calls queued back to back on "
+        "inputs already on the device, waited for once: time per call when requests overlap. gpuTime: "
+        "the device's time per call (device events around each call); on CPU compilers the compute "
+        "time per call on inputs in place. All three are recorded for every route."))
+    warmup_iterations: int = Field(10, description="Untimed calls before timing (at most ~2 s of them).",
+                                   ge=0, le=100000)
+    round_seconds: float = Field(0.05, description="Each engine is timed for about this long per round "
+                                 "(one call at least).", ge=0, le=60)
+    min_rounds: int = Field(5, description="Paired rounds (default, route; then route, default; ...) "
+                            "before the comparison may stop.", ge=2, le=1000)
+    max_rounds: int = Field(30, description="Paired rounds at most.", ge=2, le=1000)
+    precision: float = Field(0.01, description="Stop once the 95% interval of the route/default ratio is "
+                             "within +-precision, or lies wholly on one side of the noise margin.",
+                             gt=0, le=0.5)
+
+    @model_validator(mode="after")
+    def _rounds_in_order(self) -> Timing:
+        if self.max_rounds < self.min_rounds:
+            raise ValueError(f"spec.timing.maxRounds ({self.max_rounds}) is below minRounds ({self.min_rounds})")
+        return self
 
 
 class Toleration(WireModel):
@@ -401,7 +427,8 @@ class TuningRunStatus(WireModel):
     observed_generation: int | None = None
     conditions: list[Condition] = Field(default_factory=list)
     progress: str | None = Field(None, description="done/planned routes over all targets.")
-    best_speedup: str | None = Field(None, description="Best confirmed speedup over the default, e.g. 1.23x.")
+    best_speedup: str | None = Field(None, description="Best decided speedup over the default and the timing "
+                                      "objective it measures, e.g. 1.23x latency.")
     accuracy_validated: bool | None = Field(None, description="False when accuracy validation was disabled.")
     targets: list[TargetStatus] = Field(default_factory=list)
     message: str | None = None

@@ -1,4 +1,4 @@
-"""The backend interface: knobs, build, load, run, time, versions."""
+"""The backend interface: knobs, build, load, run, time, versions; and how one engine is timed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Mapping
 
 import numpy as np
 
-from enginewright.api.cache import TimingStats, Versions
+from enginewright.api.cache import Measurements, TimingStats, Versions
 from enginewright.search.routes import Knob
 
 
@@ -30,31 +30,16 @@ class BuildRequest:
     sample_inputs: dict | None = None  # named arrays of the first reference pair, for shape-specializing compilers
 
 
-@dataclass
-class TimingPlan:
-    """How to time a runner: the fields of `api.models.Timing` (where the defaults are written)."""
-
-    warmup_iterations: int
-    iterations: int
-    repeats: int
-    min_seconds: float
+OBJECTIVES = ("latency", "throughput", "gpuTime")  # api.models.Objective's values
 
 
 class Runner(abc.ABC):
-    """A loaded engine."""
+    """A loaded engine. The code that times it is the code that serves it: `run` for one request,
+    `prepare` + `run_prepared` for calls on inputs already in place."""
 
     @abc.abstractmethod
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Run once on host arrays, return host arrays by output name."""
-
-    def timed_iterations(self, inputs: Mapping[str, np.ndarray], count: int) -> float:
-        """Run `count` iterations and return the total elapsed milliseconds. CPU backends use a
-        monotonic clock; GPU backends override this with device events."""
-        prepared = self.prepare(inputs)
-        start = time.perf_counter()
-        for _ in range(count):
-            self.run_prepared(prepared)
-        return (time.perf_counter() - start) * 1000.0
+        """Run once on host arrays, return host arrays by output name (the result waited for)."""
 
     def prepare(self, inputs: Mapping[str, np.ndarray]):
         """Inputs in the form `run_prepared` wants (e.g. already on the device)."""
@@ -62,6 +47,24 @@ class Runner(abc.ABC):
 
     def run_prepared(self, prepared) -> None:
         self.run(prepared)
+
+    def timed_calls(self, objective: str, inputs: Mapping[str, np.ndarray], count: int) -> float:
+        """Total milliseconds of `count` calls, timed as `objective` says (see `api.models.Timing`):
+        latency: each call host arrays in -> host arrays out, host clock; throughput: calls back to
+        back on prepared inputs, waited for once; gpuTime: each call's device time, summed. This CPU
+        version times throughput and gpuTime alike (there is no device); GPU runners override it."""
+        if objective == "latency":
+            start = time.perf_counter()
+            for _ in range(count):
+                self.run(inputs)
+            return (time.perf_counter() - start) * 1000.0
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown timing objective {objective!r} (one of {', '.join(OBJECTIVES)})")
+        prepared = self.prepare(inputs)
+        start = time.perf_counter()
+        for _ in range(count):
+            self.run_prepared(prepared)
+        return (time.perf_counter() - start) * 1000.0
 
     def describe(self) -> dict:
         """How the engine loaded (e.g. compile-cache hits), recorded in the cache entry."""
@@ -71,20 +74,46 @@ class Runner(abc.ABC):
         """Release device memory and handles."""
 
 
-def measure(runner: Runner, inputs: Mapping[str, np.ndarray], plan: TimingPlan) -> TimingStats:
-    """Warm up, then `repeats` timed repeats of `iterations` runs each (more repeats while less than
-    `min_seconds` was timed). Stats are over per-repeat mean iteration times."""
-    if plan.warmup_iterations:
-        runner.timed_iterations(inputs, plan.warmup_iterations)
-    per_iteration: list[float] = []
-    total_ms = 0.0
-    while len(per_iteration) < plan.repeats or total_ms < plan.min_seconds * 1000.0:
-        elapsed = runner.timed_iterations(inputs, plan.iterations)
-        per_iteration.append(elapsed / plan.iterations)
-        total_ms += elapsed
-        if len(per_iteration) >= 10 * plan.repeats and len(per_iteration) >= 1000:
+WARMUP_SECONDS = 2.0  # warm-up stops early after this long: a slow engine needs few calls to warm
+
+
+def warm_up(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str, iterations: int) -> None:
+    """Untimed calls (lazy initialisation, caches, clocks), at most ~WARMUP_SECONDS of them."""
+    started = time.monotonic()
+    for _ in range(iterations):
+        runner.timed_calls(objective, inputs, 1)
+        if time.monotonic() - started > WARMUP_SECONDS:
             break
-    return stats_of(per_iteration, n=len(per_iteration) * plan.iterations)
+
+
+def calls_per_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str,
+                    round_seconds: float) -> int:
+    """How many calls fill about `round_seconds` of wall time (one at least), from two trial timings.
+    Wall time, not the objective's time: gpuTime can be far below the wall time of a launch-bound call."""
+    calls = 1
+    for _ in range(2):
+        started = time.perf_counter()
+        runner.timed_calls(objective, inputs, calls)
+        per_call_ms = max((time.perf_counter() - started) * 1000.0 / calls, 1e-6)
+        calls = max(1, min(1_000_000, round(round_seconds * 1000.0 / per_call_ms)))
+        if calls == 1:
+            break
+    return calls
+
+
+def time_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str, calls: int) -> float:
+    """One round: milliseconds per call over `calls` calls."""
+    return runner.timed_calls(objective, inputs, calls) / calls
+
+
+def measure_all(runner: Runner, inputs: Mapping[str, np.ndarray], round_seconds: float) -> Measurements:
+    """Latency, throughput and device time per call, one round each."""
+    times = {}
+    for objective in OBJECTIVES:
+        calls = calls_per_round(runner, inputs, objective, round_seconds)
+        times[objective] = time_round(runner, inputs, objective, calls)
+    return Measurements(latency_ms=times["latency"], throughput_ms=times["throughput"],
+                        gpu_time_ms=times["gpuTime"])
 
 
 def stats_of(samples: list[float], n: int | None = None) -> TimingStats:

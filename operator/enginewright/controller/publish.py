@@ -48,11 +48,16 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: dict, node: dic
                      if (winner.versions or default.versions) else probe.get("versions")},
         "gpu": {"product": keys.gpu_product, **node},
         "timing": {
+            "objective": spec.timing.objective.value,
             "winnerMs": winner.median_ms, "defaultMs": default.median_ms, "speedup": decision.speedup,
+            "speedupName": f"{spec.timing.objective.value} speedup", "sweepSpeedup": winner.speedup,
             "confirmed": decision.confirmed,
-            "howMeasured": (decision.reason + "; sweep times are medians of per-repeat means "
-                            f"({spec.timing.repeats} repeats x {spec.timing.iterations} iterations, "
-                            f"{spec.timing.warmup_iterations} warm-up)"),
+            "measurements": {"winner": winner.measurements.wire() if winner.measurements else None,
+                             "default": default.measurements.wire() if default.measurements else None},
+            "howMeasured": (decision.reason + f"; each route timed against the default in paired rounds of "
+                            f"~{spec.timing.round_seconds}s per engine ({spec.timing.min_rounds}-"
+                            f"{spec.timing.max_rounds} rounds, stopped once placed), {spec.timing.warmup_iterations} "
+                            f"warm-up calls"),
             "confirmationRatios": decision.ratios or None, "noiseMargin": decision.margin,
         },
         "search": {"mode": spec.search.mode.value, "routesPlanned": step.planned, "routesMeasured": len(step.entries),

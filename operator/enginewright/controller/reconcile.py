@@ -159,7 +159,7 @@ class Reconciler:
         status = {
             "observedGeneration": generation,
             "progress": f"{done}/{planned}" if planned else None,
-            "bestSpeedup": f"{max(speedups):.3f}x" if speedups else None,
+            "bestSpeedup": f"{max(speedups):.3f}x {spec.timing.objective.value}" if speedups else None,
             "accuracyValidated": not spec.accuracy.disabled,
             "targets": [t.wire() for t in targets],
         }
@@ -313,18 +313,17 @@ class Reconciler:
         failed = sum(e.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout) for e in values)
         rejected = sum(e.outcome is Outcome.accuracy_rejected for e in values)
         default = next((e for e in values if e.route == ""), None)
-        passed = [e for e in values if e.passed and e.route and e.baseline_ms]
-        best = min(passed, key=lambda e: (e.median_ms / e.baseline_ms, e.route_id), default=None)
+        passed = [e for e in values if e.passed and e.route and e.speedup]
+        best = max(passed, key=lambda e: (e.speedup, e.route_id), default=None)
         return status.model_copy(update={
             "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
             "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
             "failed": failed, "rejected": rejected,
             "default_ms": default.median_ms if default else None,
             "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
-                                speedup=round(best.baseline_ms / best.median_ms, 4),
+                                speedup=round(best.speedup, 4),
                                 max_loss=max(best.loss.values()) if best.loss else None) if best else None,
-            "gpu_seconds": round(sum((e.build_seconds or 0) + ((e.timing.mean_ms * e.timing.n / 1000)
-                                                                if e.timing else 0) for e in values), 3),
+            "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values), 3),
         })
 
     def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
@@ -453,7 +452,7 @@ class Reconciler:
             if entry.build_seconds:
                 metrics.BUILD_SECONDS.observe(entry.build_seconds)
             if entry.timing:
-                metrics.MEASURE_SECONDS.observe(entry.timing.mean_ms * entry.timing.n / 1000)
+                metrics.MEASURE_SECONDS.observe(entry.spent_seconds)
         placement = place(shards, new, self.settings.shard_limit)
         names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))]
         for i in sorted(placement.changed):
@@ -518,19 +517,20 @@ class Reconciler:
                  step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
         from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
-        how = "confirmed over interleaved rounds" if decision.confirmed else "sweep measurement"
+        headline = step.summary()["headline"]
+        how = headline["measured"]
         status = status.model_copy(update={
             "winner": RouteResult(route_id=winner.route_id, route=winner.route, median_ms=winner.median_ms,
                                   speedup=decision.speedup,
                                   max_loss=max(winner.loss.values()) if winner.loss else None),
-            "speedup": f"{decision.speedup:.3f}x ({how}; winner {winner.route or '(default)'})",
+            "speedup": f"{headline['name']} {decision.speedup:.3f}x ({how}; winner {winner.route or '(default)'})",
             "decision": decision.reason, "cut_short": step.cut_short})
         metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
         engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
         result = (f"kept the default route ({decision.reason})" if decision.default_won else
-                  f"winner {winner.route} at {decision.speedup:.3f}x the default ({how})")
+                  f"winner {winner.route}: {headline['name']} {decision.speedup:.3f}x ({how})")
         return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
                           f"{result}; published {engine_uri}")
 

@@ -100,7 +100,18 @@ class Decided:
         """The result as plain data, for reports, provenance and the status (unrounded: round when shown)."""
         decision, winner, entries = self.decision, self.winner, self.entries
         versions = next((e.versions for e in entries if e.versions), None)
+        objective = self.default.objective or winner.objective or "time"
+        if decision.default_won:
+            how = "the default route is kept"
+        elif decision.confirmed:
+            how = f"confirmation round: {decision.rounds} interleaved rounds against the default"
+        else:
+            how = "sweep: paired rounds against the default of the winner's batch"
         return {
+            "objective": objective,
+            "headline": {"name": f"{objective} speedup", "speedup": decision.speedup, "measured": how},
+            "sweep_speedup": None if decision.default_won else winner.speedup,
+            "confirm_rounds": decision.rounds or None,
             "noise_margin": decision.margin, "versions": versions.wire() if versions else None,
             "default_id": self.default.route_id, "default_ms": self.default.median_ms,
             "winner_id": winner.route_id, "winner_route": winner.route, "winner_ms": winner.median_ms,
@@ -110,7 +121,7 @@ class Decided:
             "cut_short": self.cut_short, "planned": self.planned,
             "routes": {o.value: sum(e.outcome is o for e in entries) for o in Outcome},
             "build_seconds": round(sum(e.build_seconds or 0 for e in entries), 3),
-            "measure_seconds": round(sum((e.timing.mean_ms * e.timing.n) / 1000 for e in entries if e.timing), 3),
+            "measure_seconds": round(sum(e.spent_seconds for e in entries), 3),
         }
 
 

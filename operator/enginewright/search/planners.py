@@ -22,6 +22,7 @@ class SpaceKnob:
     name: str
     default: str
     values: tuple[str, ...]
+    exclusive: bool = False  # its other values are never combined with other changed knobs
 
     @property
     def alternatives(self) -> tuple[str, ...]:
@@ -41,7 +42,8 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
                 pinned: dict[str, str] | None = None) -> list[SpaceKnob]:
     """The compiler's knobs intersected with what the user asked for.
 
-    Nothing requested = every sweepable knob the compiler reports (pinned ones excluded). A knob the
+    Nothing requested = every sweepable knob the compiler reports (pinned ones excluded, and exclusive
+    ones when anything is pinned: they would drop the pins). A knob the
     compiler does not know, a value it does not allow, or an open-ended knob without values is an
     error that names the knob.
     """
@@ -53,9 +55,11 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
     space = []
     if not requested:
         for knob in compiler_knobs:
+            if knob.exclusive and pinned:
+                continue  # its other values ignore every other setting, pinned ones included
             if knob.sweepable and knob.name not in pinned and len(knob.values) > 1:
                 values = (knob.default,) + tuple(v for v in knob.values if v != knob.default)
-                space.append(SpaceKnob(knob.name, knob.default, values))
+                space.append(SpaceKnob(knob.name, knob.default, values, knob.exclusive))
         return space
     for name, values in requested:
         if name in pinned:
@@ -64,7 +68,7 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
             _check_value(by_name, name, value, "spec.search.knobs")
         knob = by_name[name]
         ordered = (knob.default,) + tuple(dict.fromkeys(v for v in values if v != knob.default))
-        space.append(SpaceKnob(name, knob.default, ordered))
+        space.append(SpaceKnob(name, knob.default, ordered, knob.exclusive))
     return space
 
 
@@ -101,18 +105,25 @@ def plan_fast(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
 
 
 def full_size(space: Sequence[SpaceKnob]) -> int:
-    return math.prod(len(k.values) for k in space)
+    """Routes of a full search: the combinations of the plain knobs, plus each exclusive value alone."""
+    plain = math.prod(len(k.values) for k in space if not k.exclusive)
+    return plain + sum(len(k.alternatives) for k in space if k.exclusive)
 
 
 def plan_full(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
               max_routes: int | None = None) -> list[Route]:
-    """Every combination of the space's values (the default route first)."""
+    """Every combination of the space's values (the default route first); an exclusive knob's other
+    values only with every other knob at its default."""
     _check_budget("full", full_size(space), max_routes)
     pinned = dict(pinned or {})
     defaults = _defaults(space)
-    names = [k.name for k in space]
-    return [Route.of({**pinned, **dict(zip(names, combo))}, defaults)
-            for combo in itertools.product(*(k.values for k in space))]
+    routes = []
+    for combo in itertools.product(*(k.values for k in space)):
+        changed = [k for k, value in zip(space, combo) if value != k.default]
+        if len(changed) > 1 and any(k.exclusive for k in changed):
+            continue
+        routes.append(Route.of({**pinned, **{k.name: v for k, v in zip(space, combo)}}, defaults))
+    return routes
 
 
 def _check_budget(mode: str, count: int, max_routes: int | None) -> None:
@@ -133,23 +144,30 @@ def beats(median_ms: float, baseline_ms: float, margin: float) -> bool:
     return median_ms < baseline_ms * (1.0 - margin)
 
 
+def entry_speedup(entry, default_ms: float) -> float:
+    """A cache entry's speedup over the default: its paired one, else its own batch baseline's, else
+    the run's default time's."""
+    return entry.speedup or default_ms / entry.median_ms
+
+
 def improving_values(space: Sequence[SpaceKnob], stage1: Iterable, default_ms: float,
                      margin: float) -> dict[str, list[tuple[str, float]]]:
     """Stage-1 single-knob changes that improved: accuracy passed and faster beyond the margin.
 
-    `stage1` holds cache entries; each is compared with its own batch baseline when it has one.
-    Returns knob -> [(value, speedup)], best first.
+    `stage1` holds cache entries; each is compared with the default it was paired with (or its own
+    batch baseline). Exclusive knobs are left out: they are never combined. Returns
+    knob -> [(value, speedup)], best first.
     """
-    names = {k.name for k in space}
+    names = {k.name for k in space if not k.exclusive}
     found: dict[str, list[tuple[str, float]]] = {}
     for entry in stage1:
         changed = [(k, v) for k, v in entry.knobs.items() if k in names]
         if len(changed) != 1 or not entry.passed:
             continue
-        base = entry.baseline_ms or default_ms
-        if beats(entry.median_ms, base, margin):
+        gain = entry_speedup(entry, default_ms)
+        if beats(1.0 / gain, 1.0, margin):
             knob, value = changed[0]
-            found.setdefault(knob, []).append((value, base / entry.median_ms))
+            found.setdefault(knob, []).append((value, gain))
     return {k: sorted(v, key=lambda item: -item[1]) for k, v in found.items()}
 
 

@@ -12,13 +12,16 @@ class Knob:
     """One compiler option a route can set.
 
     `values` is None for an open-ended knob (an integer, or a list ending in '...'): it can only be
-    swept with values the user gives.
+    swept with values the user gives. An `exclusive` knob's other values make the rest of the route
+    meaningless (Inductor's `compile=false` runs the program eagerly, ignoring every option), so planners
+    never combine them with other changed knobs.
     """
 
     name: str
     values: tuple[str, ...] | None
     default: str
     help: str = ""
+    exclusive: bool = False
 
     @property
     def sweepable(self) -> bool:

@@ -1,9 +1,11 @@
 """The worker: a batch of routes for one target in, one cache entry per route out.
 
-Each route is built in one child process and measured in a second, fresh one (the engine bytes that
-are measured are the bytes that get kept and published). Every entry is written to the store the
-moment it is known, and routes that already have an entry are skipped, so a killed worker loses at
-most the route in flight.
+Each route is built in one child process and measured in a second, fresh one that loads the engine
+bytes (the bytes that are measured are the bytes that get kept and published). The default route's
+engine is held loaded in a process of its own for the whole batch, and every route is timed against
+it in paired rounds (`search.paired`). Every entry is written to the store the moment it is known,
+and routes that already have an entry are skipped, so a killed worker loses at most the route in
+flight.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from enginewright import failpoints
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, now_iso
+from enginewright.api.cache import CacheEntry, Measurements, Outcome, Versions, now_iso
 from enginewright.api.models import Timing
-from enginewright.worker.child import ChildRequest
+from enginewright.backends.base import stats_of
+from enginewright.search.paired import stop_reason, summarise
 from enginewright.search.routes import Route
+from enginewright.search.winner import twin
+from enginewright.worker.child import ChildRequest
 from enginewright.store.layout import RunKeys
 
 log = logging.getLogger("enginewright.worker")
@@ -64,6 +69,7 @@ class WorkerContext:
     settings: dict[str, str] = field(default_factory=dict)
     input_shapes: list[dict] = field(default_factory=list)
     timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
+    noise_margin: float = 0.03  # paired rounds stop once a route is placed on either side of 1 - margin
     route_timeout: float = 900.0
     deadline: float | None = None  # epoch seconds; routes not started by then are skipped
     save_all_engines: bool = False
@@ -199,42 +205,96 @@ class Worker:
             "build_seconds": round(result.data["build_seconds"], 3),
             "engine_sha256": hashlib.sha256(engine).hexdigest(), "engine_size": len(engine)}), engine_path)
 
-    def measure(self, built: Built) -> CacheEntry:
-        """Load the built engine in a fresh child, check accuracy, time it."""
+    def load(self, built: Built, key: str) -> tuple[CacheEntry, "Server | None"]:
+        """Load the built engine in a fresh serving process and check its accuracy there. Returns the
+        entry so far and the warm server (None when loading failed; the entry says why)."""
         ctx, entry = self.ctx, built.entry
         if built.engine_path is None:
-            return entry
-        folder = built.engine_path.parent
-        accuracy = ctx.accuracy
-        measured = run_child(ctx, ctx.child_request(
-                                 "measure", folder, built.engine_path, inputs=[str(p) for p in accuracy.inputs],
-                                 references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
-                                 metric=accuracy.metric, threshold=accuracy.threshold, atol=accuracy.atol,
-                                 rtol=accuracy.rtol),
-                             max(10.0, min(ctx.route_timeout - (entry.build_seconds or 0), self._time_left())),
-                             Outcome.crash)
-        if not measured.ok:
-            return entry.model_copy(update={"outcome": measured.outcome, "error": measured.error,
-                                            "finished_at": now_iso()})
-        data = measured.data
-        versions = Versions.model_validate(data["versions"])
+            return entry, None
+        server = Server(ctx, key, built.engine_path, built.engine_path.parent / "serve", references=True)
+        try:
+            ready = server.start(self._budget(entry))
+        except ServerFailed as failed:
+            server.close()
+            return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
+                                            "finished_at": now_iso()}), None
+        versions = Versions.model_validate(ready["versions"])
         if os.environ.get("NODE_NAME"):
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-        update = {"versions": versions, "loss": data.get("loss"), "load_info": data.get("load_info"),
-                  "timing": TimingStats.model_validate(data["timing"]) if data.get("timing") else None,
-                  "finished_at": now_iso()}
-        if not data.get("passed", True):
-            update.update(outcome=Outcome.accuracy_rejected, error=data.get("summary"))
-        return entry.model_copy(update=update)
+        update = {"versions": versions, "loss": ready.get("loss"), "load_info": ready.get("load_info"),
+                  "objective": ctx.timing.objective.value}
+        if not ready.get("passed", True):
+            update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
+        return entry.model_copy(update=update), server
+
+    def measure_default(self, built: Built) -> tuple[CacheEntry, "Server | None"]:
+        """Load the default engine, check it, time it alone for `min_rounds` rounds. The server stays
+        loaded: every route of the batch is timed against it."""
+        entry, server = self.load(built, "default")
+        if server is None:
+            return entry, None
+        started = time.monotonic()
+        try:
+            times = [server.time(self._budget(entry)) for _ in range(self.ctx.timing.min_rounds)]
+            measurements = server.measurements(self._budget(entry))
+        except ServerFailed as failed:
+            server.close()
+            return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
+                                            "finished_at": now_iso()}), None
+        timing = stats_of(times, n=len(times) * server.calls)
+        return entry.model_copy(update={"timing": timing, "baseline_ms": timing.median_ms,
+                                        "measurements": measurements, "finished_at": now_iso(),
+                                        "measure_seconds": round(time.monotonic() - started, 3)}), server
+
+    def measure_paired(self, built: Built, default: "Server") -> CacheEntry:
+        """Load the route's engine, check it, then time it against the held default in alternating
+        rounds until `search.paired.stop_reason` places it. A rejected route is timed for
+        `min_rounds` rounds only (for the report's time-vs-loss plot)."""
+        ctx, timing = self.ctx, self.ctx.timing
+        entry, server = self.load(built, "route")
+        if server is None:
+            return entry.model_copy(update={"finished_at": now_iso()})
+        started = time.monotonic()
+        route_ms: list[float] = []
+        default_ms: list[float] = []
+        stopped = None
+        try:
+            while stopped is None:
+                budget = self._budget(entry)
+                if len(route_ms) % 2 == 0:
+                    default_ms.append(default.time(budget, partner=True))
+                    route_ms.append(server.time(budget))
+                else:
+                    route_ms.append(server.time(budget))
+                    default_ms.append(default.time(budget, partner=True))
+                if entry.outcome is Outcome.accuracy_rejected:
+                    stopped = "rejected" if len(route_ms) >= timing.min_rounds else None
+                else:
+                    stopped = stop_reason(route_ms, default_ms, margin=ctx.noise_margin, precision=timing.precision,
+                                          min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+            measurements = server.measurements(self._budget(entry))
+        except ServerFailed as failed:
+            return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
+                                            "finished_at": now_iso()})
+        finally:
+            server.close()
+        return entry.model_copy(update={
+            "timing": stats_of(route_ms, n=len(route_ms) * server.calls), "baseline_ms": stats_of(default_ms).median_ms,
+            "paired": summarise(route_ms, default_ms, stopped), "measurements": measurements,
+            "measure_seconds": round(time.monotonic() - started, 3), "finished_at": now_iso()})
+
+    def _budget(self, entry: CacheEntry) -> float:
+        """Seconds one step of a route's measurement may take: its route timeout less its build."""
+        return max(10.0, min(self.ctx.route_timeout - (entry.build_seconds or 0), self._time_left()))
 
     def _time_left(self) -> float:
         if self.ctx.deadline is None:
             return float("inf")
         return max(0.0, self.ctx.deadline - time.time())
 
-    def _keep(self, entry: CacheEntry, engine_path: Path, baseline_ms: float | None, is_default: bool) -> CacheEntry:
+    def _keep(self, entry: CacheEntry, engine_path: Path, is_default: bool) -> CacheEntry:
         """Upload the engine when it may win (or the run keeps them all)."""
-        faster = entry.passed and baseline_ms is not None and entry.median_ms < baseline_ms
+        faster = entry.passed and (entry.speedup or 0.0) > 1.0
         if is_default or faster or self.ctx.save_all_engines:
             key = self.ctx.engine_key(entry.route_id)
             self.ctx.store.put(key, engine_path.read_bytes(), {"route-id": entry.route_id, "route": entry.route})
@@ -243,12 +303,12 @@ class Worker:
 
     # ------------------------------------------------------------------ a batch
     def run_batch(self, routes: Sequence[Route], stage: str, batch: str, default: Route) -> list[CacheEntry]:
-        """Measure the default route first (this batch's baseline on this device), then every route
-        of the batch that has no entry yet. Routes are built `build_parallelism` at a time and then
-        measured one at a time, so measuring never overlaps a build and a killed worker loses at most
-        the routes of the group in flight (one route with the default parallelism of 1). A route whose
-        build or measurement the run's deadline cut short gets no entry (its timeout says nothing
-        about the route).
+        """Load the default route first and keep it loaded (this batch's baseline on this device),
+        then time every route of the batch that has no entry yet against it, in paired rounds. Routes
+        are built `build_parallelism` at a time and then measured one at a time, so measuring never
+        overlaps a build and a killed worker loses at most the routes of the group in flight (one
+        route with the default parallelism of 1). A route whose build or measurement the run's
+        deadline cut short gets no entry (its timeout says nothing about the route).
         Returns the entries written by this call."""
         ctx = self.ctx
         done = self.existing()
@@ -264,58 +324,66 @@ class Worker:
             ctx.say(f"[{batch}] deadline reached: {len(todo)} routes left unmeasured")
             return []
         width = max(1, ctx.build_parallelism)
-        ctx.say(f"[{batch}] {len(todo) + 1} routes (default included), built {width} at a time")
+        ctx.say(f"[{batch}] {len(todo) + 1} routes (default included), built {width} at a time, each timed "
+                f"against the default ({ctx.timing.objective.value})")
         queue = [default, *todo]
         groups = [queue[i:i + width] for i in range(0, len(queue), width)]
         written: list[CacheEntry] = []
-        baseline_ms: float | None = None
+        baseline: Server | None = None
         measured = 0
-        with ThreadPoolExecutor(max_workers=width) as pool:
-            for group in groups:
-                if self._time_left() <= 0:
-                    ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
-                    break
-                # The whole group is built before its first measurement: a route timed next to a
-                # running compilation would time the compiler's load, not the engine.
-                for built in list(pool.map(lambda r: self.build(r, stage, batch), group)):
-                    entry = self.measure(built)
-                    is_default = built.route.id == default.id
-                    # Cut short by the run's deadline, not slow on its own: not cached, so a resumed or
-                    # later run measures it.
-                    cut = entry.outcome is Outcome.timeout and self._time_left() <= 0
-                    if cut:
-                        ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
-                                f"not recorded, a later run retries it")
-                    elif is_default and not entry.passed:
-                        ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
-                        if default.id not in done and owns_default:
+        try:
+            with ThreadPoolExecutor(max_workers=width) as pool:
+                for group in groups:
+                    if self._time_left() <= 0:
+                        ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
+                        break
+                    # The whole group is built before its first measurement: a route timed next to a
+                    # running compilation would time the compiler's load, not the engine.
+                    for built in list(pool.map(lambda r: self.build(r, stage, batch), group)):
+                        is_default = built.route.id == default.id
+                        if is_default:
+                            entry, baseline = self.measure_default(built)
+                        else:
+                            entry = self.measure_paired(built, baseline)
+                        # Cut short by the run's deadline, not slow on its own: not cached, so a resumed
+                        # or later run measures it.
+                        cut = entry.outcome is Outcome.timeout and self._time_left() <= 0
+                        if cut:
+                            ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
+                                    f"not recorded, a later run retries it")
+                        elif is_default and not entry.passed:
+                            ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
+                            if default.id not in done and owns_default:
+                                self._write(entry)
+                                written.append(entry)
+                            return written
+                        elif is_default:
+                            if default.id not in done and owns_default:  # written before the line: progress counts it
+                                entry = self._keep(entry, built.engine_path, is_default=True)
+                                self._write(entry)
+                                written.append(entry)
+                            ctx.say(f"[{batch}] default route (baseline): {describe(entry)}")
+                        else:
+                            measured += 1
+                            if built.engine_path is not None and entry.outcome in (Outcome.ok,
+                                                                                   Outcome.accuracy_rejected):
+                                entry = self._keep(entry, built.engine_path, is_default=False)
                             self._write(entry)
                             written.append(entry)
-                        return written
-                    elif is_default:
-                        baseline_ms = entry.median_ms
-                        if default.id not in done and owns_default:  # written before the line: progress counts it
-                            entry = self._keep(entry.model_copy(update={"baseline_ms": baseline_ms}),
-                                               built.engine_path, baseline_ms, is_default=True)
-                            self._write(entry)
-                            written.append(entry)
-                        ctx.say(f"[{batch}] default route (baseline): {baseline_ms:.4f} ms")
-                    else:
-                        measured += 1
-                        entry = entry.model_copy(update={"baseline_ms": baseline_ms})
-                        if built.engine_path is not None and entry.outcome in (Outcome.ok, Outcome.accuracy_rejected):
-                            entry = self._keep(entry, built.engine_path, baseline_ms, is_default=False)
-                        self._write(entry)
-                        written.append(entry)
-                        ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
-                    shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
-                    if cut and is_default:
-                        return written
+                            ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
+                        shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
+                        if cut and is_default:
+                            return written
+        finally:
+            if baseline is not None:
+                baseline.close()
         return written
 
     # ------------------------------------------------------------------ confirmation
     def confirm(self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int) -> dict[str, list[float]]:
-        """Interleaved re-measurement of the kept engines of `candidates` and the default."""
+        """Interleaved re-measurement of the kept engines of `candidates` and of the default, the
+        default held by two processes (a candidate must beat both: one process can run lastingly
+        faster than another holding the same engine)."""
         ctx = self.ctx
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
@@ -325,56 +393,125 @@ class Worker:
             path = folder / f"{entry.route_id}{ctx.engine_suffix}"
             path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
             engines[entry.route_id] = path
-        ctx.say(f"[confirm] {len(candidates)} candidates vs the default, {rounds} interleaved rounds")
+        engines[twin(default.route_id)] = engines[default.route_id]
+        ctx.say(f"[confirm] {len(candidates)} candidates vs the default (in two processes), {rounds} "
+                f"interleaved rounds ({ctx.timing.objective.value})")
         return self.interleave(engines, rounds, folder)
 
     def interleave(self, engines: dict[str, Path], rounds: int, folder: Path) -> dict[str, list[float]]:
         """Time each engine once per round (A B C, B C A, ...), every engine held loaded in a process
-        of its own and only one measuring at a time. Returns per-round median times by key."""
-        ctx = self.ctx
-        servers: dict[str, subprocess.Popen] = {}
+        of its own and only one measuring at a time. Returns per-round times (ms per call) by key."""
+        servers: dict[str, Server] = {}
         try:
             for key, path in engines.items():
-                workdir = folder / f"serve-{key}"
-                workdir.mkdir(parents=True, exist_ok=True)
-                request = ctx.child_request("serve", workdir, path, inputs=[str(ctx.accuracy.inputs[0])])
-                (workdir / "request.json").write_text(request.model_dump_json())
-                with open(workdir / "serve.log", "wb") as log_file:
-                    servers[key] = subprocess.Popen(
-                        [sys.executable, "-m", "enginewright.worker.child", str(workdir / "request.json")],
-                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True,
-                        start_new_session=True)
-            for key in servers:  # loading runs in parallel; wait until every engine is warm
-                self._reply(servers[key], key, folder, ctx.route_timeout)
+                servers[key] = Server(self.ctx, key, path, folder / f"serve-{key}", references=False)
+                servers[key].launch()
+            for server in servers.values():  # loading runs in parallel; wait until every engine is warm
+                server.wait_ready(self.ctx.route_timeout)
             keys = list(engines)
             times: dict[str, list[float]] = {key: [] for key in keys}
             for index in range(rounds):
                 shift = index % len(keys)
                 for key in keys[shift:] + keys[:shift]:
-                    servers[key].stdin.write("measure\n")
-                    servers[key].stdin.flush()
-                    times[key].append(self._reply(servers[key], key, folder, ctx.route_timeout)["median_ms"])
+                    times[key].append(servers[key].time(self.ctx.route_timeout))
             return times
+        except ServerFailed as failed:
+            raise RuntimeError(f"confirmation: {failed.error}") from None
         finally:
-            for proc in servers.values():
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-                _kill_group(proc)
+            for server in servers.values():
+                server.close()
 
-    @staticmethod
-    def _reply(proc: subprocess.Popen, key: str, folder: Path, timeout: float) -> dict:
-        ready, _, _ = select.select([proc.stdout], [], [], timeout)
-        line = proc.stdout.readline() if ready else ""
+
+class ServerFailed(Exception):
+    def __init__(self, outcome: Outcome, error: str):
+        super().__init__(error)
+        self.outcome, self.error = outcome, error
+
+
+class Server:
+    """One engine held loaded in a child process of its own (`child.serve`), timed on request: the
+    parent writes one JSON line per request and reads one JSON line back. One engine per process, so
+    engines timed against each other cannot slow each other down."""
+
+    def __init__(self, ctx: WorkerContext, key: str, engine: Path, workdir: Path, references: bool):
+        self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
+        self.references = references
+        self.proc: subprocess.Popen | None = None
+        self.calls = 1  # calls per round, set when it is ready
+
+    def launch(self) -> None:
+        ctx, accuracy = self.ctx, self.ctx.accuracy
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        checked = self.references and accuracy.enabled
+        request = ctx.child_request("serve", self.workdir, self.engine, inputs=[str(p) for p in accuracy.inputs],
+                                    references=[str(p) for p in accuracy.references] if checked else [],
+                                    metric=accuracy.metric, threshold=accuracy.threshold, atol=accuracy.atol,
+                                    rtol=accuracy.rtol)
+        (self.workdir / "request.json").write_text(request.model_dump_json())
+        with open(self.workdir / "serve.log", "wb") as log_file:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "enginewright.worker.child", str(self.workdir / "request.json")],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True, start_new_session=True)
+
+    def wait_ready(self, timeout: float) -> dict:
+        ready = self._reply(timeout, "load")
+        if not ready.get("ready"):
+            raise ServerFailed(Outcome.crash, f"loading engine {self.key} failed: {ready.get('error')}")
+        self.calls = int(ready["calls"])
+        return ready
+
+    def start(self, timeout: float) -> dict:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def time(self, timeout: float, partner: bool = False) -> float:
+        """One round: milliseconds per call. A failure of the default's process (`partner`) is the
+        batch's failure, not the route's: it raises RuntimeError."""
+        try:
+            return float(self._ask({"op": "time"}, timeout)["ms"])
+        except ServerFailed as failed:
+            if partner:
+                raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
+            raise
+
+    def measurements(self, timeout: float) -> Measurements:
+        return Measurements.model_validate(self._ask({"op": "measurements"}, timeout)["measurements"])
+
+    def _ask(self, request: dict, timeout: float) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reply (none) says what happened
+        return self._reply(timeout, request["op"])
+
+    def _reply(self, timeout: float, what: str) -> dict:
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.close()
+            raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
+        line = self.proc.stdout.readline()
         if not line:
-            log_tail = (folder / f"serve-{key}" / "serve.log").read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"confirmation: the process holding engine {key} did not answer: {log_tail}")
+            code = self.proc.wait()
+            tail = (self.workdir / "serve.log").read_text(errors="replace")[-1500:].strip()
+            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
+            raise ServerFailed(Outcome.crash, f"the process holding engine {self.key} {how} during {what}"
+                               + (f": {tail}" if tail else ""))
         return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        _kill_group(proc)
 
 
 def describe(entry: CacheEntry) -> str:
@@ -383,8 +520,12 @@ def describe(entry: CacheEntry) -> str:
         return f"{entry.outcome.value}: {(entry.error or '').splitlines()[0][:200]}"
     parts = [entry.outcome.value]
     if entry.timing:
-        parts.append(f"{entry.timing.median_ms:.4f} ms")
-        if entry.baseline_ms:
+        parts.append(f"{entry.timing.median_ms:.4f} ms {entry.objective or ''}".rstrip())
+        if entry.paired:
+            p = entry.paired
+            parts.append(f"(paired speedup {p.speedup:.3f}x, 95% {1 / p.high:.3f}-{1 / p.low:.3f}, "
+                         f"{p.rounds} rounds, {p.stopped})")
+        elif entry.baseline_ms:
             parts.append(f"({entry.baseline_ms / entry.timing.median_ms:.3f}x vs default)")
     if entry.loss:
         parts.append(f"max loss {max(entry.loss.values()):.3g}")

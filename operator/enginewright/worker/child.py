@@ -3,10 +3,11 @@ is recorded and the batch goes on.
 
     python -m enginewright.worker.child REQUEST.json
 
-`build`: compile the route and write the engine bytes. `measure`: load engine bytes in this fresh
-process (never a rebuild), run every reference pair, check accuracy, then time it. The result is
-written as JSON to the request's `result` path; a child that dies leaves no result and the parent
-records a crash. `serve`: hold one engine and time it whenever the parent asks (confirmation rounds).
+`build`: compile the route and write the engine bytes; the result is written as JSON to the
+request's `result` path (a child that dies leaves none and the parent records a crash). `serve`: load
+engine bytes in this fresh process (never a rebuild), run every reference pair and check accuracy,
+warm up, then hold the engine and time it whenever the parent asks (paired rounds, confirmation
+rounds).
 """
 
 from __future__ import annotations
@@ -30,12 +31,12 @@ class ChildRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    action: Literal["build", "measure", "serve"]
+    action: Literal["build", "serve"]
     backend: str
     backend_options: dict = Field(default_factory=dict)
     workdir: str
-    result: str | None = Field(None, description="Where build/measure write their JSON result.")
-    engine: str = Field(description="build: where to write the engine; measure/serve: the engine to load.")
+    result: str | None = Field(None, description="Where build writes its JSON result.")
+    engine: str = Field(description="build: where to write the engine; serve: the engine to load.")
     model: str | None = None
     settings: dict[str, str] = Field(default_factory=dict)
     input_shapes: list[dict] = Field(default_factory=list)
@@ -59,11 +60,6 @@ def _backend(request: ChildRequest):
     return get_backend(request.backend, **request.backend_options)
 
 
-def _plan(request: ChildRequest):
-    from enginewright.backends.base import TimingPlan
-    return TimingPlan(**request.timing.model_dump())
-
-
 def build(request: ChildRequest) -> dict:
     from enginewright.api.models import InputShape
     from enginewright.backends.base import BuildRequest
@@ -79,62 +75,66 @@ def build(request: ChildRequest) -> dict:
     return {"build_seconds": time.monotonic() - started, "engine_size": len(engine)}
 
 
-def measure(request: ChildRequest) -> dict:
+def check(runner, request: ChildRequest, inputs: list[dict]) -> dict:
+    """Run every reference pair and compare (no references: passed, nothing checked)."""
+    if not request.references:
+        return {"loss": None, "passed": True, "failing": []}
     from enginewright.accuracy import compare
-    from enginewright.backends.base import measure as time_runner
-    backend = _backend(request)
-    started = time.monotonic()
-    runner = backend.load(Path(request.engine).read_bytes(), Path(request.workdir) / "load")
-    try:
-        inputs = [load_npz(p) for p in request.inputs]
-        runner.run(inputs[0])  # first call: lazy compilers finish loading here
-        load_info = {"load_seconds": round(time.monotonic() - started, 3), **runner.describe()}
-        result: dict = {"versions": backend.versions().wire(), "load_info": load_info}
-        if request.references:
-            references = [load_npz(p) for p in request.references]
-            outputs = [runner.run(pair) for pair in inputs]
-            verdict = compare(outputs, references, request.metric, request.threshold,
-                              atol=request.atol, rtol=request.rtol)
-            result.update(loss=verdict.losses, passed=verdict.passed, failing=verdict.failing,
-                          summary=verdict.summary())
-        else:
-            result.update(loss=None, passed=True, failing=[])
-        # Rejected routes are timed too: the report plots every route's time against its loss.
-        result["timing"] = time_runner(runner, inputs[0], _plan(request)).wire()
-        return result
-    finally:
-        runner.close()
+    references = [load_npz(p) for p in request.references]
+    outputs = [runner.run(pair) for pair in inputs]
+    verdict = compare(outputs, references, request.metric, request.threshold, atol=request.atol, rtol=request.rtol)
+    return {"loss": verdict.losses, "passed": verdict.passed, "failing": verdict.failing, "summary": verdict.summary()}
 
 
 def serve(request: ChildRequest) -> None:
-    """Hold one loaded engine and time it on request: the parent sends `measure` lines on stdin and
-    reads one JSON line per measurement from stdout. One engine per process, so engines measured in
-    the same confirmation round cannot slow each other down (several torch.compile'd copies of one
-    program in one process add guard-checking overhead to every call; the H200 benchmark saw it).
-    A round times repeats of `iterations` runs until `min_seconds` were timed (one repeat at least):
-    one short repeat (15 ms for a 0.3 ms engine) let a single burst of host noise decide a round."""
+    """Load one engine, check it, warm it up and find how many calls fill a round; reply one `ready`
+    JSON line (versions, load info, accuracy, calls per round), then answer requests read from stdin,
+    one JSON line each: `{"op": "time"}` -> `{"ms": per-call time of one round}` (timed as
+    `timing.objective` says), `{"op": "measurements"}` -> latency, throughput and device time. One
+    engine per process, so engines timed against each other cannot slow each other down (several
+    torch.compile'd copies of one program in one process add guard-checking overhead to every call;
+    the H200 benchmark saw it). A round lasts about `timing.roundSeconds`: one short burst of host
+    noise must not decide it."""
     import os
-    from dataclasses import replace
-    from enginewright.backends.base import measure as time_runner
+    from enginewright.backends.base import calls_per_round, measure_all, time_round, warm_up
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else the libraries print goes to the log, not into the protocol
-    backend = _backend(request)
-    runner = backend.load(Path(request.engine).read_bytes(), Path(request.workdir))
-    inputs = load_npz(request.inputs[0])
-    plan = _plan(request)
-    time_runner(runner, inputs, replace(plan, repeats=1, min_seconds=0.0))  # warm: cache load, first calls
-    round_plan = replace(plan, warmup_iterations=0, repeats=1)  # repeats until min_seconds were timed
-    reply.write(json.dumps({"ready": True}) + "\n")
-    reply.flush()
-    for line in sys.stdin:
-        if line.strip() != "measure":
-            break
-        reply.write(json.dumps({"median_ms": time_runner(runner, inputs, round_plan).median_ms}) + "\n")
+
+    def say(message: dict) -> None:
+        reply.write(json.dumps(message) + "\n")
         reply.flush()
+
+    timing = request.timing
+    objective = timing.objective.value
+    try:
+        backend = _backend(request)
+        started = time.monotonic()
+        runner = backend.load(Path(request.engine).read_bytes(), Path(request.workdir) / "load")
+        inputs = [load_npz(p) for p in request.inputs]
+        runner.run(inputs[0])  # first call: lazy compilers finish loading here
+        load_info = {"load_seconds": round(time.monotonic() - started, 3), **runner.describe()}
+        ready = {"ready": True, "versions": backend.versions().wire(), "load_info": load_info,
+                 **check(runner, request, inputs)}
+        # Rejected routes are timed too: the report plots every route's time against its loss.
+        warm_up(runner, inputs[0], objective, timing.warmup_iterations)
+        ready["calls"] = calls = calls_per_round(runner, inputs[0], objective, timing.round_seconds)
+    except Exception as exc:
+        say({"ready": False, "error": f"{type(exc).__name__}: {exc}".strip()[:4000]})
+        traceback.print_exc()
+        return
+    say(ready)
+    for line in sys.stdin:
+        op = json.loads(line).get("op") if line.strip() else None
+        if op == "time":
+            say({"ms": time_round(runner, inputs[0], objective, calls)})
+        elif op == "measurements":
+            say({"measurements": measure_all(runner, inputs[0], timing.round_seconds).wire()})
+        else:
+            break
     runner.close()
 
 
-ACTIONS = {"build": build, "measure": measure}
+ACTIONS = {"build": build}
 
 
 def main(argv: list[str]) -> int:

@@ -86,8 +86,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
         backend=opts.backend, model=opts.model, store=LocalStore(opts.cache or opts.out / "store"), prefix=LOCAL_PREFIX,
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
-        timing=opts.timing, route_timeout=opts.route_timeout, save_all_engines=opts.save_all_engines,
-        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, deadline=opts.deadline,
+        timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
+        save_all_engines=opts.save_all_engines, backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, deadline=opts.deadline,
         progress=say)
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),

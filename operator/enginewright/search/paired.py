@@ -1,0 +1,57 @@
+"""Paired rounds: a route timed against the default right next to it, until the comparison is decided.
+
+Each round times the default and the route one after the other on the same device (default, route;
+then route, default; ...), so slow drift of the host hits both; the route's time is judged by the
+per-round ratio route/default, never by its time against a default measured minutes earlier. The
+rounds stop as soon as they have placed the route (sequential stopping): once the ratio's 95%
+interval lies wholly below or wholly above the noise-margin line (1 - margin), or is within
++-precision, or after `max_rounds`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Sequence
+
+from enginewright.api.cache import Paired
+from enginewright.search.winner import t_quantile
+
+LEVEL = 0.95  # two-sided confidence of the ratio's interval
+
+
+def interval(route_ms: Sequence[float], default_ms: Sequence[float]) -> tuple[float, float, float]:
+    """Geometric mean of route/default over the rounds, and its 95% interval (Student t on logs)."""
+    if len(route_ms) != len(default_ms) or not route_ms:
+        raise ValueError(f"paired rounds need equal, non-zero counts (got {len(route_ms)} and {len(default_ms)})")
+    logs = [math.log(r / d) for r, d in zip(route_ms, default_ms)]
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(mean), 0.0, math.inf
+    half = t_quantile(1 - (1 - LEVEL) / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margin: float, precision: float,
+                min_rounds: int, max_rounds: int) -> str | None:
+    """Why to stop adding rounds now, or None to go on."""
+    rounds = len(route_ms)
+    if rounds < min_rounds:
+        return None
+    _, low, high = interval(route_ms, default_ms)
+    line = 1.0 - margin
+    if high < line:
+        return "faster"
+    if low > line:
+        return "not-faster"
+    if high / low <= (1.0 + precision) ** 2:
+        return "precise"
+    if rounds >= max_rounds:
+        return "max-rounds"
+    return None
+
+
+def summarise(route_ms: Sequence[float], default_ms: Sequence[float], stopped: str) -> Paired:
+    ratio, low, high = interval(route_ms, default_ms)
+    return Paired(ratio=ratio, low=low, high=high if math.isfinite(high) else ratio, rounds=len(route_ms),
+                  stopped=stopped)

@@ -1,0 +1,118 @@
+"""Paired rounds stop as soon as the route is placed against the default, and not before: a clear
+win or loss stops at the minimum, an A/A pair once its interval is tight, noise at the maximum. The
+confirmation judges a candidate against both processes that hold the default. An exclusive knob is
+never combined with other changes."""
+
+import random
+
+import pytest
+
+from enginewright.search.paired import interval, stop_reason, summarise
+from enginewright.search.planners import SpaceKnob, improving_values, plan_full, plan_mixed_stage2
+from enginewright.search.routes import Knob, Route
+from enginewright.search.winner import confirm, twin
+from enginewright.search.planners import build_space
+
+RULE = {"margin": 0.03, "precision": 0.01, "min_rounds": 5, "max_rounds": 30}
+
+
+def rounds(ratio: float, noise: float, count: int, seed: int = 1) -> tuple[list[float], list[float]]:
+    """Default around 1 ms drifting slowly, the route `ratio` times it, each with relative `noise`."""
+    rng = random.Random(seed)
+    default, route = [], []
+    for i in range(count):
+        drift = 1.0 + 0.2 * (i % 7) / 7  # the host's speed wanders; both engines of a round share it
+        default.append(drift * (1 + rng.gauss(0, noise)))
+        route.append(drift * ratio * (1 + rng.gauss(0, noise)))
+    return route, default
+
+
+def first_stop(ratio: float, noise: float, seed: int = 1) -> tuple[int, str]:
+    route, default = rounds(ratio, noise, RULE["max_rounds"], seed)
+    for n in range(1, len(route) + 1):
+        reason = stop_reason(route[:n], default[:n], **RULE)
+        if reason:
+            return n, reason
+    raise AssertionError("never stopped")
+
+
+def test_a_clear_win_and_a_clear_loss_stop_at_the_minimum_rounds():
+    assert first_stop(0.8, 0.01) == (5, "faster")
+    assert first_stop(1.25, 0.01) == (5, "not-faster")
+
+
+def test_drift_shared_by_both_engines_of_a_round_does_not_widen_the_interval():
+    route, default = rounds(0.9, 0.002, 10)
+    ratio, low, high = interval(route, default)
+    assert 0.895 < low < ratio < high < 0.905  # the 20% drift cancels in the per-round ratios
+
+
+def test_an_identical_engine_stops_once_it_cannot_beat_the_margin():
+    count, reason = first_stop(1.0, 0.005)
+    assert reason == "not-faster" and count == 5
+
+
+def test_a_route_near_the_margin_line_goes_on_until_precise_or_the_maximum():
+    count, reason = first_stop(0.97, 0.03)
+    assert count > 5 and reason in ("precise", "max-rounds")
+    count, reason = first_stop(0.97, 0.2)
+    assert (count, reason) == (30, "max-rounds")
+
+
+def test_nothing_stops_before_the_minimum_rounds():
+    route, default = rounds(0.5, 0.0, 4)
+    assert stop_reason(route, default, **RULE) is None
+
+
+def test_the_summary_is_the_geometric_mean_ratio_with_its_interval():
+    paired = summarise([0.5, 0.5, 0.5], [1.0, 1.0, 1.0], "faster")
+    assert paired.ratio == pytest.approx(0.5) and paired.low == pytest.approx(0.5) and paired.speedup == pytest.approx(2.0)
+    assert paired.rounds == 3 and paired.stopped == "faster"
+
+
+def test_a_candidate_must_beat_both_default_processes():
+    base = [1.0, 1.01, 0.99, 1.0, 1.02, 0.98, 1.0]
+    fast_process = [b * 0.85 for b in base]  # the twin process runs lastingly 15% faster
+    candidate = [b * 0.9 for b in base]  # 10% faster than the first default process only
+    decision = confirm({"d": base, twin("d"): fast_process, "c": candidate}, "d", 0.03)
+    assert decision.default_won and "both default processes" in decision.reason
+    decision = confirm({"d": base, "c": candidate}, "d", 0.03)
+    assert decision.winner_id == "c" and decision.rounds == 7
+
+
+def test_the_confirmed_speedup_is_against_the_mean_of_both_default_processes():
+    base = [1.0, 1.01, 0.99, 1.0, 1.02]
+    decision = confirm({"d": base, twin("d"): [b * 1.1 for b in base], "c": [b * 0.5 for b in base]}, "d", 0.03)
+    assert decision.winner_id == "c" and decision.speedup == pytest.approx(1.1 ** 0.5 / 0.5)
+
+
+SPACE = [SpaceKnob("compile", "true", ("true", "false"), exclusive=True),
+         SpaceKnob("a", "x", ("x", "y")), SpaceKnob("b", "0", ("0", "1"))]
+
+
+def test_full_search_tries_an_exclusive_value_only_alone():
+    routes = plan_full(SPACE)
+    assert len(routes) == 4 + 1
+    assert Route.of({"compile": "false"}) in [Route.of(r.as_dict) for r in routes]
+    assert not any("compile" in r.as_dict and len(r.as_dict) > 1 for r in routes)
+
+
+def test_mixed_never_combines_an_exclusive_value():
+    class Entry:
+        def __init__(self, knobs, speedup):
+            self.knobs, self.speedup, self.passed, self.median_ms = knobs, speedup, True, 1.0
+    improving = improving_values(SPACE, [Entry({"compile": "false"}, 1.5), Entry({"a": "y"}, 1.2),
+                                         Entry({"b": "1"}, 1.1)], 1.0, 0.03)
+    assert set(improving) == {"a", "b"}
+    assert [r.as_dict for r in plan_mixed_stage2(SPACE, improving)] == [{"a": "y", "b": "1"}]
+
+
+def test_the_space_keeps_a_knobs_exclusiveness():
+    space = build_space([Knob("compile", ("true", "false"), "true", exclusive=True), Knob("a", ("x", "y"), "x")])
+    assert [k.exclusive for k in space] == [True, False]
+
+
+def test_pins_keep_an_exclusive_knob_out_of_the_default_space():
+    knobs = [Knob("compile", ("true", "false"), "true", exclusive=True), Knob("a", ("x", "y"), "x")]
+    assert [k.name for k in build_space(knobs, pinned={"a": "y"})] == []
+    assert [k.name for k in build_space(knobs)] == ["compile", "a"]
