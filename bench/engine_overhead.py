@@ -1,7 +1,7 @@
 """Per-call time of an Inductor engine as the product serves it, against `torch.compile` on the
 original module with the same options, side by side in one run, per workload and route.
 
-    python bench/engine_overhead.py --out OUT [--workloads mlp,block] [--routes default,cudagraphs]
+    python bench/engine_overhead.py --out OUT [--workloads mlp,block] [--routes default,cudagraphs,eager]
         [--rounds 9] [--variant NAME=module:Class ...]
 
 For every workload (fp16, launch-bound) and route:
@@ -14,7 +14,8 @@ For every workload (fp16, launch-bound) and route:
 - any `--variant`: another backend class, built and served the same way as `engine`.
 Every key is held in a process of its own (several compiled copies of one module in one process
 slow each other down), and one measures at a time, in rotating order, for `--rounds` rounds; a round
-is 200-call repeats until 0.3 s were timed. The ratio is the median over rounds of the per-round
+is about 0.3 s of back-to-back calls timed with CUDA events (throughput). `eager` compares the engine's
+compile=false route with the original module called eagerly. The ratio is the median over rounds of the per-round
 ratio to `compile`. Results go to OUT/overhead.json as each route finishes, and a table to stdout.
 """
 
@@ -34,8 +35,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
-ROUTES = {"default": {}, "cudagraphs": {"triton.cudagraphs": "true"}}
-TIMING = {"warmup_iterations": 50, "iterations": 200, "repeats": 1, "min_seconds": 0.3}
+ROUTES = {"default": {}, "cudagraphs": {"triton.cudagraphs": "true"}, "eager": {"compile": "false"}}
+# throughput: calls back to back on inputs on the device, CUDA events around them (the issue's method)
+TIMING = {"objective": "throughput", "warmup_iterations": 50, "round_seconds": 0.3, "min_rounds": 2, "max_rounds": 2}
 
 
 def _mlp():
@@ -79,8 +81,9 @@ class TorchCompileBaseline:
         spec = json.loads(engine)
         torch.manual_seed(0)
         module = workloads()[spec["workload"]].make().eval().cuda().half()
-        compiled = torch.compile(module, backend="inductor", options=route_options(config, spec["route"]),
-                                 dynamic=False)
+        options = route_options(config, spec["route"])
+        eager = spec["route"].get("compile") == "false"  # the user's own eager module
+        compiled = module if eager else torch.compile(module, backend="inductor", options=options, dynamic=False)
 
         class CompiledRunner(Runner):
             def prepare(self, inputs):
@@ -90,7 +93,9 @@ class TorchCompileBaseline:
                 with torch.inference_mode():
                     return {"output": compiled(self.prepare(inputs)).float().cpu().numpy()}
 
-            def timed_iterations(self, inputs, count):
+            def timed_calls(self, objective, inputs, count):
+                if objective != "throughput":
+                    raise ValueError("this baseline times throughput only")
                 x = self.prepare(inputs)
                 start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 with torch.inference_mode():
@@ -165,15 +170,17 @@ def run_route(workload: str, route_name: str, files: dict, variants: dict[str, s
     servers = {key: serve(backends[key], engines[key], files, base / key) for key in backends}
     try:
         for key, proc in servers.items():
-            reply(proc, key)
+            ready = reply(proc, key)
+            if not ready.get("ready"):
+                raise RuntimeError(f"{key} did not load: {ready.get('error')}")
         keys = list(servers)
         times: dict[str, list[float]] = {key: [] for key in keys}
         for index in range(rounds):
             shift = index % len(keys)
             for key in keys[shift:] + keys[:shift]:
-                servers[key].stdin.write("measure\n")
+                servers[key].stdin.write(json.dumps({"op": "time"}) + "\n")
                 servers[key].stdin.flush()
-                times[key].append(reply(servers[key], key)["median_ms"])
+                times[key].append(reply(servers[key], key)["ms"])
     finally:
         for proc in servers.values():
             proc.stdin.close()
@@ -206,7 +213,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workloads", default="mlp,block")
-    parser.add_argument("--routes", default="default,cudagraphs")
+    parser.add_argument("--routes", default="default,cudagraphs,eager")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--variant", action="append", default=[], help="NAME=module:Class, built and served like engine")
     args = parser.parse_args()

@@ -265,12 +265,13 @@ class Timing(WireModel):
     """How each route is timed: against the default route, in paired rounds, until the comparison is
     decided (sequential stopping)."""
 
-    objective: Objective = Field(Objective.latency, description=(
-        "What the winner minimises. latency: one call from host inputs to host outputs (copy in, run, "
-        "copy out, wait), host clock: what one request sees. throughput: calls queued back to back on "
-        "inputs already on the device, waited for once: time per call when requests overlap. gpuTime: "
-        "the device's time per call (device events around each call); on CPU compilers the compute "
-        "time per call on inputs in place. All three are recorded for every route."))
+    objective: Objective = Field(Objective.gpu_time, description=(
+        "What the winner minimises. gpuTime (default): the device's time per call (device events around "
+        "each call, inputs already on the device); on CPU compilers the compute time per call on inputs "
+        "in place. latency: one call from host inputs to host outputs (copy in, run, copy out, wait), host "
+        "clock: what one request from host memory sees, copies included. throughput: calls queued back "
+        "to back on inputs on the device, waited for once: time per call when requests overlap. All "
+        "three are recorded for every route."))
     warmup_iterations: int = Field(10, description="Untimed calls before timing (at most ~2 s of them).",
                                    ge=0, le=100000)
     round_seconds: float = Field(0.05, description="Each engine is timed for about this long per round "
