@@ -141,7 +141,7 @@ def main() -> int:
     from enginewright.search.planners import beats
     from enginewright.search.winner import confirm, twin
     from enginewright.store import LocalStore
-    from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext
+    from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext, measuring_cpus
     from enginewright.search.routes import Route
     from workloads import WORKLOADS, prepare
 
@@ -158,7 +158,8 @@ def main() -> int:
                              prefix="runs/aa", target="local", workdir=workdir, engine_suffix=".inductor.tar",
                              settings={"input_dtype": "float16"} if args.device == "cuda" else {}, timing=timing, noise_margin=args.margin,
                              accuracy=Accuracy(files["inputs"][:1], [], "cosine", None), route_timeout=600,
-                             backend_options=options, progress=say)
+                             backend_options=options, progress=say,
+                             measure_cpus=measuring_cpus(args.device == "cuda"))
 
     plain = context("inductor", {"device": args.device}, out / "work")
     slowed = context("aa_power:SlowedInductor", {"device": args.device, "slowdown": args.slowdown}, out / "work")
@@ -194,7 +195,8 @@ def main() -> int:
         result = {"workload": workload.name, "note": workload.note, "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                   "torch": torch.__version__, "objective": args.objective, "slowdown": args.slowdown,
                   "margin": args.margin, "confirm_rounds": args.confirm_rounds, "timing": timing.wire(),
-                  "cpus": len(os.sched_getaffinity(0)), "wall_s": round(time.monotonic() - began, 1),
+                  "cpus": len(os.sched_getaffinity(0)), "measure_cpus": sorted(plain.measure_cpus or []),
+                  "wall_s": round(time.monotonic() - began, 1),
                   "process_median_ms": {k: statistics.median(v) for k, v in times.items() if v}}
         for kind in ("aa", "power"):
             done = [t for t in trials if t["kind"] == kind]

@@ -178,12 +178,13 @@ def _route_row(e) -> dict:
 
 def _context(common: dict, workdir: Path, cache: Path, say):
     from enginewright.store import LocalStore
-    from enginewright.worker.batch import Accuracy, WorkerContext
+    from enginewright.worker.batch import Accuracy, WorkerContext, measuring_cpus
     return WorkerContext(backend="inductor", model=common["model"], store=LocalStore(cache), prefix="runs/local",
                          target="local", workdir=workdir, engine_suffix=".inductor.tar", settings=common["settings"],
                          accuracy=Accuracy(common["inputs"], common["references"], "cosine", THRESHOLD),
                          timing=common["timing"], route_timeout=common["route_timeout"],
-                         backend_options=common["backend_options"], progress=say)
+                         backend_options=common["backend_options"], progress=say,
+                         measure_cpus=measuring_cpus(True))
 
 
 def _aa_test(worker, default_entry, say, rounds_wanted: int = AA_ROUNDS) -> dict:

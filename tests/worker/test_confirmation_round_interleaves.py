@@ -1,6 +1,8 @@
 """The confirmation round holds every engine loaded in a process of its own and times them in
 rotating order, one at a time; an engine that cannot load is reported, not hung on."""
 
+import os
+
 import pytest
 
 from tests.worker.conftest import make_worker, run_tune
@@ -28,3 +30,30 @@ def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engin
     with pytest.raises(RuntimeError, match="confirmation: loading engine broken failed: ReadError"):
         make_worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
                                                          tmp_path / "confirm")
+
+
+def test_serving_processes_are_pinned_to_the_measuring_cpus(example, tmp_path, default_engine):
+    from enginewright.worker.batch import Server
+    worker = make_worker(example, tmp_path)
+    cpu = max(os.sched_getaffinity(0))
+    worker.ctx.measure_cpus = frozenset({cpu})
+    server = Server(worker.ctx, "pinned", default_engine, tmp_path / "serve", references=False)
+    try:
+        server.start(120)
+        assert os.sched_getaffinity(server.proc.pid) == {cpu}
+        threads = os.listdir(f"/proc/{server.proc.pid}/task")  # threads started after the pin inherit it
+        assert all(os.sched_getaffinity(int(t)) == {cpu} for t in threads)
+        assert server.time(60) > 0
+    finally:
+        server.close()
+
+
+def test_measuring_cpus_follow_the_setting_and_the_engine_kind(monkeypatch):
+    from enginewright.worker.batch import measuring_cpus
+    monkeypatch.delenv("ENGINEWRIGHT_MEASURE_CPUS", raising=False)
+    assert measuring_cpus(on_gpu=False) is None  # CPU engines use their own threads on every core
+    assert measuring_cpus(on_gpu=True) == {max(os.sched_getaffinity(0))}
+    monkeypatch.setenv("ENGINEWRIGHT_MEASURE_CPUS", "off")
+    assert measuring_cpus(on_gpu=True) is None
+    monkeypatch.setenv("ENGINEWRIGHT_MEASURE_CPUS", "0,1")
+    assert measuring_cpus(on_gpu=False) == {0, 1}

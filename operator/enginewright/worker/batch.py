@@ -75,6 +75,7 @@ class WorkerContext:
     save_all_engines: bool = False
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
+    measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
     progress: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -100,6 +101,23 @@ class WorkerContext:
         log.info(message)
         if self.progress:
             self.progress(message)
+
+
+def measuring_cpus(on_gpu: bool) -> frozenset[int] | None:
+    """The CPUs every engine-serving process is pinned to. `ENGINEWRIGHT_MEASURE_CPUS`: `off`, or a
+    list such as `3` or `2,3`. By default, for GPU engines, one CPU shared by all of them, the last
+    this worker may use: only one measures at a time, and the host half of a launch-bound engine's
+    time (its kernel launches) then runs on the same core for the default and every route, so a
+    process placed on a slower or busier core cannot pass for a faster engine (the H200 A/A test saw
+    lasting per-process offsets up to 2x). CPU engines are not pinned: their own threads need the cores."""
+    setting = os.environ.get("ENGINEWRIGHT_MEASURE_CPUS", "").strip()
+    if setting == "off":
+        return None
+    if setting:
+        return frozenset(int(cpu) for cpu in setting.split(","))
+    if not on_gpu or not hasattr(os, "sched_getaffinity"):
+        return None
+    return frozenset({max(os.sched_getaffinity(0))})
 
 
 @dataclass
@@ -452,6 +470,11 @@ class Server:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "enginewright.worker.child", str(self.workdir / "request.json")],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True, start_new_session=True)
+        if ctx.measure_cpus:
+            try:  # before the child starts any thread: every thread it starts inherits the set
+                os.sched_setaffinity(self.proc.pid, ctx.measure_cpus)
+            except OSError as exc:
+                log.warning("could not pin the serving process to CPUs %s: %s", sorted(ctx.measure_cpus), exc)
 
     def wait_ready(self, timeout: float) -> dict:
         ready = self._reply(timeout, "load")

@@ -16,7 +16,7 @@ from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBat
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext
+from enginewright.worker.batch import Accuracy, Worker, WorkerContext, measuring_cpus
 
 TARGET = "local"
 
@@ -87,7 +87,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
-        save_all_engines=opts.save_all_engines, backend_options=opts.backend_options, build_parallelism=opts.build_parallelism, deadline=opts.deadline,
+        save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
+        build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(backend.on_gpu()),
         progress=say)
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
