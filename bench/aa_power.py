@@ -159,7 +159,7 @@ def main() -> int:
                              settings={"input_dtype": "float16"} if args.device == "cuda" else {}, timing=timing, noise_margin=args.margin,
                              accuracy=Accuracy(files["inputs"][:1], [], "cosine", None), route_timeout=600,
                              backend_options=options, progress=say,
-                             measure_cpus=measuring_cpus(args.device == "cuda"))
+                             measure_cpus=measuring_cpus())
 
     plain = context("inductor", {"device": args.device}, out / "work")
     slowed = context("aa_power:SlowedInductor", {"device": args.device, "slowdown": args.slowdown}, out / "work")

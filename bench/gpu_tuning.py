@@ -184,7 +184,7 @@ def _context(common: dict, workdir: Path, cache: Path, say):
                          accuracy=Accuracy(common["inputs"], common["references"], "cosine", THRESHOLD),
                          timing=common["timing"], route_timeout=common["route_timeout"],
                          backend_options=common["backend_options"], progress=say,
-                         measure_cpus=measuring_cpus(True))
+                         measure_cpus=measuring_cpus())
 
 
 def _aa_test(worker, default_entry, say, rounds_wanted: int = AA_ROUNDS) -> dict:

@@ -48,12 +48,11 @@ def test_serving_processes_are_pinned_to_the_measuring_cpus(example, tmp_path, d
         server.close()
 
 
-def test_measuring_cpus_follow_the_setting_and_the_engine_kind(monkeypatch):
+def test_measuring_cpus_follow_the_setting(monkeypatch):
     from enginewright.worker.batch import measuring_cpus
     monkeypatch.delenv("ENGINEWRIGHT_MEASURE_CPUS", raising=False)
-    assert measuring_cpus(on_gpu=False) is None  # CPU engines use their own threads on every core
-    assert measuring_cpus(on_gpu=True) == {max(os.sched_getaffinity(0))}
+    assert measuring_cpus() is None  # off unless asked for: pinning every process to one core hurt on the H200
     monkeypatch.setenv("ENGINEWRIGHT_MEASURE_CPUS", "off")
-    assert measuring_cpus(on_gpu=True) is None
+    assert measuring_cpus() is None
     monkeypatch.setenv("ENGINEWRIGHT_MEASURE_CPUS", "0,1")
-    assert measuring_cpus(on_gpu=False) == {0, 1}
+    assert measuring_cpus() == {0, 1}

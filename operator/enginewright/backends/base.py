@@ -145,10 +145,6 @@ class Backend(abc.ABC):
     def load(self, engine: bytes, workdir: Path) -> Runner:
         """Load engine bytes (possibly in a fresh process) into a runner."""
 
-    def on_gpu(self) -> bool:
-        """Whether its engines run on a GPU (the worker pins their serving processes to one CPU)."""
-        return False
-
     def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
         """Raise ValueError naming the input when `inputs` cannot feed the model. Optional."""
 

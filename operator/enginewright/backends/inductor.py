@@ -325,9 +325,6 @@ class InductorBackend(Backend):
             self._device = "cuda" if torch.cuda.is_available() else "cpu"
         return self._device
 
-    def on_gpu(self) -> bool:
-        return self.device == "cuda"
-
     def knobs(self) -> list[Knob]:
         import torch._inductor.config as config  # noqa: F401  (imports torch)
         _torch()

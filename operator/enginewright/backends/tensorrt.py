@@ -210,9 +210,6 @@ class TensorRTBackend(Backend):
     def __init__(self, knobs_json: str | None = None):
         self._knobs_json = knobs_json
 
-    def on_gpu(self) -> bool:
-        return True
-
     def _logger(self):
         trt = _trt()
         return trt.Logger(trt.Logger.WARNING)

@@ -103,21 +103,18 @@ class WorkerContext:
             self.progress(message)
 
 
-def measuring_cpus(on_gpu: bool) -> frozenset[int] | None:
-    """The CPUs every engine-serving process is pinned to. `ENGINEWRIGHT_MEASURE_CPUS`: `off`, or a
-    list such as `3` or `2,3`. By default, for GPU engines, one CPU shared by all of them, the last
-    this worker may use: only one measures at a time, and the host half of a launch-bound engine's
-    time (its kernel launches) then runs on the same core for the default and every route, so a
-    process placed on a slower or busier core cannot pass for a faster engine (the H200 A/A test saw
-    lasting per-process offsets up to 2x). CPU engines are not pinned: their own threads need the cores."""
+def measuring_cpus() -> frozenset[int] | None:
+    """The CPUs every engine-serving process is pinned to: `ENGINEWRIGHT_MEASURE_CPUS`, a list such
+    as `3` or `2,3`; unset or `off`: not pinned. Off by default because it was measured to hurt: on
+    the H200, with the eight serving processes of the A/A benchmark all pinned to one CPU, the
+    attention block's default engine ran 1.5-2x slower (0.32-0.45 ms against 0.20-0.23 unpinned)
+    and identical engines differed by up to 40% from process to process (±5% unpinned): their idle
+    threads (CUDA driver, compile workers) share that core with the one measuring
+    (docs/benchmarks.md). For nodes whose measuring cores are reserved (e.g. a static CPU manager)."""
     setting = os.environ.get("ENGINEWRIGHT_MEASURE_CPUS", "").strip()
-    if setting == "off":
+    if setting in ("", "off"):
         return None
-    if setting:
-        return frozenset(int(cpu) for cpu in setting.split(","))
-    if not on_gpu or not hasattr(os, "sched_getaffinity"):
-        return None
-    return frozenset({max(os.sched_getaffinity(0))})
+    return frozenset(int(cpu) for cpu in setting.split(","))
 
 
 @dataclass

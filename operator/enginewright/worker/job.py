@@ -147,7 +147,7 @@ def run(request: BatchRequest, workdir: Path) -> int:
         backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store_from_env(request.bucket),
         prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
         settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
-        timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(backend.on_gpu()),
+        timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(),
         route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
         deadline=request.deadline, progress=lambda message: print(message, flush=True))
     routes = [Route.of(parse_route(r)) for r in request.routes]

@@ -88,7 +88,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
         save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
-        build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(backend.on_gpu()),
+        build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
         progress=say)
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
