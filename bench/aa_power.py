@@ -1,6 +1,7 @@
 """False winners and power of the winner rule, measured with the product's own measuring code.
 
     python bench/aa_power.py --out OUT [--workload attention] [--seconds 420] [--slowdown 0.05]
+    python bench/aa_power.py table RUN.json...   # the figures of saved runs, as a markdown table
 
 One Inductor engine (the workload's default route) is built with the product's build child, then held
 by a pool of serving processes (`worker.batch.Server`, the code that measures every route): `--pool`
@@ -115,7 +116,29 @@ def lower_bound(successes: int, trials: int, level: float = 0.95) -> float:
     return 1.0 - upper_bound(trials - successes, trials, level) if trials else 0.0
 
 
+def table(paths: list[str]) -> str:
+    """The figures of saved runs (aa_power.json files), one markdown row each."""
+    rows = ["| run | objective | A/A trials | false winners, after | false winners, before | power trials | "
+            "found, after | found, before | measured slowdown | plain processes: slowest / fastest median | "
+            "stage-1 rounds (median) |", "|" + " --- |" * 11]
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        aa, pw = d["aa"], d["power"]
+        plain = [v for k, v in d["process_median_ms"].items() if k.startswith("A")]
+        rows.append(
+            f"| {Path(path).stem} | {d['objective']} | {aa['trials']} | {aa['after_named_route']} "
+            f"({aa['after_named_route'] / aa['trials']:.1%}, ≤{aa['after_rate_upper95']:.1%}) | {aa['before_named_route']} "
+            f"({aa['before_named_route'] / aa['trials']:.1%}) | {pw['trials']} | {pw['after_named_route']} "
+            f"({pw['after_named_route'] / pw['trials']:.0%}) | {pw['before_named_route']} "
+            f"({pw['before_named_route'] / pw['trials']:.0%}) | {d.get('measured_slowdown', float('nan')):+.1%} | "
+            f"{max(plain) / min(plain):.3f} | {aa['stage1_rounds_median']} |")
+    return "\n".join(rows)
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["table"]:
+        print(table(sys.argv[2:]))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workload", default="attention")

@@ -310,21 +310,25 @@ def cmd_run(args) -> int:
     return status
 
 
-def overhead_section(args) -> list[str]:
+def overhead_section(path: str, date: str, revision: str, commands: list[str] | None,
+                     title: str = "## Engine per-call time vs `torch.compile` in the user's process") -> list[str]:
     """The engine-vs-torch.compile per-call table of a `bench/engine_overhead.py` result file."""
     from engine_overhead import table
-    o = json.loads(Path(args.overhead).read_text())
-    return ["## Engine per-call time vs `torch.compile` in the user's process", "",
-            f"Measured {args.overhead_date} at git revision `{args.overhead_revision}` with "
+    o = json.loads(Path(path).read_text())
+    timing = o["timing"]
+    one_round = (f"{timing['iterations']}-call repeats until {timing['min_seconds']} s were timed, CUDA events"
+                 if "iterations" in timing else
+                 f"about {timing['round_seconds']} s of calls back to back, CUDA events around them: {timing['objective']}")
+    return [title, "",
+            f"Measured {date} at git revision `{revision}` with "
             f"`bench/engine_overhead.py`: torch {o['torch']}, {o['gpu']}. Per workload and route, each key is "
             "held in a process of its own and timed one at a time in rotating order for "
-            f"{o['rounds']} rounds (a round: {o['timing']['iterations']}-call repeats until "
-            f"{o['timing']['min_seconds']} s were timed, CUDA events). `compile`: `torch.compile` on the original "
+            f"{o['rounds']} rounds (a round: {one_round}). `compile`: `torch.compile` on the original "
             "fp16 module with the route's options, called under one `inference_mode`; `engine`: built and served by "
             "the product's own child processes (the code the worker measures with is the code that serves); "
             "other columns: earlier backends, built and served the same way. Ratio: median over rounds of the "
             "per-round ratio to `compile`.", "",
-            "```", *(args.overhead_command or []), "```", "", table(o["results"])]
+            "```", *(commands or []), "```", "", table(o["results"])]
 
 
 NOTES_BEGIN, NOTES_END = "<!-- notes: written by hand, kept by `gpu_tuning.py docs` -->", "<!-- /notes -->"
@@ -436,8 +440,13 @@ def cmd_docs(args) -> int:
         lines += ["", f"**False-winner rate: {total['rule'] / total['trials']:.1%} with the confirmation rule "
                   f"({total['rule']}/{total['trials']}), {total['strict'] / total['trials']:.1%} with the strict "
                   f"rule ({total['strict']}/{total['trials']}).**"]
+    if args.overhead_paired:
+        lines += ["", *overhead_section(args.overhead_paired, args.overhead_paired_date, args.overhead_paired_revision,
+                                        args.overhead_paired_command,
+                                        "## Engine per-call time vs `torch.compile`, after paired measurement")]
     if args.overhead:
-        lines += ["", *overhead_section(args)]
+        lines += ["", *overhead_section(args.overhead, args.overhead_date, args.overhead_revision,
+                                        args.overhead_command)]
     lines += ["", "## Every route (mixed run, then the routes only full needed)", ""]
     for r in results:
         lines += [f"### {r['workload']} — {r['note']}", "", f"![{r['workload']}](benchmarks/{r['workload']}.png)", "",
@@ -485,6 +494,10 @@ def main() -> int:
     docs.add_argument("--overhead-revision", default="")
     docs.add_argument("--overhead-date", default="")
     docs.add_argument("--overhead-command", action="append", help="a command as run for --overhead (repeat)")
+    docs.add_argument("--overhead-paired", help="a later engine_overhead.py result, shown before --overhead")
+    docs.add_argument("--overhead-paired-revision", default="")
+    docs.add_argument("--overhead-paired-date", default="")
+    docs.add_argument("--overhead-paired-command", action="append")
     docs.set_defaults(func=cmd_docs)
     args = parser.parse_args()
     return args.func(args)
