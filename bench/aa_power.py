@@ -116,22 +116,40 @@ def lower_bound(successes: int, trials: int, level: float = 0.95) -> float:
     return 1.0 - upper_bound(trials - successes, trials, level) if trials else 0.0
 
 
+def verdicts(trial: dict, margin: float) -> dict[str, bool]:
+    """Whether each rule names the trial's route. after: the product's pipeline (a route whose paired
+    interval reaches below the margin line is a candidate, and the confirmation round against both
+    default processes decides); sweep_alone: the product's rule when no confirmation round decides
+    (the whole paired interval below the line); before: the confirmation rule before paired rounds
+    (one default process, no gate), on the same rounds."""
+    line = 1.0 - margin
+    return {"after": trial["paired"]["low"] < line and trial["confirm_only"],
+            "sweep_alone": trial["paired"]["high"] < line, "before": trial["before"]}
+
+
 def table(paths: list[str]) -> str:
-    """The figures of saved runs (aa_power.json files), one markdown row each."""
-    rows = ["| run | objective | A/A trials | false winners, after | false winners, before | power trials | "
-            "found, after | found, before | measured slowdown | plain processes: slowest / fastest median | "
-            "stage-1 rounds (median) |", "|" + " --- |" * 11]
+    """The figures of saved runs (aa_power.json files), one markdown row each, the rules applied to
+    the recorded trials."""
+    rules = ("after", "sweep_alone", "before")
+    rows = ["| run | objective | A/A trials | false winners: after | sweep alone | before | power trials | "
+            "found: after | sweep alone | before | measured slowdown | plain processes: slowest / fastest | "
+            "stage-1 rounds (median) |", "|" + " --- |" * 13]
     for path in paths:
         d = json.loads(Path(path).read_text())
-        aa, pw = d["aa"], d["power"]
+        counts = {kind: {rule: 0 for rule in rules} for kind in ("aa", "power")}
+        for trial in d["trials"]:
+            for rule, named in verdicts(trial, d["margin"]).items():
+                counts[trial["kind"]][rule] += named
+        n_aa, n_pw = d["aa"]["trials"], d["power"]["trials"]
+        aa, pw = counts["aa"], counts["power"]
         plain = [v for k, v in d["process_median_ms"].items() if k.startswith("A")]
         rows.append(
-            f"| {Path(path).stem} | {d['objective']} | {aa['trials']} | {aa['after_named_route']} "
-            f"({aa['after_named_route'] / aa['trials']:.1%}, ≤{aa['after_rate_upper95']:.1%}) | {aa['before_named_route']} "
-            f"({aa['before_named_route'] / aa['trials']:.1%}) | {pw['trials']} | {pw['after_named_route']} "
-            f"({pw['after_named_route'] / pw['trials']:.0%}) | {pw['before_named_route']} "
-            f"({pw['before_named_route'] / pw['trials']:.0%}) | {d.get('measured_slowdown', float('nan')):+.1%} | "
-            f"{max(plain) / min(plain):.3f} | {aa['stage1_rounds_median']} |")
+            f"| {Path(path).stem} | {d['objective']} | {n_aa} | {aa['after']} ({aa['after'] / n_aa:.1%}, "
+            f"≤{upper_bound(aa['after'], n_aa):.1%}) | {aa['sweep_alone']} ({aa['sweep_alone'] / n_aa:.0%}) | "
+            f"{aa['before']} ({aa['before'] / n_aa:.1%}) | {n_pw} | {pw['after']} ({pw['after'] / n_pw:.0%}) | "
+            f"{pw['sweep_alone']} ({pw['sweep_alone'] / n_pw:.0%}) | {pw['before']} ({pw['before'] / n_pw:.0%}) | "
+            f"{d.get('measured_slowdown', float('nan')):+.1%} | {max(plain) / min(plain):.3f} | "
+            f"{d['aa']['stage1_rounds_median']} |")
     return "\n".join(rows)
 
 
@@ -161,7 +179,6 @@ def main() -> int:
     import torch
     from enginewright.api.models import Timing
     from enginewright.search.paired import stop_reason, summarise
-    from enginewright.search.planners import beats
     from enginewright.search.winner import confirm, twin
     from enginewright.store import LocalStore
     from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext, measuring_cpus
@@ -223,7 +240,7 @@ def main() -> int:
                   "process_median_ms": {k: statistics.median(v) for k, v in times.items() if v}}
         for kind in ("aa", "power"):
             done = [t for t in trials if t["kind"] == kind]
-            counts = {rule: sum(t[rule] for t in done) for rule in ("stage1", "after", "confirm_only", "before")}
+            counts = {rule: sum(t[rule] for t in done) for rule in ("sweep_alone", "after", "confirm_only", "before")}
             result[kind] = {"trials": len(done), **{f"{rule}_named_route": n for rule, n in counts.items()}}
             if kind == "aa":
                 result[kind].update({f"{rule}_rate_upper95": upper_bound(n, len(done)) for rule, n in counts.items()})
@@ -266,7 +283,6 @@ def main() -> int:
             stopped = stop_reason(route_ms, default_ms, margin=args.margin, precision=timing.precision,
                                   min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
         paired = summarise(route_ms, default_ms, stopped)
-        candidate = beats(paired.ratio, 1.0, args.margin)
         # Confirmation round, rotating order, timed for every trial.
         keys = [default, other, route]
         rounds: dict[str, list[float]] = {k: [] for k in keys}
@@ -276,10 +292,10 @@ def main() -> int:
                 rounds[key].append(timed(key))
         after = confirm({"d": rounds[default], twin("d"): rounds[other], "r": rounds[route]}, "d", args.margin)
         before = confirm({"d": rounds[default], "r": rounds[route]}, "d", args.margin)
-        trials.append({"kind": "power" if power else "aa", "default": default, "twin": other, "route": route,
-                       "paired": paired.wire(), "confirm_ratio": after.ratios["r"], "rounds": rounds,
-                       "stage1": bool(candidate), "confirm_only": not after.default_won,
-                       "after": bool(candidate) and not after.default_won, "before": not before.default_won})
+        trial = {"kind": "power" if power else "aa", "default": default, "twin": other, "route": route,
+                 "paired": paired.wire(), "confirm_ratio": after.ratios["r"], "rounds": rounds,
+                 "confirm_only": not after.default_won, "before": not before.default_won}
+        trials.append({**trial, **verdicts(trial, args.margin)})
         write(summary())
         if index % 10 == 0:
             s = summary()

@@ -102,7 +102,7 @@ def main() -> int:
         for target in status.get("targets") or []:
             print(f"{target['gpuType']}: {target.get('message')}")
             if target.get("speedup"):
-                print(f"    speedup {target['speedup']}")
+                print(f"    {target['speedup']}")  # e.g. "gpuTime speedup 1.283x (how it was measured; winner ...)"
             if target.get("engineUri"):
                 print(f"    engine  {target['engineUri']}\n    sha256  {target.get('engineSha256')}")
         shards = [kubectl_json(cluster, "configmap", name, "-n", NAMESPACE) for t in status.get("targets") or []

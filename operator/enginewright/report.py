@@ -23,10 +23,6 @@ def _fmt(value, spec: str, missing: str = "—") -> str:
     return missing if value is None else format(value, spec)
 
 
-def _ratio(numerator: float | None, denominator: float | None) -> float | None:
-    return numerator / denominator if numerator and denominator else None
-
-
 def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str | None) -> list[list[str]]:
     def order(e: CacheEntry):
         return (e.route_id != default_id, e.speedup is None, -(e.speedup or 0.0), e.route)
@@ -48,7 +44,7 @@ def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str 
 
 HEADER = ["", "route", "stage", "batch", "outcome", "objective ms", "sweep speedup", "95% interval", "rounds",
           "latency ms", "throughput /s", "gpuTime ms", "max loss", "build s"]
-LEGEND = ("`objective ms`: the median per-call time the winner rule used (the run's timing objective); "
+LEGEND = ("`objective ms`: the route's median per-call time over its rounds, timed as the run's objective says; "
           "`sweep speedup`: default/route, geometric mean of the per-round ratios over paired rounds that "
           "timed the route and the default of its batch one after the other (routes without paired rounds: "
           "its batch's default median / its median); `95% interval`: of that speedup; `rounds`: how many "
@@ -83,7 +79,7 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
         if sweep:
             lines.append((sweep, f"sweep speedup: {how}"))
     elif sweep:
-        lines.append((sweep, f"{what} speedup (headline): sweep, {how}"))
+        lines.append((sweep, f"{what} speedup (headline): sweep only, unconfirmed, {how}"))
     return lines
 
 

@@ -101,6 +101,7 @@ def test_mixed_never_combines_an_exclusive_value():
     class Entry:
         def __init__(self, knobs, speedup):
             self.knobs, self.speedup, self.passed, self.median_ms = knobs, speedup, True, 1.0
+            self.paired = None
     improving = improving_values(SPACE, [Entry({"compile": "false"}, 1.5), Entry({"a": "y"}, 1.2),
                                          Entry({"b": "1"}, 1.1)], 1.0, 0.03)
     assert set(improving) == {"a", "b"}
@@ -116,3 +117,32 @@ def test_pins_keep_an_exclusive_knob_out_of_the_default_space():
     knobs = [Knob("compile", ("true", "false"), "true", exclusive=True), Knob("a", ("x", "y"), "x")]
     assert [k.name for k in build_space(knobs, pinned={"a": "y"})] == []
     assert [k.name for k in build_space(knobs)] == ["compile", "a"]
+
+
+def test_an_exclusive_knob_cannot_be_swept_or_pinned_with_other_pins():
+    from enginewright.search.planners import PlanError
+    knobs = [Knob("compile", ("true", "false"), "true", exclusive=True), Knob("a", ("x", "y"), "x")]
+    with pytest.raises(PlanError, match="knob 'compile' ignores every other setting"):
+        build_space(knobs, [("compile", ["false"])], pinned={"a": "y"})
+    with pytest.raises(PlanError, match="compile=false ignores every other setting; pin it alone"):
+        build_space(knobs, pinned={"compile": "false", "a": "y"})
+    assert build_space(knobs, pinned={"compile": "false"}) == [SpaceKnob("a", "x", ("x", "y"))]
+
+
+def test_the_sweep_names_a_winner_only_when_the_whole_interval_clears_the_margin():
+    from enginewright.api.cache import CacheEntry, Outcome, Paired, TimingStats
+    from enginewright.search.winner import choose_winner, could_win
+
+    def entry(knobs, ratio, low, high):
+        route = Route.of(knobs)
+        return CacheEntry(target="t", route_id=route.id, route=route.canonical, knobs=knobs, outcome=Outcome.ok,
+                          timing=TimingStats(median_ms=ratio, mean_ms=ratio, p90_ms=ratio, min_ms=ratio, n=5),
+                          baseline_ms=1.0, paired=None if ratio == 1.0 else Paired(
+                              ratio=ratio, low=low, high=high, rounds=5, stopped="x"))
+    default = entry({}, 1.0, 1.0, 1.0)
+    hopeful = entry({"a": "y"}, 0.85, 0.70, 1.03)  # fastest point estimate, interval crosses the line
+    clear = entry({"b": "1"}, 0.92, 0.90, 0.94)
+    decision = choose_winner([default, hopeful, clear], default.route_id, 0.03)
+    assert decision.winner_id == clear.route_id and "unconfirmed" in decision.reason
+    assert choose_winner([default, hopeful], default.route_id, 0.03).default_won
+    assert could_win(hopeful, 0.03) and not could_win(entry({"c": "1"}, 1.1, 1.05, 1.15), 0.03)

@@ -58,7 +58,7 @@ def test_without_a_confirmation_the_sweep_is_the_headline():
     entries = [entry({}, 11.0, 11.0, "b0"), paired({"enable_mem_pattern": "0"}, 0.9, "b1")]
     summary = {**SUMMARY, "winner_id": entries[1].route_id, "objective": "gpuTime"}
     text = headline(summary, entries)
-    assert "gpuTime speedup (headline) 1.111x: sweep, paired rounds against the default in batch b1, 6 rounds" in text
+    assert "gpuTime speedup (headline) 1.111x: sweep only, unconfirmed, paired rounds against the default in batch b1, 6 rounds" in text
     assert text.count("(headline)") == 1
 
 
@@ -66,7 +66,7 @@ def test_a_speedup_is_rounded_once():
     # 1.000504999 rounds to 1.001; rounded to 4 places first (1.0005) it would show 1.000.
     entries = [entry({}, 1.0, 1.0, "b0"), entry({"enable_mem_pattern": "0"}, 1.0, 1.000504999, "b1")]
     summary = {**SUMMARY, "winner_id": entries[1].route_id, "speedup": round(1.000504999, 4)}
-    assert "speedup (headline) 1.001x: sweep, against the default measured in its own batch b1" in headline(summary, entries)
+    assert "speedup (headline) 1.001x: sweep only, unconfirmed, against the default measured in its own batch b1" in headline(summary, entries)
 
 
 def test_table_columns_show_the_paired_speedup_its_interval_and_rounds():
@@ -83,7 +83,7 @@ def test_markdown_has_tables_for_versions_and_counts_not_dicts():
     assert "{" not in md and "}" not in md
     assert "| compiler | onnxruntime-1.20.1 |" in md and "| gpuName | cpu-x86_64 |" in md
     assert "| ok | 2 |" in md and "| accuracy-rejected | 1 |" in md
-    assert "**time speedup (headline) 1.046×**: sweep, against the default measured in its own batch" in md
+    assert "**time speedup (headline) 1.046×**: sweep only, unconfirmed, against the default measured in its own batch" in md
 
 
 def test_plot_labels_routes_keeps_tiny_losses_and_shows_both_markers():

@@ -265,6 +265,11 @@ class Timing(WireModel):
     """How each route is timed: against the default route, in paired rounds, until the comparison is
     decided (sequential stopping)."""
 
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [
+        cel("!has(self.maxRounds) || !has(self.minRounds) || self.maxRounds >= self.minRounds",
+            "maxRounds must be >= minRounds", ".maxRounds"),
+    ]})
+
     objective: Objective = Field(Objective.gpu_time, description=(
         "What the winner minimises. gpuTime (default): the device's time per call (device events around "
         "each call, inputs already on the device); on CPU compilers the compute time per call on inputs "

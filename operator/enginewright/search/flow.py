@@ -21,7 +21,7 @@ from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.search.planners import (Batch, build_space, improving_values, make_batches, plan_mixed_stage2,
                                           plan_stage1)
 from enginewright.search.routes import Knob, Route
-from enginewright.search.winner import Decision, choose_winner, confirm, noise_margin, rank_candidates
+from enginewright.search.winner import Decision, choose_winner, confirm, could_win, noise_margin, rank_candidates
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,10 @@ class Decided:
             how = "the default route is kept"
         elif decision.confirmed:
             how = f"confirmation round: {decision.rounds} interleaved rounds against the default"
+        elif winner.paired:
+            how = "sweep only, unconfirmed: paired rounds against the default of the winner's batch"
         else:
-            how = "sweep: paired rounds against the default of the winner's batch"
+            how = "sweep only, unconfirmed: against the default measured in the winner's batch"
         return {
             "objective": objective,
             "headline": {"name": f"{objective} speedup", "speedup": decision.speedup, "measured": how},
@@ -199,7 +201,7 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
     margin = noise_margin(measured, spec.noise_margin)
     decision = choose_winner(measured, default.id, margin)
     candidates = tuple(e for e in rank_candidates(measured, default.id, default_entry.median_ms)
-                       if e.engine_uri)[:spec.top_k]
+                       if e.engine_uri and could_win(e, margin))[:spec.top_k]
     if spec.top_k and spec.confirm_rounds >= 2 and candidates:
         name = confirmation_name(candidates)
         if name in observed.confirmations:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from enginewright.api.cache import CacheEntry
-from enginewright.search.planners import beats
+from enginewright.search.planners import clearly_faster, entry_speedup
 
 
 @dataclass
@@ -30,13 +30,11 @@ class Decision:
 
 
 def noise_margin(entries: Sequence[CacheEntry], floor: float) -> float:
-    """The margin a candidate must beat: the configured floor; for routes timed before paired rounds
-    (or imported), raised by the measured relative spread (max-min)/median of the default route
-    across batches. Paired routes were each judged against a default timed right next to them, so
-    the default's drift between batches says nothing about them."""
-    if any(e.paired is not None for e in entries):
-        return floor
-    baselines = sorted({(e.batch, e.baseline_ms) for e in entries if e.baseline_ms})
+    """The margin a candidate must beat: the configured floor, raised by the measured relative spread
+    (max-min)/median across batches of the default route that unpaired routes (timed before paired
+    rounds, or imported) were compared with. Paired routes were each judged against a default timed
+    right next to them: the default's drift between batches says nothing about them."""
+    baselines = sorted({(e.batch, e.baseline_ms) for e in entries if e.baseline_ms and e.paired is None})
     values = [b for _, b in baselines]
     if len(values) < 2:
         return floor
@@ -44,8 +42,12 @@ def noise_margin(entries: Sequence[CacheEntry], floor: float) -> float:
     return max(floor, min(spread, 0.5))
 
 
-def _speedup(entry: CacheEntry, default_ms: float) -> float:
-    return entry.speedup or default_ms / entry.median_ms
+_speedup = entry_speedup
+
+
+def could_win(entry: CacheEntry, margin: float) -> bool:
+    """Worth a confirmation round: not placed wholly above the margin line by its paired rounds."""
+    return entry.paired is None or entry.paired.low < 1.0 - margin
 
 
 def rank_candidates(entries: Sequence[CacheEntry], default_id: str, default_ms: float) -> list[CacheEntry]:
@@ -60,12 +62,15 @@ def choose_winner(entries: Sequence[CacheEntry], default_id: str, margin: float)
     if default is None:
         raise ValueError("the default route has no successful measurement: nothing to compare against")
     ranked = rank_candidates(entries, default_id, default.median_ms)
-    if ranked and beats(1.0 / _speedup(ranked[0], default.median_ms), 1.0, margin):
-        best = ranked[0]
-        how = "paired with the default in its batch" if best.paired else "against its batch's default"
+    clear = [e for e in ranked if clearly_faster(e, default.median_ms, margin)]
+    if clear:
+        best = clear[0]
+        how = ("paired with the default in its batch, the whole interval" if best.paired
+               else "against its batch's default")
         return Decision(best.route_id, default_id, _speedup(best, default.median_ms), margin,
                         f"route {best.route or '(default)'} is {_speedup(best, default.median_ms):.3f}x the "
-                        f"default in the sweep ({how}), beyond the {margin:.1%} noise margin")
+                        f"default in the sweep ({how} beyond the {margin:.1%} noise margin); unconfirmed: "
+                        f"no confirmation round decided")
     return Decision(default_id, default_id, 1.0, margin,
                     "no route beat the default route beyond the noise margin" if ranked
                     else "no other route passed")

@@ -181,13 +181,18 @@ class Worker:
     # ------------------------------------------------------------------ store
     def existing(self) -> dict[str, CacheEntry]:
         """Entries already in the store; one that does not parse (truncated, corrupt) counts as
-        missing, so its route is measured again and the entry rewritten."""
+        missing, so its route is measured again and the entry rewritten; so does one timed for
+        another objective (a shared `tune --cache`). Entries that name no objective (imported from
+        trtexec, whose tuning cache keeps GPU time) are kept."""
         entries = {}
+        objective = self.ctx.timing.objective.value
         for key in self.ctx.store.list(self.ctx.keys.entries):
             try:
                 entry = CacheEntry.from_json(self.ctx.store.get(key))
             except ValueError as exc:
                 log.warning("ignoring unreadable cache entry %s: %s", key, str(exc)[:200])
+                continue
+            if entry.objective not in (None, objective):
                 continue
             entries[entry.route_id] = entry
         return entries
@@ -229,11 +234,14 @@ class Worker:
         server = Server(ctx, key, built.engine_path, built.engine_path.parent / "serve", references=True)
         try:
             ready = server.start(self._budget(entry))
+            versions = Versions.model_validate(ready["versions"])
         except ServerFailed as failed:
             server.close()
             return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
                                             "finished_at": now_iso()}), None
-        versions = Versions.model_validate(ready["versions"])
+        except BaseException:  # anything else (a garbled reply, SIGTERM, Ctrl-C): no process left behind
+            server.close()
+            raise
         if os.environ.get("NODE_NAME"):
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
         update = {"versions": versions, "loss": ready.get("loss"), "load_info": ready.get("load_info"),
@@ -256,6 +264,9 @@ class Worker:
             server.close()
             return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
                                             "finished_at": now_iso()}), None
+        except BaseException:
+            server.close()
+            raise
         timing = stats_of(times, n=len(times) * server.calls)
         return entry.model_copy(update={"timing": timing, "baseline_ms": timing.median_ms,
                                         "measurements": measurements, "finished_at": now_iso(),
@@ -266,6 +277,7 @@ class Worker:
         rounds until `search.paired.stop_reason` places it. A rejected route is timed for
         `min_rounds` rounds only (for the report's time-vs-loss plot)."""
         ctx, timing = self.ctx, self.ctx.timing
+        limit = time.monotonic() + self._budget(built.entry)  # the whole measurement: load to last round
         entry, server = self.load(built, "route")
         if server is None:
             return entry.model_copy(update={"finished_at": now_iso()})
@@ -273,21 +285,29 @@ class Worker:
         route_ms: list[float] = []
         default_ms: list[float] = []
         stopped = None
+
+        def left() -> float:
+            remaining = min(limit - time.monotonic(), self._time_left())
+            if remaining <= 0:
+                raise ServerFailed(Outcome.timeout, f"measuring exceeded the route's {ctx.route_timeout:.0f}s "
+                                                    f"timeout or the run's deadline")
+            return remaining
         try:
             while stopped is None:
-                budget = self._budget(entry)
+                left()  # the default's rounds count against the route's time too, but their own
+                partner = max(10.0, min(ctx.route_timeout, self._time_left()))  # failure is the batch's
                 if len(route_ms) % 2 == 0:
-                    default_ms.append(default.time(budget, partner=True))
-                    route_ms.append(server.time(budget))
+                    default_ms.append(default.time(partner, partner=True))
+                    route_ms.append(server.time(left()))
                 else:
-                    route_ms.append(server.time(budget))
-                    default_ms.append(default.time(budget, partner=True))
+                    route_ms.append(server.time(left()))
+                    default_ms.append(default.time(partner, partner=True))
                 if entry.outcome is Outcome.accuracy_rejected:
                     stopped = "rejected" if len(route_ms) >= timing.min_rounds else None
                 else:
                     stopped = stop_reason(route_ms, default_ms, margin=ctx.noise_margin, precision=timing.precision,
                                           min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
-            measurements = server.measurements(self._budget(entry))
+            measurements = server.measurements(left())
         except ServerFailed as failed:
             return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
                                             "finished_at": now_iso()})
@@ -486,13 +506,19 @@ class Server:
 
     def time(self, timeout: float, partner: bool = False) -> float:
         """One round: milliseconds per call. A failure of the default's process (`partner`) is the
-        batch's failure, not the route's: it raises RuntimeError."""
+        batch's failure, not the route's: it raises RuntimeError (the Job's retry, or a rerun of
+        `tune`, resumes after the routes already written) — unless the run's deadline cut it short,
+        which is the route's `timeout`, not recorded."""
         try:
-            return float(self._ask({"op": "time"}, timeout)["ms"])
+            ms = float(self._ask({"op": "time"}, timeout)["ms"])
         except ServerFailed as failed:
-            if partner:
+            deadline = self.ctx.deadline
+            if partner and not (failed.outcome is Outcome.timeout and deadline and time.time() >= deadline):
                 raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
             raise
+        if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
+            raise ServerFailed(Outcome.crash, f"engine {self.key} timed {ms} ms per call")
+        return ms
 
     def measurements(self, timeout: float) -> Measurements:
         return Measurements.model_validate(self._ask({"op": "measurements"}, timeout)["measurements"])
@@ -512,7 +538,11 @@ class Server:
             raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
         line = self.proc.stdout.readline()
         if not line:
-            code = self.proc.wait()
+            try:
+                code = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # closed its output but hangs on exit
+                _kill_group(self.proc)
+                code = self.proc.returncode
             tail = (self.workdir / "serve.log").read_text(errors="replace")[-1500:].strip()
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
             raise ServerFailed(Outcome.crash, f"the process holding engine {self.key} {how} during {what}"
