@@ -250,12 +250,13 @@ class Worker:
             update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
         return entry.model_copy(update=update), server
 
-    def measure_default(self, built: Built) -> tuple[CacheEntry, "Server | None"]:
-        """Load the default engine, check it, time it alone for `min_rounds` rounds. The server stays
-        loaded: every route of the batch is timed against it."""
+    def measure_default(self, built: Built, timed: bool = True) -> tuple[CacheEntry, "Server | None"]:
+        """Load the default engine, check it, and (`timed`: for the batch that writes its entry) time
+        it alone for `min_rounds` rounds. The server stays loaded: every route of the batch is timed
+        against it."""
         entry, server = self.load(built, "default")
-        if server is None:
-            return entry, None
+        if server is None or not timed:
+            return entry, server
         started = time.monotonic()
         try:
             times = [server.time(self._budget(entry)) for _ in range(self.ctx.timing.min_rounds)]
@@ -352,6 +353,7 @@ class Worker:
         # once each measure the default as their own baseline, and a rebuild gives other bytes, so two
         # writers could leave an entry whose digest is not the kept engine's.
         owns_default = any(r.id == default.id for r in routes)
+        writes_default = default.id not in done and owns_default  # (and so times it alone too)
         if not todo and (default.id in done or not owns_default):
             ctx.say(f"[{batch}] all {len(routes)} routes already measured; nothing to do")
             return []
@@ -377,7 +379,7 @@ class Worker:
                     for built in list(pool.map(lambda r: self.build(r, stage, batch), group)):
                         is_default = built.route.id == default.id
                         if is_default:
-                            entry, baseline = self.measure_default(built)
+                            entry, baseline = self.measure_default(built, timed=writes_default)
                         else:
                             entry = self.measure_paired(built, baseline)
                         # Cut short by the run's deadline, not slow on its own: not cached, so a resumed
@@ -386,14 +388,14 @@ class Worker:
                         if cut:
                             ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
                                     f"not recorded, a later run retries it")
-                        elif is_default and not entry.passed:
+                        elif is_default and entry.outcome is not Outcome.ok:
                             ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
-                            if default.id not in done and owns_default:
+                            if writes_default:
                                 self._write(entry)
                                 written.append(entry)
                             return written
                         elif is_default:
-                            if default.id not in done and owns_default:  # written before the line: progress counts it
+                            if writes_default:  # written before the line: progress counts it
                                 entry = self._keep(entry, built.engine_path, is_default=True)
                                 self._write(entry)
                                 written.append(entry)
