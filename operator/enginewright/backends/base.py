@@ -74,6 +74,34 @@ class Runner(abc.ABC):
         """Release device memory and handles."""
 
 
+def cuda_timed_calls(torch, stream, pairs: list, objective: str, call, count: int, synchronize) -> float:
+    """Total milliseconds of `count` calls of `call()` from CUDA events recorded on `stream` (the one
+    the calls run on): throughput one event pair around the calls back to back, gpuTime a pair around
+    each call. `pairs` is the runner's list of event pairs, grown here ahead of the timed calls and
+    reused (torch creates an event on its first record, which inside the timed calls would add the
+    creation to a call's device time); `synchronize` waits for the device before and after."""
+    wanted = 1 if objective == "throughput" else count
+    while len(pairs) < wanted:
+        pair = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+        pair[0].record(stream)
+        pair[1].record(stream)
+        pairs.append(pair)
+    used = pairs[:wanted]
+    synchronize()
+    if objective == "throughput":
+        used[0][0].record(stream)
+        for _ in range(count):
+            call()
+        used[0][1].record(stream)
+    else:
+        for start, end in used:
+            start.record(stream)
+            call()
+            end.record(stream)
+    synchronize()
+    return sum(start.elapsed_time(end) for start, end in used)
+
+
 WARMUP_SECONDS = 2.0  # warm-up stops early after this long: a slow engine needs few calls to warm
 
 

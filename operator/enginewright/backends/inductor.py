@@ -49,7 +49,8 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner
+from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
+                                        cuda_timed_calls)
 from enginewright.search.routes import Knob
 
 # Candidate knobs: name -> explicit values for non-boolean options (booleans sweep false/true).
@@ -263,31 +264,8 @@ class InductorRunner(Runner):
             return super().timed_calls(objective, inputs, count)
         torch = self.torch
         prepared = self.prepare(inputs)
-        stream = torch.cuda.current_stream()
-        pairs = self._events(stream, 1 if objective == "throughput" else count)
-        torch.cuda.synchronize()
-        if objective == "throughput":  # back to back, one event pair around them all
-            pairs[0][0].record(stream)
-            for _ in range(count):
-                self.run_prepared(prepared)
-            pairs[0][1].record(stream)
-        else:  # gpuTime: each call's own device time
-            for start, end in pairs:
-                start.record(stream)
-                self.run_prepared(prepared)
-                end.record(stream)
-        torch.cuda.synchronize()
-        return sum(start.elapsed_time(end) for start, end in pairs)
-
-    def _events(self, stream, count: int) -> list:
-        """`count` timing event pairs, created ahead and reused: torch creates an event on its first
-        record, which inside the timed calls would add the creation to a call's device time."""
-        while len(self._event_pairs) < count:
-            pair = (self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True))
-            pair[0].record(stream)
-            pair[1].record(stream)
-            self._event_pairs.append(pair)
-        return self._event_pairs[:count]
+        return cuda_timed_calls(torch, torch.cuda.current_stream(), self._event_pairs, objective,
+                                lambda: self.run_prepared(prepared), count, torch.cuda.synchronize)
 
     def describe(self) -> dict:
         """Compile-cache hits and misses so far: a loaded engine must hit, never re-tune. An eager

@@ -23,7 +23,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner
+from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
+                                        cuda_timed_calls)
 from enginewright.search.routes import Knob, canonical_route, parse_tensorrt_knobs
 
 # Base settings a TuningRun may pin for every route (IBuilderConfig attributes / flags).
@@ -172,30 +173,8 @@ class TensorRTRunner(Runner):
         if objective == "latency" or objective not in OBJECTIVES:
             return super().timed_calls(objective, inputs, count)
         prepared = self.prepare(inputs)
-        pairs = self._events(1 if objective == "throughput" else count)
-        self.stream.synchronize()
-        if objective == "throughput":  # back to back, one event pair around them all
-            pairs[0][0].record(self.stream)
-            for _ in range(count):
-                self.run_prepared(prepared)
-            pairs[0][1].record(self.stream)
-        else:  # gpuTime: each call's own device time
-            for start, end in pairs:
-                start.record(self.stream)
-                self.run_prepared(prepared)
-                end.record(self.stream)
-        self.stream.synchronize()
-        return sum(start.elapsed_time(end) for start, end in pairs)
-
-    def _events(self, count: int) -> list:
-        """`count` timing event pairs, created ahead and reused: torch creates an event on its first
-        record, which inside the timed calls would add the creation to a call's device time."""
-        while len(self._event_pairs) < count:
-            pair = (self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True))
-            pair[0].record(self.stream)
-            pair[1].record(self.stream)
-            self._event_pairs.append(pair)
-        return self._event_pairs[:count]
+        return cuda_timed_calls(self.torch, self.stream, self._event_pairs, objective,
+                                lambda: self.run_prepared(prepared), count, self.stream.synchronize)
 
     def close(self) -> None:
         self._event_pairs = []
