@@ -178,7 +178,7 @@ def main() -> int:
 
     import torch
     from enginewright.api.models import Timing
-    from enginewright.search.paired import stop_reason, summarise
+    from enginewright.search.paired import alternate, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
     from enginewright.store import LocalStore
     from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext, measuring_cpus
@@ -272,16 +272,10 @@ def main() -> int:
         else:
             default, other, route = rng.sample(plain_keys, 3)
         # Stage 1, as the worker does it.
-        route_ms, default_ms, stopped = [], [], None
-        while stopped is None:
-            if len(route_ms) % 2 == 0:
-                default_ms.append(timed(default))
-                route_ms.append(timed(route))
-            else:
-                route_ms.append(timed(route))
-                default_ms.append(timed(default))
-            stopped = stop_reason(route_ms, default_ms, margin=args.margin, precision=timing.precision,
-                                  min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+        route_ms, default_ms, stopped = alternate(
+            lambda: timed(default), lambda: timed(route),
+            lambda r, d: stop_reason(r, d, margin=args.margin, precision=timing.precision,
+                                     min_rounds=timing.min_rounds, max_rounds=timing.max_rounds))
         paired = summarise(route_ms, default_ms, stopped)
         # Confirmation round, rotating order, timed for every trial.
         keys = [default, other, route]

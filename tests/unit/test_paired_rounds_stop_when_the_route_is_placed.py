@@ -146,3 +146,12 @@ def test_the_sweep_names_a_winner_only_when_the_whole_interval_clears_the_margin
     assert decision.winner_id == clear.route_id and "unconfirmed" in decision.reason
     assert choose_winner([default, hopeful], default.route_id, 0.03).default_won
     assert could_win(hopeful, 0.03) and not could_win(entry({"c": "1"}, 1.1, 1.05, 1.15), 0.03)
+
+
+def test_rounds_alternate_which_engine_goes_first_until_the_rule_stops_them():
+    from enginewright.search.paired import alternate
+    order = []
+    route_ms, default_ms, reason = alternate(lambda: order.append("d") or 2.0, lambda: order.append("r") or 1.0,
+                                             lambda r, d: "enough" if len(r) == 3 else None)
+    assert order == ["d", "r", "r", "d", "d", "r"]
+    assert (route_ms, default_ms, reason) == ([1.0] * 3, [2.0] * 3, "enough")

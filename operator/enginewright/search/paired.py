@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Sequence
+from typing import Callable, Sequence
 
 from enginewright.api.cache import Paired
 from enginewright.search.winner import t_quantile
@@ -49,6 +49,25 @@ def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margi
     if rounds >= max_rounds:
         return "max-rounds"
     return None
+
+
+def alternate(time_default: Callable[[], float], time_route: Callable[[], float],
+              stop: Callable[[list[float], list[float]], str | None]) -> tuple[list[float], list[float], str]:
+    """Rounds of the default and the route, one after the other, the order swapped each round
+    (default, route; route, default; ...), until `stop(route_ms, default_ms)` gives a reason.
+    Returns the route's times, the default's times and that reason."""
+    route_ms: list[float] = []
+    default_ms: list[float] = []
+    while True:
+        if len(route_ms) % 2 == 0:
+            default_ms.append(time_default())
+            route_ms.append(time_route())
+        else:
+            route_ms.append(time_route())
+            default_ms.append(time_default())
+        reason = stop(route_ms, default_ms)
+        if reason:
+            return route_ms, default_ms, reason
 
 
 def summarise(route_ms: Sequence[float], default_ms: Sequence[float], stopped: str) -> Paired:

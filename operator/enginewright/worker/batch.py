@@ -29,7 +29,7 @@ from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Measurements, Outcome, Versions, now_iso
 from enginewright.api.models import Timing
 from enginewright.backends.base import stats_of
-from enginewright.search.paired import stop_reason, summarise
+from enginewright.search.paired import alternate, stop_reason, summarise
 from enginewright.search.routes import Route
 from enginewright.search.winner import twin
 from enginewright.worker.child import ChildRequest
@@ -82,6 +82,12 @@ class WorkerContext:
         if not isinstance(self.timing, Timing):
             self.timing = Timing.model_validate(self.timing)
 
+    def time_left(self) -> float:
+        """Seconds until the run's deadline (0 once it passed; infinite without one)."""
+        if self.deadline is None:
+            return float("inf")
+        return max(0.0, self.deadline - time.time())
+
     def child_request(self, action: str, workdir: Path, engine: Path, **fields) -> ChildRequest:
         """A request for a child process of this worker: its backend and timing, plus `fields`."""
         return ChildRequest(action=action, backend=self.backend, backend_options=self.backend_options,
@@ -115,6 +121,11 @@ def measuring_cpus() -> frozenset[int] | None:
     if setting in ("", "off"):
         return None
     return frozenset(int(cpu) for cpu in setting.split(","))
+
+
+def failed_entry(entry: CacheEntry, outcome: Outcome, error: str | None) -> CacheEntry:
+    """The entry of a route whose step failed: the outcome and its message, finished now."""
+    return entry.model_copy(update={"outcome": outcome, "error": error, "finished_at": now_iso()})
 
 
 @dataclass
@@ -155,13 +166,18 @@ def run_child(ctx: WorkerContext, request: ChildRequest, timeout: float, failure
             _kill_group(proc)  # leftovers of the child's own children
     result_path = Path(request.result)
     if not result_path.exists():
-        tail = log_path.read_text(errors="replace")[-1500:].strip()
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
-        return ChildResult(False, {}, Outcome.crash, f"{request.action} process {how}" + (f": {tail}" if tail else ""))
+        return ChildResult(False, {}, Outcome.crash, f"{request.action} process {how_it_ended(code, log_path)}")
     data = json.loads(result_path.read_text())
     if not data.get("ok"):
         return ChildResult(False, data, failure, data.get("error"))
     return ChildResult(True, data)
+
+
+def how_it_ended(code: int, log_path: Path, when: str = "") -> str:
+    """A child's exit (the signal that killed it, or its status), `when`, and the tail of its log."""
+    tail = log_path.read_text(errors="replace")[-1500:].strip()
+    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
+    return how + when + (f": {tail}" if tail else "")
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -216,10 +232,9 @@ class Worker:
         result = run_child(ctx, ctx.child_request("build", folder, engine_path, model=str(ctx.model),
                                                   settings=ctx.settings, input_shapes=ctx.input_shapes,
                                                   route=route.as_dict, inputs=[str(ctx.accuracy.inputs[0])]),
-                           min(ctx.route_timeout, self._time_left()), Outcome.build_failed)
+                           min(ctx.route_timeout, ctx.time_left()), Outcome.build_failed)
         if not result.ok:
-            return Built(route, entry.model_copy(update={"outcome": result.outcome, "error": result.error,
-                                                         "finished_at": now_iso()}), None)
+            return Built(route, failed_entry(entry, result.outcome, result.error), None)
         engine = engine_path.read_bytes()
         return Built(route, entry.model_copy(update={
             "build_seconds": round(result.data["build_seconds"], 3),
@@ -237,8 +252,7 @@ class Worker:
             versions = Versions.model_validate(ready["versions"])
         except ServerFailed as failed:
             server.close()
-            return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
-                                            "finished_at": now_iso()}), None
+            return failed_entry(entry, failed.outcome, failed.error), None
         except BaseException:  # anything else (a garbled reply, SIGTERM, Ctrl-C): no process left behind
             server.close()
             raise
@@ -263,8 +277,7 @@ class Worker:
             measurements = server.measurements(self._budget(entry))
         except ServerFailed as failed:
             server.close()
-            return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
-                                            "finished_at": now_iso()}), None
+            return failed_entry(entry, failed.outcome, failed.error), None
         except BaseException:
             server.close()
             raise
@@ -283,35 +296,30 @@ class Worker:
         if server is None:
             return entry.model_copy(update={"finished_at": now_iso()})
         started = time.monotonic()
-        route_ms: list[float] = []
-        default_ms: list[float] = []
-        stopped = None
 
         def left() -> float:
-            remaining = min(limit - time.monotonic(), self._time_left())
+            remaining = min(limit - time.monotonic(), ctx.time_left())
             if remaining <= 0:
                 raise ServerFailed(Outcome.timeout, f"measuring exceeded the route's {ctx.route_timeout:.0f}s "
                                                     f"timeout or the run's deadline")
             return remaining
+
+        def time_default() -> float:
+            # The default's rounds count against the route's time too, but its own process gets a
+            # timeout of its own: a failure there is the batch's, not the route's.
+            left()
+            return default.time(max(10.0, min(ctx.route_timeout, ctx.time_left())), partner=True)
+
+        def stop(route_ms: list[float], default_ms: list[float]) -> str | None:
+            if entry.outcome is Outcome.accuracy_rejected:
+                return "rejected" if len(route_ms) >= timing.min_rounds else None
+            return stop_reason(route_ms, default_ms, margin=ctx.noise_margin, precision=timing.precision,
+                               min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
         try:
-            while stopped is None:
-                left()  # the default's rounds count against the route's time too, but their own
-                partner = max(10.0, min(ctx.route_timeout, self._time_left()))  # failure is the batch's
-                if len(route_ms) % 2 == 0:
-                    default_ms.append(default.time(partner, partner=True))
-                    route_ms.append(server.time(left()))
-                else:
-                    route_ms.append(server.time(left()))
-                    default_ms.append(default.time(partner, partner=True))
-                if entry.outcome is Outcome.accuracy_rejected:
-                    stopped = "rejected" if len(route_ms) >= timing.min_rounds else None
-                else:
-                    stopped = stop_reason(route_ms, default_ms, margin=ctx.noise_margin, precision=timing.precision,
-                                          min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+            route_ms, default_ms, stopped = alternate(time_default, lambda: server.time(left()), stop)
             measurements = server.measurements(left())
         except ServerFailed as failed:
-            return entry.model_copy(update={"outcome": failed.outcome, "error": failed.error,
-                                            "finished_at": now_iso()})
+            return failed_entry(entry, failed.outcome, failed.error)
         finally:
             server.close()
         return entry.model_copy(update={
@@ -321,12 +329,7 @@ class Worker:
 
     def _budget(self, entry: CacheEntry) -> float:
         """Seconds one step of a route's measurement may take: its route timeout less its build."""
-        return max(10.0, min(self.ctx.route_timeout - (entry.build_seconds or 0), self._time_left()))
-
-    def _time_left(self) -> float:
-        if self.ctx.deadline is None:
-            return float("inf")
-        return max(0.0, self.ctx.deadline - time.time())
+        return max(10.0, min(self.ctx.route_timeout - (entry.build_seconds or 0), self.ctx.time_left()))
 
     def _keep(self, entry: CacheEntry, engine_path: Path, is_default: bool) -> CacheEntry:
         """Upload the engine when it may win (or the run keeps them all)."""
@@ -357,7 +360,7 @@ class Worker:
         if not todo and (default.id in done or not owns_default):
             ctx.say(f"[{batch}] all {len(routes)} routes already measured; nothing to do")
             return []
-        if self._time_left() <= 0:
+        if self.ctx.time_left() <= 0:
             ctx.say(f"[{batch}] deadline reached: {len(todo)} routes left unmeasured")
             return []
         width = max(1, ctx.build_parallelism)
@@ -371,7 +374,7 @@ class Worker:
         try:
             with ThreadPoolExecutor(max_workers=width) as pool:
                 for group in groups:
-                    if self._time_left() <= 0:
+                    if self.ctx.time_left() <= 0:
                         ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
                         break
                     # The whole group is built before its first measurement: a route timed next to a
@@ -384,7 +387,7 @@ class Worker:
                             entry = self.measure_paired(built, baseline)
                         # Cut short by the run's deadline, not slow on its own: not cached, so a resumed
                         # or later run measures it.
-                        cut = entry.outcome is Outcome.timeout and self._time_left() <= 0
+                        cut = entry.outcome is Outcome.timeout and self.ctx.time_left() <= 0
                         if cut:
                             ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
                                     f"not recorded, a later run retries it")
@@ -460,6 +463,7 @@ class Worker:
 
 
 QUIET_POLL_SECONDS = 0.002
+QUIET_WINDOW_SECONDS = 0.012  # the kernel adds a running thread's CPU time in steps of a few ms
 
 
 def cpu_nanoseconds(pid: int) -> int | None:
@@ -472,9 +476,6 @@ def cpu_nanoseconds(pid: int) -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return total
-
-
-QUIET_WINDOW_SECONDS = 0.012  # the kernel adds a running thread's CPU time in steps of a few ms
 
 
 def wait_quiet(pid: int, limit: float = 0.5) -> bool:
@@ -552,8 +553,7 @@ class Server:
         try:
             ms = float(self._ask({"op": "time"}, timeout)["ms"])
         except ServerFailed as failed:
-            deadline = self.ctx.deadline
-            if partner and not (failed.outcome is Outcome.timeout and deadline and time.time() >= deadline):
+            if partner and not (failed.outcome is Outcome.timeout and self.ctx.time_left() <= 0):
                 raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
             raise
         if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
@@ -588,10 +588,8 @@ class Server:
             except subprocess.TimeoutExpired:  # closed its output but hangs on exit
                 _kill_group(self.proc)
                 code = self.proc.returncode
-            tail = (self.workdir / "serve.log").read_text(errors="replace")[-1500:].strip()
-            how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
-            raise ServerFailed(Outcome.crash, f"the process holding engine {self.key} {how} during {what}"
-                               + (f": {tail}" if tail else ""))
+            raise ServerFailed(Outcome.crash, f"the process holding engine {self.key} "
+                                              f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}")
         return json.loads(line)
 
     def close(self) -> None:
