@@ -56,16 +56,16 @@ def objective(summary: dict, entries: Sequence[CacheEntry]) -> str:
     return summary.get("objective") or next((e.objective for e in entries if e.objective), None) or "time"
 
 
-def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, str]]:
-    """(ratio, name and what it compares) for the winner, at full precision; the first is the
-    headline, the one the decision used."""
+def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, str, str]]:
+    """(ratio, name, what it compares) for the winner, at full precision; the first is the headline,
+    the one the decision used."""
     by_id = {e.route_id: e for e in entries}
     default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
     if default is None or winner is None or not (default.median_ms and winner.median_ms):
         return []
     what = objective(summary, entries)
     if winner is default:
-        return [(1.0, f"{what} speedup (headline): the default route is kept")]
+        return [(1.0, f"{what} speedup (headline)", "the default route is kept")]
     ratios = summary.get("confirmation") or {}
     sweep = winner.speedup
     how = (f"paired rounds against the default in batch {winner.batch}, {winner.paired.rounds} rounds"
@@ -73,13 +73,13 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
     lines = []
     if winner.route_id in ratios:
         rounds = summary.get("confirm_rounds")
-        lines.append((1.0 / ratios[winner.route_id],
-                      f"{what} speedup (headline): confirmation round, geometric mean of the per-round "
-                      f"default/winner ratios" + (f" over {rounds} interleaved rounds" if rounds else "")))
+        lines.append((1.0 / ratios[winner.route_id], f"{what} speedup (headline)",
+                      "confirmation round, geometric mean of the per-round default/winner ratios"
+                      + (f" over {rounds} interleaved rounds" if rounds else "")))
         if sweep:
-            lines.append((sweep, f"sweep speedup: {how}"))
+            lines.append((sweep, "sweep speedup", how))
     elif sweep:
-        lines.append((sweep, f"{what} speedup (headline): sweep only, unconfirmed, {how}"))
+        lines.append((sweep, f"{what} speedup (headline)", f"sweep only, unconfirmed, {how}"))
     return lines
 
 
@@ -91,7 +91,7 @@ def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
     what = objective(summary, entries)
     lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms ({what}); winner "
              f"{(winner.route if winner else '') or '(default)'} {_fmt(winner.median_ms if winner else None, '.4f')} ms"]
-    lines += [f"{label.split(':')[0]} {ratio:.3f}x:{label.partition(':')[2]}" for ratio, label in speedups(summary, entries)]
+    lines += [f"{name} {ratio:.3f}x: {detail}" for ratio, name, detail in speedups(summary, entries)]
     if winner and winner.measurements and default and default.measurements and winner is not default:
         w, d = winner.measurements, default.measurements
         lines.append(f"all three measurements, default -> winner (one round each): latency {d.latency_ms:.4f} -> "
@@ -112,8 +112,7 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
     for key in ("backend", "mode", "metric", "threshold", "noise_margin", "decision"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
-    lines += [f"- **{label.split(':')[0]} {ratio:.3f}×**:{label.partition(':')[2]}"
-              for ratio, label in speedups(summary, entries)]
+    lines += [f"- **{name} {ratio:.3f}×**: {detail}" for ratio, name, detail in speedups(summary, entries)]
     if summary.get("confirmation"):
         lines.append("- **confirmation ratios** (candidate/default, geometric mean): "
                      + ", ".join(f"`{k}` {v:.3f}" for k, v in summary["confirmation"].items()))

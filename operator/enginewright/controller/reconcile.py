@@ -517,7 +517,7 @@ class Reconciler:
                  step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
         from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
-        headline = step.summary()["headline"]
+        headline = step.headline()
         how = headline["measured"]
         status = status.model_copy(update={
             "winner": RouteResult(route_id=winner.route_id, route=winner.route, median_ms=winner.median_ms,

@@ -96,11 +96,15 @@ class Decided:
     def winner(self) -> CacheEntry:
         return next(e for e in self.entries if e.route_id == self.decision.winner_id)
 
-    def summary(self) -> dict:
-        """The result as plain data, for reports, provenance and the status (unrounded: round when shown)."""
-        decision, winner, entries = self.decision, self.winner, self.entries
-        versions = next((e.versions for e in entries if e.versions), None)
-        objective = self.default.objective or winner.objective or "time"
+    @property
+    def objective(self) -> str:
+        """What the routes' times are (`spec.timing.objective`); "time" for entries that do not say."""
+        return self.default.objective or self.winner.objective or "time"
+
+    def headline(self) -> dict:
+        """The one speedup the decision stands on: its name (after the timing objective), value and
+        how it was measured."""
+        decision, winner = self.decision, self.winner
         if decision.default_won:
             how = "the default route is kept"
         elif decision.confirmed:
@@ -109,9 +113,14 @@ class Decided:
             how = "sweep only, unconfirmed: paired rounds against the default of the winner's batch"
         else:
             how = "sweep only, unconfirmed: against the default measured in the winner's batch"
+        return {"name": f"{self.objective} speedup", "speedup": decision.speedup, "measured": how}
+
+    def summary(self) -> dict:
+        """The result as plain data, for reports, provenance and the status (unrounded: round when shown)."""
+        decision, winner, entries = self.decision, self.winner, self.entries
+        versions = next((e.versions for e in entries if e.versions), None)
         return {
-            "objective": objective,
-            "headline": {"name": f"{objective} speedup", "speedup": decision.speedup, "measured": how},
+            "objective": self.objective, "headline": self.headline(),
             "sweep_speedup": None if decision.default_won else winner.speedup,
             "confirm_rounds": decision.rounds or None,
             "noise_margin": decision.margin, "versions": versions.wire() if versions else None,

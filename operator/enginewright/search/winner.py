@@ -42,9 +42,6 @@ def noise_margin(entries: Sequence[CacheEntry], floor: float) -> float:
     return max(floor, min(spread, 0.5))
 
 
-_speedup = entry_speedup
-
-
 def could_win(entry: CacheEntry, margin: float) -> bool:
     """Worth a confirmation round: not placed wholly above the margin line by its paired rounds."""
     return entry.paired is None or entry.paired.low < 1.0 - margin
@@ -53,7 +50,7 @@ def could_win(entry: CacheEntry, margin: float) -> bool:
 def rank_candidates(entries: Sequence[CacheEntry], default_id: str, default_ms: float) -> list[CacheEntry]:
     """Accuracy-passing non-default routes, fastest (relative to their own baseline) first."""
     passed = [e for e in entries if e.passed and e.route_id != default_id]
-    return sorted(passed, key=lambda e: (-_speedup(e, default_ms), e.route_id))
+    return sorted(passed, key=lambda e: (-entry_speedup(e, default_ms), e.route_id))
 
 
 def choose_winner(entries: Sequence[CacheEntry], default_id: str, margin: float) -> Decision:
@@ -67,8 +64,8 @@ def choose_winner(entries: Sequence[CacheEntry], default_id: str, margin: float)
         best = clear[0]
         how = ("paired with the default in its batch, the whole interval" if best.paired
                else "against its batch's default")
-        return Decision(best.route_id, default_id, _speedup(best, default.median_ms), margin,
-                        f"route {best.route or '(default)'} is {_speedup(best, default.median_ms):.3f}x the "
+        return Decision(best.route_id, default_id, entry_speedup(best, default.median_ms), margin,
+                        f"route {best.route or '(default)'} is {entry_speedup(best, default.median_ms):.3f}x the "
                         f"default in the sweep ({how} beyond the {margin:.1%} noise margin); unconfirmed: "
                         f"no confirmation round decided")
     return Decision(default_id, default_id, 1.0, margin,
