@@ -50,7 +50,7 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: dict, node: dic
         "timing": {
             "objective": spec.timing.objective.value,
             "winnerMs": winner.median_ms, "defaultMs": default.median_ms, "speedup": decision.speedup,
-            "speedupName": f"{spec.timing.objective.value} speedup", "sweepSpeedup": winner.speedup,
+            "speedupName": step.headline()["name"], "sweepSpeedup": winner.speedup,
             "confirmed": decision.confirmed,
             "measurements": {"winner": winner.measurements.wire() if winner.measurements else None,
                              "default": default.measurements.wire() if default.measurements else None},
