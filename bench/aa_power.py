@@ -1,34 +1,43 @@
-"""False winners and power of the winner rule, measured with the product's own measuring code.
+"""False winners and power of the winner rule, measured with the product's own measuring code, for
+two layouts side by side in one run.
 
-    python bench/aa_power.py --out OUT [--workload attention] [--seconds 420] [--slowdown 0.05]
+    python bench/aa_power.py --out OUT [--workload attention] [--seconds 420 (of trials)] [--slowdown 0.05]
+        [--layouts processes,shared]
     python bench/aa_power.py table RUN.json...   # the figures of saved runs, as a markdown table
 
 One Inductor engine (the workload's default route) is built with the product's build child, then held
-by a pool of serving processes (`worker.batch.Server`, the code that measures every route): `--pool`
-processes serve it as is, `--slowed` processes serve it made slower on purpose by a known amount (each
-call is followed by a device-side spin of `--slowdown` times the call's device time, calibrated at
-load; the measured slowdown is reported). Then trials, until `--seconds`:
+by serving processes (`worker.batch.Server`, the code that measures every route), plain or made slower
+on purpose by a known amount (`--slowed`: each call is followed by a device-side spin of `--slowdown`
+times the call's device time, calibrated at load; the measured slowdown is reported). Trials, taking
+turns between the layouts until `--seconds`:
 
-- A/A trial: three distinct plain processes play default, its twin and a route. Stage 1 is the
-  worker's paired rounds (default, route; route, default; ...) with its stopping rule
-  (`search.paired.stop_reason`); the route is a stage-1 candidate when its paired speedup beats the
-  noise margin. The confirmation round is then timed for every trial (rotating order, one process at
-  a time, `--confirm-rounds` rounds) and judged by the product's rule (`search.winner.confirm`,
-  candidate against both default processes) and by the rule before this change (against one default
-  process, no paired stage-1 gate). A false winner: a rule names the route, which is the same engine.
-- Power trial: default and twin are slowed processes, the route a plain one: the route is truly
-  faster by the slowdown; a rule finds it when it names the route.
+- `processes` (the product before): every engine in a process of its own. A/A trial: three distinct
+  plain processes play default, its twin and the route.
+- `shared` (the product now): engines loaded side by side in one process, each round of them
+  interleaved in blocks on its thread (`Server.interleave`).
+  Each shared process holds the default `D`, its twin `T` (the same engine loaded again) and
+  `--copies` copies of the route `R0..`; an A/A trial runs stage 1 in one process (its `D` against one
+  of its route copies) and the confirmation round in another (its `D`, `T` and a route copy), as the
+  product runs stage 1 in the batch's process and the confirmation in a fresh one.
 
-Trials draw their processes at random (seeded), so lasting per-process offsets are part of what is
-measured; each process's median time over all its rounds is reported. Results go to OUT/aa_power.json
-after every trial.
+Stage 1 is the worker's paired rounds (`search.paired.alternate` with its stopping rule; in the
+processes layout whole rounds one after the other, `one_after_the_other`); the route is
+a stage-1 candidate when its paired interval reaches below the noise-margin line. The confirmation
+round is timed for every trial (rotating order, `--confirm-rounds` rounds) and judged by the
+product's rule (`search.winner.confirm`, candidate against both default copies) and by the rule
+before paired rounds (one default, no stage-1 gate). A false winner: a rule names the route, which
+is the same engine. A power trial: the defaults are slowed, the route plain, so the route is truly
+faster by the slowdown; a rule finds it when it names the route.
+
+Processes and copies are drawn at random (seeded), so lasting per-process and per-copy offsets are
+part of what is measured; every process's and copy's median time over all its rounds is reported.
+Results go to OUT/aa_power.json after every trial.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 import statistics
@@ -119,37 +128,52 @@ def lower_bound(successes: int, trials: int, level: float = 0.95) -> float:
 def verdicts(trial: dict, margin: float) -> dict[str, bool]:
     """Whether each rule names the trial's route. after: the product's pipeline (a route whose paired
     interval reaches below the margin line is a candidate, and the confirmation round against both
-    default processes decides); sweep_alone: the product's rule when no confirmation round decides
+    default copies decides); sweep_alone: the product's rule when no confirmation round decides
     (the whole paired interval below the line); before: the confirmation rule before paired rounds
-    (one default process, no gate), on the same rounds."""
+    (one default, no gate), on the same rounds."""
     line = 1.0 - margin
     return {"after": trial["paired"]["low"] < line and trial["confirm_only"],
             "sweep_alone": trial["paired"]["high"] < line, "before": trial["before"]}
 
 
+RULES = ("after", "sweep_alone", "before")
+
+
+def counts(trials: list[dict], margin: float) -> dict:
+    """Trials and named routes per kind and rule."""
+    result = {kind: {"trials": 0, **{rule: 0 for rule in RULES}} for kind in ("aa", "power")}
+    for trial in trials:
+        result[trial["kind"]]["trials"] += 1
+        for rule, named in verdicts(trial, margin).items():
+            result[trial["kind"]][rule] += named
+    return result
+
+
 def table(paths: list[str]) -> str:
-    """The figures of saved runs (aa_power.json files), one markdown row each, the rules applied to
-    the recorded trials."""
-    rules = ("after", "sweep_alone", "before")
-    rows = ["| run | objective | A/A trials | false winners: after | sweep alone | before | power trials | "
-            "found: after | sweep alone | before | measured slowdown | plain processes: slowest / fastest | "
-            "stage-1 rounds (median) |", "|" + " --- |" * 13]
+    """The figures of saved runs (aa_power.json files), one markdown row per run and layout, the
+    rules applied to the recorded trials."""
+    rows = ["| run | layout | objective | A/A trials | false winners: after | sweep alone | before | power trials | "
+            "found: after | sweep alone | before | measured slowdown | plain holders: slowest / fastest | "
+            "stage-1 rounds (median) |", "|" + " --- |" * 14]
     for path in paths:
         d = json.loads(Path(path).read_text())
-        counts = {kind: {rule: 0 for rule in rules} for kind in ("aa", "power")}
-        for trial in d["trials"]:
-            for rule, named in verdicts(trial, d["margin"]).items():
-                counts[trial["kind"]][rule] += named
-        n_aa, n_pw = d["aa"]["trials"], d["power"]["trials"]
-        aa, pw = counts["aa"], counts["power"]
-        plain = [v for k, v in d["process_median_ms"].items() if k.startswith("A")]
-        rows.append(
-            f"| {Path(path).stem} | {d['objective']} | {n_aa} | {aa['after']} ({aa['after'] / n_aa:.1%}, "
-            f"≤{upper_bound(aa['after'], n_aa):.1%}) | {aa['sweep_alone']} ({aa['sweep_alone'] / n_aa:.0%}) | "
-            f"{aa['before']} ({aa['before'] / n_aa:.1%}) | {n_pw} | {pw['after']} ({pw['after'] / n_pw:.0%}) | "
-            f"{pw['sweep_alone']} ({pw['sweep_alone'] / n_pw:.0%}) | {pw['before']} ({pw['before'] / n_pw:.0%}) | "
-            f"{d.get('measured_slowdown', float('nan')):+.1%} | {max(plain) / min(plain):.3f} | "
-            f"{d['aa']['stage1_rounds_median']} |")
+        layouts = sorted({t.get("layout", "processes") for t in d["trials"]})
+        for layout in layouts:
+            trials = [t for t in d["trials"] if t.get("layout", "processes") == layout]
+            c = counts(trials, d["margin"])
+            aa, pw = c["aa"], c["power"]
+            n_aa, n_pw = max(aa["trials"], 1), max(pw["trials"], 1)
+            plain = [v for k, v in d["process_median_ms"].items()
+                     if (k.startswith("A") and layout == "processes") or (k.startswith("P") and layout == "shared")]
+            rounds = statistics.median(t["paired"]["rounds"] for t in trials if t["kind"] == "aa") if aa["trials"] else "-"
+            rows.append(
+                f"| {Path(path).stem} | {layout} | {d['objective']} | {aa['trials']} | {aa['after']} "
+                f"({aa['after'] / n_aa:.1%}, ≤{upper_bound(aa['after'], aa['trials']):.1%}) | "
+                f"{aa['sweep_alone']} ({aa['sweep_alone'] / n_aa:.0%}) | {aa['before']} ({aa['before'] / n_aa:.1%}) | "
+                f"{pw['trials']} | {pw['after']} ({pw['after'] / n_pw:.0%}, ≥{lower_bound(pw['after'], pw['trials']):.0%}) | "
+                f"{pw['sweep_alone']} ({pw['sweep_alone'] / n_pw:.0%}) | {pw['before']} ({pw['before'] / n_pw:.0%}) | "
+                f"{d.get('measured_slowdown', float('nan')):+.1%} | "
+                f"{(max(plain) / min(plain)) if plain else float('nan'):.3f} | {rounds} |")
     return "\n".join(rows)
 
 
@@ -160,13 +184,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workload", default="attention")
-    parser.add_argument("--seconds", type=float, default=420.0, help="stop starting trials after this long")
+    parser.add_argument("--seconds", type=float, default=420.0,
+                        help="stop starting trials this long after the serving processes are ready")
     parser.add_argument("--slowdown", type=float, default=0.05)
-    parser.add_argument("--pool", type=int, default=5, help="processes serving the plain engine")
-    parser.add_argument("--slowed", type=int, default=3, help="processes serving the slowed engine")
+    parser.add_argument("--layouts", default="processes,shared")
+    parser.add_argument("--pool", type=int, default=5, help="processes layout: processes serving the plain engine")
+    parser.add_argument("--slowed", type=int, default=3, help="processes layout: processes serving the slowed engine")
+    parser.add_argument("--shared-plain", type=int, default=4, help="shared layout: processes with a plain default")
+    parser.add_argument("--shared-slowed", type=int, default=3, help="shared layout: processes with a slowed default")
+    parser.add_argument("--copies", type=int, default=3, help="shared layout: route copies per process")
     parser.add_argument("--confirm-rounds", type=int, default=5)
     parser.add_argument("--margin", type=float, default=0.03)
-    parser.add_argument("--power-every", type=int, default=3, help="every Nth trial is a power trial")
+    parser.add_argument("--power-every", type=int, default=3, help="every Nth trial of a layout is a power trial")
     parser.add_argument("--objective", default="gpuTime")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--export", type=Path, help="also write aa_power.json here after every trial")
@@ -177,8 +206,9 @@ def main() -> int:
                                                 os.environ.get("PYTHONPATH", "")])
 
     import torch
+    from concurrent.futures import ThreadPoolExecutor
     from enginewright.api.models import Timing
-    from enginewright.search.paired import alternate, stop_reason, summarise
+    from enginewright.search.paired import alternate, one_after_the_other, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
     from enginewright.store import LocalStore
     from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext, measuring_cpus
@@ -187,6 +217,7 @@ def main() -> int:
 
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
+    layouts = args.layouts.split(",")
     say = lambda message: print(f"[{time.monotonic() - began:6.1f}s] {message}", flush=True)  # noqa: E731
     workload = next(w for w in WORKLOADS if w.name == args.workload)
     files = prepare(workload, out / "data", args.device, dtype="float16" if args.device == "cuda" else "float32")
@@ -196,11 +227,11 @@ def main() -> int:
     def context(backend: str, options: dict, workdir: Path) -> WorkerContext:
         return WorkerContext(backend=backend, model=files["program"], store=LocalStore(out / "store"),
                              prefix="runs/aa", target="local", workdir=workdir, engine_suffix=".inductor.tar",
-                             settings={"input_dtype": "float16"} if args.device == "cuda" else {}, timing=timing, noise_margin=args.margin,
-                             accuracy=Accuracy(files["inputs"][:1], [], "cosine", None), route_timeout=600,
-                             backend_options=options, progress=say,
-                             measure_cpus=measuring_cpus())
+                             settings={"input_dtype": "float16"} if args.device == "cuda" else {}, timing=timing,
+                             noise_margin=args.margin, accuracy=Accuracy(files["inputs"][:1], [], "cosine", None),
+                             route_timeout=600, backend_options=options, progress=say, measure_cpus=measuring_cpus())
 
+    plain_backend = {"backend": "inductor", "backend_options": {"device": args.device}}
     plain = context("inductor", {"device": args.device}, out / "work")
     slowed = context("aa_power:SlowedInductor", {"device": args.device, "slowdown": args.slowdown}, out / "work")
     built = Worker(plain).build(Route.of({}), "aa", "aa")
@@ -210,48 +241,69 @@ def main() -> int:
     engine = out / "engine.inductor.tar"
     engine.write_bytes(built.engine_path.read_bytes())
 
+    # processes layout: one engine per process (A: plain, S: slowed); shared: P (plain default) and
+    # Q (slowed default) processes, each with D, T and route copies R0.. loaded beside each other.
     servers: dict[str, Server] = {}
-    for i in range(args.pool):
-        servers[f"A{i}"] = Server(plain, f"A{i}", engine, out / "serve" / f"A{i}", references=False)
-    for i in range(args.slowed):
-        servers[f"S{i}"] = Server(slowed, f"S{i}", engine, out / "serve" / f"S{i}", references=False)
+    if "processes" in layouts:
+        for i in range(args.pool):
+            servers[f"A{i}"] = Server(plain, "D", engine, out / "serve" / f"A{i}", references=False)
+        for i in range(args.slowed):
+            servers[f"S{i}"] = Server(slowed, "D", engine, out / "serve" / f"S{i}", references=False)
+    route_keys = [f"R{i}" for i in range(args.copies)]
+    if "shared" in layouts:
+        for i in range(args.shared_plain):
+            servers[f"P{i}"] = Server(plain, "D", engine, out / "serve" / f"P{i}", references=False)
+        for i in range(args.shared_slowed):
+            servers[f"Q{i}"] = Server(slowed, "D", engine, out / "serve" / f"Q{i}", references=False)
     for server in servers.values():
         server.launch()
-    for key, server in servers.items():
+
+    def ready(name: str) -> None:
+        server = servers[name]
         server.wait_ready(600)
+        if name[0] in "PQ":  # the twin as the default is served, the route copies plain
+            server.add("T", engine, server.workdir / "load-T", 600, check=False)
+            for key in route_keys:
+                server.add(key, engine, server.workdir / f"load-{key}", 600, check=False, **plain_backend)
+    with ThreadPoolExecutor(max_workers=len(servers)) as pool:
+        list(pool.map(ready, servers))
     say(f"{len(servers)} serving processes ready ({args.objective}; calls per round: "
-        + ", ".join(f"{k} {s.calls}" for k, s in servers.items()) + ")")
+        + "; ".join(f"{n} " + ",".join(f"{k}={c}" for k, c in s.calls_of.items()) for n, s in servers.items()) + ")")
 
     rng = random.Random(args.seed)
-    times: dict[str, list[float]] = {key: [] for key in servers}
+    times: dict[str, list[float]] = {}
     trials: list[dict] = []
 
-    def timed(key: str) -> float:
-        value = servers[key].time(600)
-        times[key].append(value)
-        return value
+    def timer(name: str, key: str = "D"):
+        def timed() -> float:
+            value = servers[name].time(600, key=key)
+            times.setdefault(f"{name}/{key}" if name[0] in "PQ" else name, []).append(value)
+            return value
+        return timed
 
     def summary() -> dict:
-        result = {"workload": workload.name, "note": workload.note, "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        medians = {k: statistics.median(v) for k, v in times.items() if v}
+        result = {"workload": workload.name, "note": workload.note,
+                  "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                   "torch": torch.__version__, "objective": args.objective, "slowdown": args.slowdown,
                   "margin": args.margin, "confirm_rounds": args.confirm_rounds, "timing": timing.wire(),
+                  "layouts": layouts, "copies": args.copies,
                   "cpus": len(os.sched_getaffinity(0)), "measure_cpus": sorted(plain.measure_cpus or []),
-                  "wall_s": round(time.monotonic() - began, 1),
-                  "process_median_ms": {k: statistics.median(v) for k, v in times.items() if v}}
-        for kind in ("aa", "power"):
-            done = [t for t in trials if t["kind"] == kind]
-            counts = {rule: sum(t[rule] for t in done) for rule in ("sweep_alone", "after", "confirm_only", "before")}
-            result[kind] = {"trials": len(done), **{f"{rule}_named_route": n for rule, n in counts.items()}}
-            if kind == "aa":
-                result[kind].update({f"{rule}_rate_upper95": upper_bound(n, len(done)) for rule, n in counts.items()})
-            else:
-                result[kind].update({f"{rule}_power_lower95": lower_bound(n, len(done)) for rule, n in counts.items()})
-            result[kind]["stage1_rounds_median"] = statistics.median(t["paired"]["rounds"] for t in done) if done else None
-        slow = [v for k, v in times.items() if k.startswith("S")]
-        fast = [v for k, v in times.items() if k.startswith("A")]
-        if slow and fast and all(slow) and all(fast):
-            result["measured_slowdown"] = (statistics.median(x for v in slow for x in v) /
-                                           statistics.median(x for v in fast for x in v)) - 1
+                  "wall_s": round(time.monotonic() - began, 1), "process_median_ms": medians}
+        for layout in layouts:
+            mine = [t for t in trials if t["layout"] == layout]
+            c = counts(mine, args.margin)
+            result[layout] = {
+                "aa": {**c["aa"], "after_rate_upper95": upper_bound(c["aa"]["after"], c["aa"]["trials"])},
+                "power": {**c["power"], "after_power_lower95": lower_bound(c["power"]["after"], c["power"]["trials"])}}
+        slow = [x for k, v in times.items() if k[0] == "S" or (k[0] == "Q" and k.endswith(("/D", "/T"))) for x in v]
+        fast = [x for k, v in times.items() if k[0] == "A" or (k[0] in "PQ" and "/R" in k) for x in v]
+        if slow and fast:
+            result["measured_slowdown"] = statistics.median(slow) / statistics.median(fast) - 1
+        # Lasting offsets: each shared process's route copies and twin against its default, and each
+        # plain holder of the processes layout against the median of them all.
+        result["copy_over_default"] = {k: medians[k] / medians[k.split("/")[0] + "/D"]
+                                       for k in medians if k[0] in "PQ" and not k.endswith("/D")}
         result["trials"] = trials
         return result
 
@@ -260,52 +312,79 @@ def main() -> int:
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "aa_power.json").write_text(json.dumps(result, indent=1))
 
-    plain_keys = [k for k in servers if k.startswith("A")]
-    slow_keys = [k for k in servers if k.startswith("S")]
-    index = 0
-    while time.monotonic() - began < args.seconds:
-        index += 1
-        power = args.power_every and index % args.power_every == 0
-        if power:
-            default, other = rng.sample(slow_keys, 2)
-            route = rng.choice(plain_keys)
+    def interleaved(name: str, keys: list[str]) -> list[float]:
+        """One round of engines of a shared process, interleaved in blocks (as the worker times them)."""
+        values = servers[name].interleave(keys, 600)
+        for key, value in zip(keys, values):
+            times.setdefault(f"{name}/{key}", []).append(value)
+        return values
+
+    def trial(layout: str, power: bool) -> dict:
+        if layout == "processes":
+            default, other = rng.sample([k for k in servers if k[0] == ("S" if power else "A")], 2)
+            route = rng.choice([k for k in servers if k[0] == "A" and k not in (default, other)])
+            time_round = one_after_the_other(timer(default), timer(route))
+            confirmation = {"d": timer(default), twin("d"): timer(other), "r": timer(route)}
+
+            def confirm_round(order: list[str]) -> list[float]:
+                return [confirmation[key]() for key in order]
+            names = {"default": default, "twin": other, "route": route}
         else:
-            default, other, route = rng.sample(plain_keys, 3)
-        # Stage 1, as the worker does it.
+            first, second = rng.sample([k for k in servers if k[0] == ("Q" if power else "P")], 2)
+            r1, r2 = rng.choice(route_keys), rng.choice(route_keys)
+
+            def time_round(default_first: bool) -> tuple[float, float]:
+                if default_first:
+                    d, r = interleaved(first, ["D", r1])
+                else:
+                    r, d = interleaved(first, [r1, "D"])
+                return r, d
+            in_process = {"d": "D", twin("d"): "T", "r": r2}
+
+            def confirm_round(order: list[str]) -> list[float]:
+                return interleaved(second, [in_process[key] for key in order])
+            names = {"stage1": f"{first}/D vs {first}/{r1}", "confirmation": f"{second}/D,T vs {second}/{r2}"}
         route_ms, default_ms, stopped = alternate(
-            lambda: timed(default), lambda: timed(route),
-            lambda r, d: stop_reason(r, d, margin=args.margin, precision=timing.precision,
-                                     min_rounds=timing.min_rounds, max_rounds=timing.max_rounds))
+            time_round, lambda r, d: stop_reason(r, d, margin=args.margin, precision=timing.precision,
+                                                 min_rounds=timing.min_rounds, max_rounds=timing.max_rounds))
         paired = summarise(route_ms, default_ms, stopped)
-        # Confirmation round, rotating order, timed for every trial.
-        keys = [default, other, route]
+        keys = ["d", twin("d"), "r"]
         rounds: dict[str, list[float]] = {k: [] for k in keys}
         for r in range(args.confirm_rounds):
-            shift = r % len(keys)
-            for key in keys[shift:] + keys[:shift]:
-                rounds[key].append(timed(key))
-        after = confirm({"d": rounds[default], twin("d"): rounds[other], "r": rounds[route]}, "d", args.margin)
-        before = confirm({"d": rounds[default], "r": rounds[route]}, "d", args.margin)
-        trial = {"kind": "power" if power else "aa", "default": default, "twin": other, "route": route,
-                 "paired": paired.wire(), "confirm_ratio": after.ratios["r"], "rounds": rounds,
-                 "confirm_only": not after.default_won, "before": not before.default_won}
-        trials.append({**trial, **verdicts(trial, args.margin)})
+            order = keys[r % len(keys):] + keys[:r % len(keys)]
+            for key, value in zip(order, confirm_round(order)):
+                rounds[key].append(value)
+        after = confirm(rounds, "d", args.margin)
+        before = confirm({"d": rounds["d"], "r": rounds["r"]}, "d", args.margin)
+        record = {"layout": layout, "kind": "power" if power else "aa", **names, "paired": paired.wire(),
+                  "confirm_ratio": after.ratios["r"], "rounds": rounds, "confirm_only": not after.default_won,
+                  "before": not before.default_won}
+        return {**record, **verdicts(record, args.margin)}
+
+    index = 0
+    trials_from = time.monotonic()
+    while time.monotonic() - trials_from < args.seconds:
+        layout = layouts[index % len(layouts)]
+        index += 1
+        per_layout = (index + len(layouts) - 1) // len(layouts)
+        trials.append(trial(layout, bool(args.power_every) and per_layout % args.power_every == 0))
         write(summary())
-        if index % 10 == 0:
+        if index % 20 == 0:
             s = summary()
-            say(f"{index} trials: A/A {s['aa']['trials']} (after {s['aa']['after_named_route']}, before "
-                f"{s['aa']['before_named_route']}), power {s['power']['trials']} (after "
-                f"{s['power']['after_named_route']}, before {s['power']['before_named_route']})")
+            say(f"{index} trials: " + "; ".join(
+                f"{l} A/A {s[l]['aa']['trials']} (after {s[l]['aa']['after']}, before {s[l]['aa']['before']}), "
+                f"power {s[l]['power']['trials']} (after {s[l]['power']['after']})" for l in layouts))
     for server in servers.values():
         server.close()
     result = summary()
     write(result)
-    aa, pw = result["aa"], result["power"]
-    say(f"A/A false winners: after {aa['after_named_route']}/{aa['trials']} (95% upper bound "
-        f"{aa['after_rate_upper95']:.1%}), before {aa['before_named_route']}/{aa['trials']}; power for a "
-        f"{args.slowdown:.0%} win (measured {result.get('measured_slowdown', float('nan')):.1%}): after "
-        f"{pw['after_named_route']}/{pw['trials']} (95% lower bound {pw['after_power_lower95']:.1%}), before "
-        f"{pw['before_named_route']}/{pw['trials']}")
+    for layout in layouts:
+        aa, pw = result[layout]["aa"], result[layout]["power"]
+        say(f"{layout}: A/A false winners after {aa['after']}/{aa['trials']} (95% upper bound "
+            f"{aa['after_rate_upper95']:.1%}), before {aa['before']}/{aa['trials']}; power for a {args.slowdown:.0%} "
+            f"win (measured {result.get('measured_slowdown', float('nan')):.1%}): after {pw['after']}/{pw['trials']} "
+            f"(95% lower bound {pw['after_power_lower95']:.1%}), before {pw['before']}/{pw['trials']}")
+    say("copy/default (shared): " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(result["copy_over_default"].items())))
     return 0
 
 

@@ -12,8 +12,11 @@ For every workload (fp16, launch-bound) and route:
   float16 module in a process of its own, called in a loop under one `torch.inference_mode()` (as a
   user would serve it), timed by the same serve loop and CUDA events;
 - any `--variant`: another backend class, built and served the same way as `engine`.
-Every key is held in a process of its own (several compiled copies of one module in one process
-slow each other down), and one measures at a time, in rotating order, for `--rounds` rounds; a round
+`--layouts`: `shared` loads every key into one serving process and interleaves each round of them
+in blocks, as the product now times engines against each other (the compiled module and the engine's flat graph are different code, so neither
+adds guards to the other's calls); `processes` holds each key in a process of its own, as before
+(two processes holding the same engine run lastingly apart on the H200: bench/process_offsets.py).
+One key measures at a time, in rotating order, for `--rounds` rounds; a round
 is about 0.3 s of back-to-back calls timed with CUDA events (throughput). `eager` compares the engine's
 compile=false route with the original module called eagerly. The ratio is the median over rounds of the per-round
 ratio to `compile`. Results go to OUT/overhead.json as each route finishes, and a table to stdout.
@@ -131,9 +134,10 @@ def build(backend: str, files: dict, route: dict, folder: Path) -> tuple[Path, f
     return engine, result["build_seconds"]
 
 
-def serve(backend: str, engine: Path, files: dict, folder: Path) -> subprocess.Popen:
+def serve(backend: str, engine: Path, files: dict, folder: Path, key: str = "engine") -> subprocess.Popen:
     request = {"action": "serve", "backend": backend, "backend_options": {"device": "cuda"}, "engine": str(engine),
-               "workdir": str(folder / "serve"), "inputs": [str(files["inputs"][0])], "timing": TIMING}
+               "workdir": str(folder / "serve"), "inputs": [str(files["inputs"][0])], "timing": TIMING, "key": key}
+    folder.mkdir(parents=True, exist_ok=True)
     log = open(folder.parent / f"{folder.name}-serve.log", "wb")
     return _child(request, folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
                   start_new_session=True)
@@ -148,7 +152,7 @@ def reply(proc: subprocess.Popen, key: str, timeout: float = 540) -> dict:
 
 
 def run_route(workload: str, route_name: str, files: dict, variants: dict[str, str], rounds: int, folder: Path,
-              say) -> dict:
+              say, layouts: list[str]) -> list[dict]:
     route = ROUTES[route_name]
     base = folder / f"{workload}-{route_name}"
     base.mkdir(parents=True, exist_ok=True)
@@ -167,31 +171,79 @@ def run_route(workload: str, route_name: str, files: dict, variants: dict[str, s
         + "".join(f"; {v} FAILED: {why}" for v, why in failed.items()))
     backends = {"compile": "engine_overhead:TorchCompileBaseline", **{v: variants[v] for v in builds}}
     engines = {"compile": spec, **{v: path for v, (path, _) in builds.items()}}
-    servers = {key: serve(backends[key], engines[key], files, base / key) for key in backends}
+    results = []
+    for layout in layouts:
+        times = (time_shared if layout == "shared" else time_processes)(backends, engines, files, base / layout, rounds)
+        keys = list(times)
+        ratios = {key: statistics.median(t / c for t, c in zip(times[key], times["compile"])) for key in keys}
+        results.append({"workload": workload, "route": route_name, "layout": layout, "rounds": times,
+                        "median_ms": {key: statistics.median(times[key]) for key in keys}, "ratio_to_compile": ratios,
+                        "build_seconds": {v: round(s, 1) for v, (_, s) in builds.items()}, "failed": failed})
+    return results
+
+
+def rotate(time_one, keys: list[str], rounds: int) -> dict[str, list[float]]:
+    """Each key timed once per round, one at a time, the order shifted each round."""
+    times: dict[str, list[float]] = {key: [] for key in keys}
+    for index in range(rounds):
+        shift = index % len(keys)
+        for key in keys[shift:] + keys[:shift]:
+            times[key].append(time_one(key))
+    return times
+
+
+def close(proc: subprocess.Popen) -> None:
+    proc.stdin.close()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def ask(proc: subprocess.Popen, message: dict, key: str) -> dict:
+    proc.stdin.write(json.dumps(message) + "\n")
+    proc.stdin.flush()
+    return reply(proc, key)
+
+
+def time_processes(backends: dict, engines: dict, files: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
+    """Every key held in a serving process of its own (the product's layout before engines shared one)."""
+    servers = {key: serve(backends[key], engines[key], files, folder / key) for key in backends}
     try:
         for key, proc in servers.items():
             ready = reply(proc, key)
             if not ready.get("ready"):
                 raise RuntimeError(f"{key} did not load: {ready.get('error')}")
-        keys = list(servers)
-        times: dict[str, list[float]] = {key: [] for key in keys}
-        for index in range(rounds):
-            shift = index % len(keys)
-            for key in keys[shift:] + keys[:shift]:
-                servers[key].stdin.write(json.dumps({"op": "time"}) + "\n")
-                servers[key].stdin.flush()
-                times[key].append(reply(servers[key], key)["ms"])
+        return rotate(lambda key: ask(servers[key], {"op": "time"}, key)["ms"], list(servers), rounds)
     finally:
         for proc in servers.values():
-            proc.stdin.close()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-    ratios = {key: statistics.median(t / c for t, c in zip(times[key], times["compile"])) for key in keys}
-    return {"workload": workload, "route": route_name, "rounds": times,
-            "median_ms": {key: statistics.median(times[key]) for key in keys}, "ratio_to_compile": ratios,
-            "build_seconds": {v: round(s, 1) for v, (_, s) in builds.items()}, "failed": failed}
+            close(proc)
+
+
+def time_shared(backends: dict, engines: dict, files: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
+    """Every key loaded into one serving process, each round of them interleaved in blocks on its
+    thread (the product's layout)."""
+    proc = serve(backends["compile"], engines["compile"], files, folder / "compile", key="compile")
+    try:
+        ready = reply(proc, "compile")
+        if not ready.get("ready"):
+            raise RuntimeError(f"compile did not load: {ready.get('error')}")
+        for key in backends:
+            if key != "compile":
+                ready = ask(proc, {"op": "load", "key": key, "engine": str(engines[key]),
+                                   "workdir": str(folder / f"load-{key}"), "check": False, "backend": backends[key],
+                                   "backend_options": {"device": "cuda"}}, key)
+                if not ready.get("ready"):
+                    raise RuntimeError(f"{key} did not load: {ready.get('error')}")
+        keys = list(backends)
+        times: dict[str, list[float]] = {key: [] for key in keys}
+        for index in range(rounds):  # each round interleaved in blocks, the order shifted each round
+            order = keys[index % len(keys):] + keys[:index % len(keys)]
+            for key, ms in zip(order, ask(proc, {"op": "interleave", "keys": order}, "interleave")["ms"]):
+                times[key].append(ms)
+        return times
+    finally:
+        close(proc)
 
 
 def _cell(values: dict, key: str, digits: int) -> str:
@@ -200,11 +252,14 @@ def _cell(values: dict, key: str, digits: int) -> str:
 
 def table(results: list[dict]) -> str:
     keys = list(dict.fromkeys(k for r in results for k in r["median_ms"]))
-    head = "| workload (fp16) | route | " + " | ".join(f"`{k}` ms" for k in keys) + " | " + \
+    layouts = any("layout" in r for r in results)  # (results from before layouts had none)
+    head = "| workload (fp16) | route | " + ("layout | " if layouts else "") + \
+        " | ".join(f"`{k}` ms" for k in keys) + " | " + \
         " | ".join(f"`{k}` / `compile`" for k in keys if k != "compile") + " |"
-    lines = [head, "|" + " --- |" * (2 + 2 * len(keys) - 1)]
+    lines = [head, "|" + " --- |" * (2 + layouts + 2 * len(keys) - 1)]
     for r in results:
-        lines.append(f"| {r['workload']} | {r['route']} | " + " | ".join(_cell(r["median_ms"], k, 4) for k in keys)
+        lines.append(f"| {r['workload']} | {r['route']} | " + (f"{r.get('layout', 'processes')} | " if layouts else "")
+                     + " | ".join(_cell(r["median_ms"], k, 4) for k in keys)
                      + " | " + " | ".join(_cell(r["ratio_to_compile"], k, 3) for k in keys if k != "compile") + " |")
     return "\n".join(lines)
 
@@ -215,6 +270,9 @@ def main() -> int:
     parser.add_argument("--workloads", default="mlp,block")
     parser.add_argument("--routes", default="default,cudagraphs,eager")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--layouts", default="shared,processes",
+                        help="shared: every key loaded into one serving process (the product's layout); "
+                             "processes: each key in a process of its own")
     parser.add_argument("--variant", action="append", default=[], help="NAME=module:Class, built and served like engine")
     args = parser.parse_args()
     import torch
@@ -232,9 +290,11 @@ def main() -> int:
     for name in args.workloads.split(","):
         files = prepare(workloads()[name], args.out / name / "data", "cuda")
         for route_name in args.routes.split(","):
-            results.append(run_route(name, route_name, files, variants, args.rounds, args.out / name, say))
-            say(f"{name}/{route_name}: " + ", ".join(f"{k} {v:.4f} ms ({results[-1]['ratio_to_compile'][k]:.3f}x)"
-                                                     for k, v in results[-1]["median_ms"].items()))
+            for result in run_route(name, route_name, files, variants, args.rounds, args.out / name, say,
+                                    args.layouts.split(",")):
+                results.append(result)
+                say(f"{name}/{route_name} ({result['layout']}): " + ", ".join(
+                    f"{k} {v:.4f} ms ({result['ratio_to_compile'][k]:.3f}x)" for k, v in result["median_ms"].items()))
             (args.out / "overhead.json").write_text(json.dumps(
                 {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": TIMING,
                  "rounds": args.rounds, "variants": variants, "results": results}, indent=1))

@@ -156,3 +156,42 @@ def test_tensorrt_runner_records_its_events_on_its_own_stream():
     assert cuda.log == ["sync", ("record", stream)] + ["call"] * 3 + [("record", stream), "sync"]
     with pytest.raises(ValueError, match="unknown timing objective"):
         runner.timed_calls("wallclock", {}, 1)
+
+
+class FakeInferenceTorch:
+    """Only torch's inference-mode switch, with its semantics: entering sets it on and remembers the
+    state before, exiting restores that state."""
+
+    def __init__(self):
+        self.on = False
+        self.entered = 0
+
+    def inference_mode(self):
+        fake = self
+
+        class Mode:
+            def __enter__(self):
+                self.before, fake.on = fake.on, True
+                fake.entered += 1
+
+            def __exit__(self, *exc):
+                fake.on = self.before
+        return Mode()
+
+
+def test_runners_of_one_process_share_inference_mode_whatever_order_they_close_in():
+    from enginewright.backends.inductor import InductorRunner
+    torch = FakeInferenceTorch()
+
+    def runner():
+        return InductorRunner(torch, object(), {}, [], None, "cpu", None, eager=True)
+    default, route = runner(), runner()
+    assert torch.on and torch.entered == 1
+    default.close()  # out of order: a route loaded after the default outlives it
+    assert torch.on  # the route's calls still run in inference mode
+    route.close()
+    assert not torch.on
+    again = runner()  # a later engine of the same process enters it again
+    assert torch.on
+    again.close()
+    assert not torch.on

@@ -150,8 +150,18 @@ def test_the_sweep_names_a_winner_only_when_the_whole_interval_clears_the_margin
 
 def test_rounds_alternate_which_engine_goes_first_until_the_rule_stops_them():
     from enginewright.search.paired import alternate
-    order = []
-    route_ms, default_ms, reason = alternate(lambda: order.append("d") or 2.0, lambda: order.append("r") or 1.0,
+    firsts = []
+    route_ms, default_ms, reason = alternate(lambda default_first: firsts.append(default_first) or (1.0, 2.0),
                                              lambda r, d: "enough" if len(r) == 3 else None)
-    assert order == ["d", "r", "r", "d", "d", "r"]
+    assert firsts == [True, False, True]
     assert (route_ms, default_ms, reason) == ([1.0] * 3, [2.0] * 3, "enough")
+
+
+def test_engines_in_processes_of_their_own_take_whole_rounds_in_turn():
+    from enginewright.search.paired import alternate, one_after_the_other
+    order = []
+    route_ms, default_ms, _ = alternate(one_after_the_other(lambda: order.append("d") or 2.0,
+                                                            lambda: order.append("r") or 1.0),
+                                        lambda r, d: "enough" if len(r) == 3 else None)
+    assert order == ["d", "r", "r", "d", "d", "r"]
+    assert (route_ms, default_ms) == ([1.0] * 3, [2.0] * 3)

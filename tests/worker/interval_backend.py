@@ -3,13 +3,16 @@ happens (loading, every timed stretch), so a test can check that measuring never
 import it by name (`tests.worker.interval_backend:IntervalRecordingBackend`).
 
 Intervals go, one JSON line each, to the file named by $ENGINEWRIGHT_TEST_INTERVALS, on the
-system-wide monotonic clock (comparable across processes). The test-only route knob
-`slow_build_seconds` makes a build last at least that long, as a slow compiler would."""
+system-wide monotonic clock (comparable across processes), each naming the process and the route
+whose engine it was. Test-only route knobs: `slow_build_seconds` makes a build last at least that
+long, as a slow compiler would; `crash_when_timed=N` makes the engine kill its process (SIGSEGV) at
+its Nth timed stretch, as a broken engine would."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -17,6 +20,8 @@ from enginewright.backends.base import BuildRequest, Runner
 from enginewright.backends.onnxruntime import OnnxRuntimeBackend
 
 SLOW_BUILD = "slow_build_seconds"
+CRASH_TIMED = "crash_when_timed"
+HEADER = b"EWTEST\n"  # engine bytes: HEADER, the route's JSON, a newline, the onnxruntime engine
 
 
 def record(kind: str, started: float, **detail) -> None:
@@ -26,23 +31,28 @@ def record(kind: str, started: float, **detail) -> None:
 
 
 class RecordingRunner(Runner):
-    def __init__(self, inner: Runner, loaded_at: float):
-        self.inner, self.loaded_at = inner, loaded_at
+    def __init__(self, inner: Runner, loaded_at: float, route: dict):
+        self.inner, self.loaded_at, self.route = inner, loaded_at, route
+        self.crash_at = int(route.get(CRASH_TIMED, 0))
+        self.timed = 0
 
     def run(self, inputs):
         try:
             return self.inner.run(inputs)
         finally:
             if self.loaded_at is not None:  # the first call ends loading
-                record("load", self.loaded_at)
+                record("load", self.loaded_at, route=self.route)
                 self.loaded_at = None
 
     def timed_calls(self, objective, inputs, count: int) -> float:
+        self.timed += 1
+        if self.timed == self.crash_at:
+            os.kill(os.getpid(), signal.SIGSEGV)
         started = time.monotonic()
         try:
             return self.inner.timed_calls(objective, inputs, count)
         finally:
-            record("timed", started, objective=objective)
+            record("timed", started, objective=objective, route=self.route)
 
     def close(self) -> None:
         self.inner.close()
@@ -53,7 +63,9 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         started = time.monotonic()
         route = dict(route)
         slow = float(route.pop(SLOW_BUILD, 0))
-        engine = super().build(request, route)
+        tagged = dict(route)
+        route.pop(CRASH_TIMED, None)
+        engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))
         record("build", started, route=route)
@@ -61,4 +73,7 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
 
     def load(self, engine: bytes, workdir: Path) -> Runner:
         started = time.monotonic()
-        return RecordingRunner(super().load(engine, workdir), started)
+        if not engine.startswith(HEADER):
+            raise ValueError("not an engine of the interval-recording test backend")
+        route, inner = engine[len(HEADER):].split(b"\n", 1)
+        return RecordingRunner(super().load(inner, workdir), started, json.loads(route))

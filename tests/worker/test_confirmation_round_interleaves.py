@@ -1,5 +1,5 @@
-"""The confirmation round holds every engine loaded in a process of its own and times them in
-rotating order, one at a time; an engine that cannot load is reported, not hung on."""
+"""The confirmation round loads every engine into one serving process and times them in rotating
+order, one at a time; an engine that cannot load is reported, not hung on."""
 
 import os
 
@@ -20,8 +20,10 @@ def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
                                                   4, tmp_path / "confirm")
     assert set(rounds) == {"a", "b", "c"}
     assert all(len(times) == 4 and all(t > 0 for t in times) for times in rounds.values())
-    logs = sorted(p.parent.name for p in (tmp_path / "confirm").glob("serve-*/serve.log"))
-    assert logs == ["serve-a", "serve-b", "serve-c"]  # one process per engine
+    logs = list((tmp_path / "confirm").rglob("serve.log"))
+    assert [p.parent.name for p in logs] == ["serve"]  # one process for every engine
+    loaded = sorted(p.name for p in (tmp_path / "confirm/serve").iterdir() if p.name.startswith("load"))
+    assert loaded == ["load", "load-1", "load-2"]  # each engine loaded from its own bytes
 
 
 def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engine):

@@ -223,11 +223,32 @@ def _flat_program(torch, path: Path, device: str):
     return module, names, structured
 
 
+_INFERENCE: dict = {"runners": 0, "mode": None}  # the inference mode the runners of this process share
+
+
+def _hold_inference_mode(torch) -> None:
+    """Enter inference mode with the first runner of the process; later runners share it. (Each
+    runner entering its own would break when they close out of order: a runner's exit restores the
+    mode as it was at its entry, and could leave another runner's calls outside inference mode.)"""
+    if _INFERENCE["runners"] == 0:
+        _INFERENCE["mode"] = torch.inference_mode()
+        _INFERENCE["mode"].__enter__()
+    _INFERENCE["runners"] += 1
+
+
+def _release_inference_mode() -> None:
+    """Leave inference mode with the last runner that closes."""
+    _INFERENCE["runners"] -= 1
+    if _INFERENCE["runners"] == 0:
+        _INFERENCE["mode"].__exit__(None, None, None)
+        _INFERENCE["mode"] = None
+
+
 class InductorRunner(Runner):
-    """A compiled program, or (`eager`) the same module run without torch.compile. It holds inference
-    mode from creation to `close` in the thread that created it (an engine only infers), and marks a
-    CUDA-graph step before each call only for compiled CUDA-graph routes, where the previous call's
-    outputs are overwritten."""
+    """A compiled program, or (`eager`) the same module run without torch.compile. The runners of a
+    process hold inference mode from the first one's creation to the last one's `close`, in the
+    thread that created them (an engine only infers), and mark a CUDA-graph step before each call
+    only for compiled CUDA-graph routes, where the previous call's outputs are overwritten."""
 
     def __init__(self, torch, module, options: dict, names: list[str], structured, device: str,
                  dtype: str | None, eager: bool = False):
@@ -237,8 +258,12 @@ class InductorRunner(Runner):
         self.mark_step = not eager and device == "cuda" and bool(options.get("triton.cudagraphs"))
         self.info: dict = {}
         self._event_pairs: list = []
-        self._inference = torch.inference_mode()
-        self._inference.__enter__()
+        self._counted = {}  # compile-cache counters before this engine loaded (others may share the process)
+        if not eager:
+            from torch._dynamo.utils import counters
+            self._counted = dict(counters["inductor"])
+        _hold_inference_mode(torch)
+        self._holds_inference = True
         self.compiled = module if eager else torch.compile(module, backend="inductor", options=options,
                                                            dynamic=False)
 
@@ -268,23 +293,26 @@ class InductorRunner(Runner):
                                 lambda: self.run_prepared(prepared), count, torch.cuda.synchronize)
 
     def describe(self) -> dict:
-        """Compile-cache hits and misses so far: a loaded engine must hit, never re-tune. An eager
-        engine compiles nothing: all zero."""
+        """Compile-cache hits and misses of this engine so far: a loaded engine must hit, never
+        re-tune. An eager engine compiles nothing: all zero."""
         if self.eager:
             return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0,
                     "autotune_remote_or_local_hits": 0}
         from torch._dynamo.utils import counters
         inductor = counters["inductor"]
-        return {"compiled": 1, "fxgraph_cache_hit": int(inductor.get("fxgraph_cache_hit", 0)),
-                "fxgraph_cache_miss": int(inductor.get("fxgraph_cache_miss", 0)),
-                "autotune_remote_or_local_hits": int(inductor.get("autotune_local_cache_hit", 0))}
+
+        def count(name: str) -> int:
+            return int(inductor.get(name, 0) - self._counted.get(name, 0))
+        return {"compiled": 1, "fxgraph_cache_hit": count("fxgraph_cache_hit"),
+                "fxgraph_cache_miss": count("fxgraph_cache_miss"),
+                "autotune_remote_or_local_hits": count("autotune_local_cache_hit")}
 
     def close(self) -> None:
         self.compiled = None
         self._event_pairs = []
-        if self._inference is not None:
-            self._inference.__exit__(None, None, None)
-            self._inference = None
+        if self._holds_inference:
+            _release_inference_mode()
+            self._holds_inference = False
         if self.device == "cuda":
             self.torch.cuda.empty_cache()
 

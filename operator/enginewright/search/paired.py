@@ -1,7 +1,8 @@
 """Paired rounds: a route timed against the default right next to it, until the comparison is decided.
 
-Each round times the default and the route one after the other on the same device (default, route;
-then route, default; ...), so slow drift of the host hits both; the route's time is judged by the
+Each round times the default and the route together on the same device (in the worker, interleaved in
+blocks within one process; the default's blocks first in every other round), so drift of the host
+hits both; the route's time is judged by the
 per-round ratio route/default, never by its time against a default measured minutes earlier. The
 rounds stop as soon as they have placed the route (sequential stopping): once the ratio's 95%
 interval lies wholly below or wholly above the noise-margin line (1 - margin), or is within
@@ -51,23 +52,33 @@ def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margi
     return None
 
 
-def alternate(time_default: Callable[[], float], time_route: Callable[[], float],
+def alternate(time_round: Callable[[bool], tuple[float, float]],
               stop: Callable[[list[float], list[float]], str | None]) -> tuple[list[float], list[float], str]:
-    """Rounds of the default and the route, one after the other, the order swapped each round
-    (default, route; route, default; ...), until `stop(route_ms, default_ms)` gives a reason.
-    Returns the route's times, the default's times and that reason."""
+    """Paired rounds, the default first in every other round: `time_round(default_first)` times
+    one round of both and returns (route's ms, default's ms), until `stop(route_ms, default_ms)`
+    gives a reason. Returns the route's times, the default's times and that reason."""
     route_ms: list[float] = []
     default_ms: list[float] = []
     while True:
-        if len(route_ms) % 2 == 0:
-            default_ms.append(time_default())
-            route_ms.append(time_route())
-        else:
-            route_ms.append(time_route())
-            default_ms.append(time_default())
+        route, default = time_round(len(route_ms) % 2 == 0)
+        route_ms.append(route)
+        default_ms.append(default)
         reason = stop(route_ms, default_ms)
         if reason:
             return route_ms, default_ms, reason
+
+
+def one_after_the_other(time_default: Callable[[], float],
+                        time_route: Callable[[], float]) -> Callable[[bool], tuple[float, float]]:
+    """A `time_round` for engines that cannot be interleaved (each in a process of its own): a whole
+    round of one, then of the other."""
+    def time_round(default_first: bool) -> tuple[float, float]:
+        if default_first:
+            default = time_default()
+            return time_route(), default
+        route = time_route()
+        return route, time_default()
+    return time_round
 
 
 def summarise(route_ms: Sequence[float], default_ms: Sequence[float], stopped: str) -> Paired:

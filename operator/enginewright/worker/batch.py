@@ -37,6 +37,8 @@ from enginewright.store.layout import RunKeys
 
 log = logging.getLogger("enginewright.worker")
 
+ROUTE = "route"  # the key a route's engine is loaded by, beside the default's, in the serving process
+
 
 @dataclass
 class Accuracy:
@@ -243,26 +245,30 @@ class Worker:
     def load(self, built: Built, key: str) -> tuple[CacheEntry, "Server | None"]:
         """Load the built engine in a fresh serving process and check its accuracy there. Returns the
         entry so far and the warm server (None when loading failed; the entry says why)."""
-        ctx, entry = self.ctx, built.entry
+        entry = built.entry
         if built.engine_path is None:
             return entry, None
-        server = Server(ctx, key, built.engine_path, built.engine_path.parent / "serve", references=True)
+        server = Server(self.ctx, key, built.engine_path, built.engine_path.parent / "serve", references=True)
         try:
             ready = server.start(self._budget(entry))
-            versions = Versions.model_validate(ready["versions"])
         except ServerFailed as failed:
             server.close()
             return failed_entry(entry, failed.outcome, failed.error), None
         except BaseException:  # anything else (a garbled reply, SIGTERM, Ctrl-C): no process left behind
             server.close()
             raise
+        return self._loaded(entry, ready), server
+
+    def _loaded(self, entry: CacheEntry, ready: dict) -> CacheEntry:
+        """The entry of an engine that loaded: versions, how it loaded, its accuracy."""
+        versions = Versions.model_validate(ready["versions"])
         if os.environ.get("NODE_NAME"):
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
         update = {"versions": versions, "loss": ready.get("loss"), "load_info": ready.get("load_info"),
-                  "objective": ctx.timing.objective.value}
+                  "objective": self.ctx.timing.objective.value}
         if not ready.get("passed", True):
             update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
-        return entry.model_copy(update=update), server
+        return entry.model_copy(update=update)
 
     def measure_default(self, built: Built, timed: bool = True) -> tuple[CacheEntry, "Server | None"]:
         """Load the default engine, check it, and (`timed`: for the batch that writes its entry) time
@@ -287,15 +293,18 @@ class Worker:
                                         "measure_seconds": round(time.monotonic() - started, 3)}), server
 
     def measure_paired(self, built: Built, default: "Server") -> CacheEntry:
-        """Load the route's engine, check it, then time it against the held default in alternating
-        rounds until `search.paired.stop_reason` places it. A rejected route is timed for
-        `min_rounds` rounds only (for the report's time-vs-loss plot)."""
+        """Load the route's engine into the default's serving process, check it, then time the two in
+        paired rounds, each interleaved in blocks on that process's one thread (`Server.interleave`),
+        until `search.paired.stop_reason` places the route, and unload it. A rejected route is timed
+        for `min_rounds` rounds only (for the report's time-vs-loss plot). A failure while the route
+        is loaded is the route's: the process is closed with whatever the route left in it, and the
+        batch loads the default again for the next route (a default that then fails to load fails the
+        batch)."""
         ctx, timing = self.ctx, self.ctx.timing
-        limit = time.monotonic() + self._budget(built.entry)  # the whole measurement: load to last round
-        entry, server = self.load(built, "route")
-        if server is None:
+        entry = built.entry
+        if built.engine_path is None:
             return entry.model_copy(update={"finished_at": now_iso()})
-        started = time.monotonic()
+        limit = time.monotonic() + self._budget(entry)  # the whole measurement: load to last round
 
         def left() -> float:
             remaining = min(limit - time.monotonic(), ctx.time_left())
@@ -304,11 +313,10 @@ class Worker:
                                                     f"timeout or the run's deadline")
             return remaining
 
-        def time_default() -> float:
-            # The default's rounds count against the route's time too, but its own process gets a
-            # timeout of its own: a failure there is the batch's, not the route's.
-            left()
-            return default.time(max(10.0, min(ctx.route_timeout, ctx.time_left())), partner=True)
+        def time_round(default_first: bool) -> tuple[float, float]:
+            keys = [default.key, ROUTE] if default_first else [ROUTE, default.key]
+            times = dict(zip(keys, default.interleave(keys, left())))
+            return times[ROUTE], times[default.key]
 
         def stop(route_ms: list[float], default_ms: list[float]) -> str | None:
             if entry.outcome is Outcome.accuracy_rejected:
@@ -316,14 +324,21 @@ class Worker:
             return stop_reason(route_ms, default_ms, margin=ctx.noise_margin, precision=timing.precision,
                                min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
         try:
-            route_ms, default_ms, stopped = alternate(time_default, lambda: server.time(left()), stop)
-            measurements = server.measurements(left())
+            entry = self._loaded(entry, default.add(ROUTE, built.engine_path, built.engine_path.parent / "serve",
+                                                    left()))
+            started = time.monotonic()
+            route_ms, default_ms, stopped = alternate(time_round, stop)
+            measurements = default.measurements(left(), key=ROUTE)
+            calls = default.calls_of[ROUTE]
+            default.drop(ROUTE, left())
         except ServerFailed as failed:
+            default.close()
             return failed_entry(entry, failed.outcome, failed.error)
-        finally:
-            server.close()
+        except BaseException:
+            default.close()
+            raise
         return entry.model_copy(update={
-            "timing": stats_of(route_ms, n=len(route_ms) * server.calls), "baseline_ms": stats_of(default_ms).median_ms,
+            "timing": stats_of(route_ms, n=len(route_ms) * calls), "baseline_ms": stats_of(default_ms).median_ms,
             "paired": summarise(route_ms, default_ms, stopped), "measurements": measurements,
             "measure_seconds": round(time.monotonic() - started, 3), "finished_at": now_iso()})
 
@@ -370,6 +385,7 @@ class Worker:
         groups = [queue[i:i + width] for i in range(0, len(queue), width)]
         written: list[CacheEntry] = []
         baseline: Server | None = None
+        default_built: Built | None = None
         measured = 0
         try:
             with ThreadPoolExecutor(max_workers=width) as pool:
@@ -382,8 +398,15 @@ class Worker:
                     for built in list(pool.map(lambda r: self.build(r, stage, batch), group)):
                         is_default = built.route.id == default.id
                         if is_default:
+                            default_built = built  # its engine file stays until the batch ends
                             entry, baseline = self.measure_default(built, timed=writes_default)
                         else:
+                            if baseline.proc is None:  # the last route's failure closed the process
+                                if self.ctx.time_left() <= 0:
+                                    ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left "
+                                            f"unmeasured")
+                                    return written
+                                baseline = self._reload_default(default_built, batch)
                             entry = self.measure_paired(built, baseline)
                         # Cut short by the run's deadline, not slow on its own: not cached, so a resumed
                         # or later run measures it.
@@ -411,19 +434,29 @@ class Worker:
                             self._write(entry)
                             written.append(entry)
                             ctx.say(f"[{batch}] route {measured}/{len(todo)} {built.route}: {describe(entry)}")
-                        shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
+                        if not is_default:
+                            shutil.rmtree(ctx.workdir / "routes" / built.route.id, ignore_errors=True)
                         if cut and is_default:
                             return written
         finally:
             if baseline is not None:
                 baseline.close()
+            shutil.rmtree(ctx.workdir / "routes" / default.id, ignore_errors=True)
         return written
+
+    def _reload_default(self, built: Built, batch: str) -> "Server":
+        """The default's engine in a fresh serving process, after a route's failure closed the last."""
+        self.ctx.say(f"[{batch}] loading the default route again (the last route's failure closed its process)")
+        entry, server = self.load(built, "default")
+        if server is None:
+            raise RuntimeError(f"the default route's engine failed to load again: {entry.error}")
+        return server
 
     # ------------------------------------------------------------------ confirmation
     def confirm(self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int) -> dict[str, list[float]]:
-        """Interleaved re-measurement of the kept engines of `candidates` and of the default, the
-        default held by two processes (a candidate must beat both: one process can run lastingly
-        faster than another holding the same engine)."""
+        """Interleaved re-measurement of the kept engines of `candidates` and of the default, all
+        loaded into one serving process, the default twice (a candidate must beat both copies: two
+        loads of one engine can run apart, as two processes do)."""
         ctx = self.ctx
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
@@ -434,32 +467,31 @@ class Worker:
             path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
             engines[entry.route_id] = path
         engines[twin(default.route_id)] = engines[default.route_id]
-        ctx.say(f"[confirm] {len(candidates)} candidates vs the default (in two processes), {rounds} "
-                f"interleaved rounds ({ctx.timing.objective.value})")
+        ctx.say(f"[confirm] {len(candidates)} candidates vs the default (loaded twice), {rounds} "
+                f"interleaved rounds in one process ({ctx.timing.objective.value})")
         return self.interleave(engines, rounds, folder)
 
     def interleave(self, engines: dict[str, Path], rounds: int, folder: Path) -> dict[str, list[float]]:
-        """Time each engine once per round (A B C, B C A, ...), every engine held loaded in a process
-        of its own and only one measuring at a time. Returns per-round times (ms per call) by key."""
-        servers: dict[str, Server] = {}
+        """Rounds of every engine, all loaded into one serving process and each round interleaved in
+        blocks on its one thread (`Server.interleave`), the order shifted each round (A B C, B C A,
+        ...). Returns per-round times (ms per call) by key."""
+        keys = list(engines)
+        server = Server(self.ctx, keys[0], engines[keys[0]], folder / "serve", references=False)
         try:
-            for key, path in engines.items():
-                servers[key] = Server(self.ctx, key, path, folder / f"serve-{key}", references=False)
-                servers[key].launch()
-            for server in servers.values():  # loading runs in parallel; wait until every engine is warm
-                server.wait_ready(self.ctx.route_timeout)
-            keys = list(engines)
+            server.start(self.ctx.route_timeout)
+            for index, key in enumerate(keys[1:], 1):
+                server.add(key, engines[key], folder / "serve" / f"load-{index}", self.ctx.route_timeout, check=False)
             times: dict[str, list[float]] = {key: [] for key in keys}
             for index in range(rounds):
                 shift = index % len(keys)
-                for key in keys[shift:] + keys[:shift]:
-                    times[key].append(servers[key].time(self.ctx.route_timeout))
+                order = keys[shift:] + keys[:shift]
+                for key, ms in zip(order, server.interleave(order, self.ctx.route_timeout)):
+                    times[key].append(ms)
             return times
         except ServerFailed as failed:
             raise RuntimeError(f"confirmation: {failed.error}") from None
         finally:
-            for server in servers.values():
-                server.close()
+            server.close()
 
 
 QUIET_POLL_SECONDS = 0.002
@@ -505,24 +537,29 @@ class ServerFailed(Exception):
 
 
 class Server:
-    """One engine held loaded in a child process of its own (`child.serve`), timed on request: the
-    parent writes one JSON line per request and reads one JSON line back. One engine per process, so
-    engines timed against each other cannot slow each other down."""
+    """A serving process (`child.serve`): engines held loaded and timed on request, one JSON line per
+    request and one back. It starts with one engine (`key`); `add` loads more beside it and `drop`
+    unloads them, so that engines timed against each other run in one process, on one thread (two
+    processes holding the same engine run lastingly apart: see `child.serve`)."""
 
     def __init__(self, ctx: WorkerContext, key: str, engine: Path, workdir: Path, references: bool):
         self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
         self.references = references
         self.proc: subprocess.Popen | None = None
-        self.calls = 1  # calls per round, set when it is ready
+        self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
+
+    @property
+    def calls(self) -> int:
+        """Calls per round of the first engine."""
+        return self.calls_of.get(self.key, 1)
 
     def launch(self) -> None:
         ctx, accuracy = self.ctx, self.ctx.accuracy
         self.workdir.mkdir(parents=True, exist_ok=True)
-        checked = self.references and accuracy.enabled
         request = ctx.child_request("serve", self.workdir, self.engine, inputs=[str(p) for p in accuracy.inputs],
-                                    references=[str(p) for p in accuracy.references] if checked else [],
+                                    references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
                                     metric=accuracy.metric, threshold=accuracy.threshold, atol=accuracy.atol,
-                                    rtol=accuracy.rtol)
+                                    rtol=accuracy.rtol, key=self.key, check=self.references)
         (self.workdir / "request.json").write_text(request.model_dump_json())
         with open(self.workdir / "serve.log", "wb") as log_file:
             self.proc = subprocess.Popen(
@@ -535,33 +572,50 @@ class Server:
                 log.warning("could not pin the serving process to CPUs %s: %s", sorted(ctx.measure_cpus), exc)
 
     def wait_ready(self, timeout: float) -> dict:
-        ready = self._reply(timeout, "load")
-        if not ready.get("ready"):
-            raise ServerFailed(Outcome.crash, f"loading engine {self.key} failed: {ready.get('error')}")
-        self.calls = int(ready["calls"])
-        return ready
+        return self._loaded(self.key, self._reply(timeout, "load"))
 
     def start(self, timeout: float) -> dict:
         self.launch()
         return self.wait_ready(timeout)
 
-    def time(self, timeout: float, partner: bool = False) -> float:
-        """One round: milliseconds per call. A failure of the default's process (`partner`) is the
-        batch's failure, not the route's: it raises RuntimeError (the Job's retry, or a rerun of
-        `tune`, resumes after the routes already written) — unless the run's deadline cut it short,
-        which is the route's `timeout`, not recorded."""
-        try:
-            ms = float(self._ask({"op": "time"}, timeout)["ms"])
-        except ServerFailed as failed:
-            if partner and not (failed.outcome is Outcome.timeout and self.ctx.time_left() <= 0):
-                raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
-            raise
+    def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
+        """Load another engine into this process (its files under `workdir`), check its accuracy when
+        `check` and the run has references; `backend`: `backend`/`backend_options` of its own."""
+        return self._loaded(key, self._ask({"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir),
+                                            "check": check, **backend}, timeout))
+
+    def drop(self, key: str, timeout: float) -> None:
+        self._ask({"op": "drop", "key": key}, timeout)
+        self.calls_of.pop(key, None)
+
+    def _loaded(self, key: str, ready: dict) -> dict:
+        if not ready.get("ready"):
+            raise ServerFailed(Outcome.crash, f"loading engine {key} failed: {ready.get('error')}")
+        self.calls_of[key] = int(ready["calls"])
+        return ready
+
+    def time(self, timeout: float, key: str | None = None) -> float:
+        """One round of engine `key` (default: the first): milliseconds per call."""
+        key = key or self.key
+        reply = self._ask({"op": "time", "key": key}, timeout)
+        ms = float(reply["ms"])
+        self.calls_of[key] = int(reply.get("calls", self.calls_of.get(key, 1)))
         if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
-            raise ServerFailed(Outcome.crash, f"engine {self.key} timed {ms} ms per call")
+            raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
         return ms
 
-    def measurements(self, timeout: float) -> Measurements:
-        return Measurements.model_validate(self._ask({"op": "measurements"}, timeout)["measurements"])
+    def interleave(self, keys: Sequence[str], timeout: float) -> list[float]:
+        """One round of engines of this process, interleaved in blocks (`child.interleaved_round`):
+        milliseconds per call of each, in the order of `keys`."""
+        times = [float(ms) for ms in self._ask({"op": "interleave", "keys": list(keys)}, timeout)["ms"]]
+        for key, ms in zip(keys, times):
+            if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
+                raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
+        return times
+
+    def measurements(self, timeout: float, key: str | None = None) -> Measurements:
+        reply = self._ask({"op": "measurements", "key": key or self.key}, timeout)
+        return Measurements.model_validate(reply["measurements"])
 
     def _ask(self, request: dict, timeout: float) -> dict:
         try:

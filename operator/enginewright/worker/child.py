@@ -5,9 +5,10 @@ is recorded and the batch goes on.
 
 `build`: compile the route and write the engine bytes; the result is written as JSON to the
 request's `result` path (a child that dies leaves none and the parent records a crash). `serve`: load
-engine bytes in this fresh process (never a rebuild), run every reference pair and check accuracy,
-warm up, then hold the engine and time it whenever the parent asks (paired rounds, confirmation
-rounds).
+engine bytes (never a rebuild), run every reference pair and check accuracy, warm up, then hold the
+engine and time it whenever the parent asks; the parent loads and drops further engines in the same
+process, so that engines timed against each other run on the same thread (paired rounds,
+confirmation rounds).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -36,7 +38,9 @@ class ChildRequest(BaseModel):
     backend_options: dict = Field(default_factory=dict)
     workdir: str
     result: str | None = Field(None, description="Where build writes its JSON result.")
-    engine: str = Field(description="build: where to write the engine; serve: the engine to load.")
+    engine: str = Field(description="build: where to write the engine; serve: the first engine to load.")
+    key: str = Field("engine", description="serve: the name the first engine is timed by.")
+    check: bool = Field(True, description="serve: check the first engine's accuracy against `references`.")
     model: str | None = None
     settings: dict[str, str] = Field(default_factory=dict)
     input_shapes: list[dict] = Field(default_factory=list)
@@ -87,16 +91,27 @@ def check(runner, request: ChildRequest, inputs: list[dict]) -> dict:
 
 
 def serve(request: ChildRequest) -> None:
-    """Load one engine, check it, warm it up and find how many calls fill a round; reply one `ready`
-    JSON line (versions, load info, accuracy, calls per round), then answer requests read from stdin,
-    one JSON line each: `{"op": "time"}` -> `{"ms": per-call time of one round}` (timed as
-    `timing.objective` says), `{"op": "measurements"}` -> latency, throughput and device time. One
-    engine per process, so engines timed against each other cannot slow each other down (several
-    torch.compile'd copies of one program in one process add guard-checking overhead to every call;
-    the H200 benchmark saw it). A round lasts about `timing.roundSeconds`: one short burst of host
-    noise must not decide it."""
+    """Hold engines loaded in this process and time them whenever the parent asks: paired rounds of
+    a route against the default, confirmation rounds. The request's engine is loaded first (key
+    `request.key`); the reply is one `ready` JSON line (versions, load info, accuracy, calls per
+    round). Then one JSON request per stdin line, one JSON reply line each:
+
+    - `{"op": "load", "key": K, "engine": PATH, "workdir": DIR, "check": bool}` loads another engine
+      beside the others (optionally with its own `backend`/`backend_options`) and replies as `ready`;
+    - `{"op": "time", "key": K}` -> `{"ms": per-call time of one round, "calls": calls per round
+      from now on}`, timed as `timing.objective` says (no key: the first engine);
+    - `{"op": "interleave", "keys": [A, B, ...]}` -> `{"ms": [A's, B's, ... per-call time]}`: one
+      round of those engines, interleaved in blocks (`interleaved_round`);
+    - `{"op": "measurements", "key": K}` -> latency, throughput and device time;
+    - `{"op": "drop", "key": K}` closes that engine -> `{"dropped": K}`.
+
+    Engines timed against each other share this process and its one thread: two processes holding
+    the same engine ran lastingly apart on the H200 (up to 1.7x in gpuTime, by the CPU each process's
+    thread sat on; bench/process_offsets.py), so a route timed in a process of its own against the
+    default in another measured the processes, not the engines. A round lasts about
+    `timing.roundSeconds`: one short burst of host noise must not decide it."""
     import os
-    from enginewright.backends.base import calls_per_round, measure_all, time_round, warm_up
+    from enginewright.backends.base import measure_all
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else the libraries print goes to the log, not into the protocol
 
@@ -106,36 +121,137 @@ def serve(request: ChildRequest) -> None:
 
     timing = request.timing
     objective = timing.objective.value
-    try:
-        backend = _backend(request)
-        started = time.monotonic()
-        runner = backend.load(Path(request.engine).read_bytes(), Path(request.workdir) / "load")
-        inputs = [load_npz(p) for p in request.inputs]
-        runner.run(inputs[0])  # first call: lazy compilers finish loading here
-        load_info = {"load_seconds": round(time.monotonic() - started, 3), **runner.describe()}
-        ready = {"ready": True, "versions": backend.versions().wire(), "load_info": load_info,
-                 **check(runner, request, inputs)}
-        # Rejected routes are timed too: the report plots every route's time against its loss.
-        warm_up(runner, inputs[0], objective, timing.warmup_iterations)
-        ready["calls"] = calls = calls_per_round(runner, inputs[0], objective, timing.round_seconds)
-    except Exception as exc:
-        say({"ready": False, "error": f"{type(exc).__name__}: {exc}".strip()[:4000]})
+    inputs = [load_npz(p) for p in request.inputs]
+    engines: dict[str, Held] = {}
+
+    def failed(exc: Exception) -> dict:
         traceback.print_exc()
+        return {"ready": False, "error": f"{type(exc).__name__}: {exc}".strip()[:4000]}
+
+    try:
+        say(load(engines, request.key, Path(request.engine), Path(request.workdir) / "load", request.check,
+                 _backend(request), request, inputs))
+    except Exception as exc:
+        say(failed(exc))
         return
-    say(ready)
     for line in sys.stdin:
-        op = json.loads(line).get("op") if line.strip() else None
-        if op == "time":
-            # The process sat idle while the other engines of the round ran: a few untimed calls first
-            # bring its host thread, caches and clocks back before the timed stretch.
-            if calls >= 5:  # (a slow engine, one call a round, is not paid twice)
-                runner.timed_calls(objective, inputs[0], calls // 5)
-            say({"ms": time_round(runner, inputs[0], objective, calls)})
+        message = json.loads(line) if line.strip() else {}
+        op, key = message.get("op"), message.get("key", request.key)
+        if op == "load":
+            backend_request = request.model_copy(update={k: message[k] for k in ("backend", "backend_options")
+                                                         if k in message})
+            try:
+                say(load(engines, key, Path(message["engine"]), Path(message["workdir"]),
+                         bool(message.get("check", True)), _backend(backend_request), request, inputs))
+            except Exception as exc:
+                say(failed(exc))
+        elif op == "time":
+            held = engines[key]
+            ms = held.round(objective, inputs[0], timing.round_seconds)
+            say({"ms": ms, "calls": held.calls})
+        elif op == "interleave":
+            held = [engines[k] for k in message["keys"]]
+            say({"ms": interleaved_round(held, objective, inputs[0], timing.round_seconds)})
         elif op == "measurements":
-            say({"measurements": measure_all(runner, inputs[0], timing.round_seconds).wire()})
+            say({"measurements": measure_all(engines[key].runner, inputs[0], timing.round_seconds).wire()})
+        elif op == "drop":
+            engines.pop(key).runner.close()
+            say({"dropped": key})
         else:
             break
-    runner.close()
+    for held in reversed(list(engines.values())):
+        held.runner.close()
+
+
+WARM_SHARE = 0.5  # untimed calls before each round, for this share of `roundSeconds`
+
+
+@dataclass
+class Held:
+    """An engine loaded in the serving process, and the calls that fill one of its rounds."""
+
+    runner: object  # backends.base.Runner
+    calls: int = 1
+
+    def round(self, objective: str, inputs: dict, round_seconds: float) -> float:
+        """One timed round (ms per call). The thread sat idle while other engines ran (or the parent
+        waited), so untimed calls come first, for WARM_SHARE of a round of wall time: on the H200 a
+        launch-bound engine read up to 30% slower in rounds begun straight after idling, and the
+        slowdown lasts a time, not a number of calls. A slow engine (under 5 calls a round) is not
+        paid twice. Then the calls per round follow the wall time rounds really take: a count
+        calibrated while the host was busy (other engines loading) made rounds of a few
+        milliseconds, mostly warm-up, and their times read apart from the other engines'."""
+        from enginewright.backends.base import time_round
+        if self.calls >= 5:
+            until = time.perf_counter() + WARM_SHARE * round_seconds
+            while time.perf_counter() < until:
+                self.runner.timed_calls(objective, inputs, max(1, self.calls // 10))
+        started = time.perf_counter()
+        ms = time_round(self.runner, inputs, objective, self.calls)
+        self.follow(time.perf_counter() - started, self.calls, round_seconds)
+        return ms
+
+    def follow(self, took: float, calls: int, round_seconds: float) -> None:
+        """Calls per round from now on, from `calls` having taken `took` seconds of wall time."""
+        if round_seconds > 0 and not 0.7 <= max(took, 1e-6) / round_seconds <= 1.5:
+            self.calls = max(1, min(1_000_000, round(calls * round_seconds / max(took, 1e-6))))
+
+
+BLOCKS = 10  # an interleaved round is this many blocks of each engine, taking turns
+
+
+def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seconds: float) -> list[float]:
+    """One round of several engines of this process, interleaved: BLOCKS blocks of each (fewer when
+    an engine's round has fewer calls), taking turns in the order given (A, B, A, B, ...), each block
+    a tenth of the engine's round of calls,
+    after untimed calls of each, taking turns, for WARM_SHARE of a round. Returns each engine's per-call time (ms)
+    over its blocks. The engines are timed within milliseconds of each other, so what drifts on the
+    host meanwhile hits them alike and cancels in their ratios: on the H200 a launch-bound engine's
+    rounds ranged 0.19-0.53 ms within seconds, and copies of one engine timed in whole rounds one
+    after the other read 0.93-0.99 of each other (95% intervals up to ±10%), in interleaved rounds
+    0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`)."""
+    if any(h.calls >= 5 for h in held):  # (slow engines, a call or so a round, are not paid twice)
+        until = time.perf_counter() + WARM_SHARE * round_seconds
+        while time.perf_counter() < until:
+            for h in held:
+                h.runner.timed_calls(objective, inputs, max(1, h.calls // 10))
+    blocks = max(1, min([BLOCKS, *(h.calls for h in held)]))  # (an engine of a call a round: one block)
+    totals, counts, walls = [0.0] * len(held), [0] * len(held), [0.0] * len(held)
+    for _ in range(blocks):
+        for index, h in enumerate(held):
+            calls = max(1, h.calls // blocks)
+            started = time.perf_counter()
+            totals[index] += h.runner.timed_calls(objective, inputs, calls)
+            walls[index] += time.perf_counter() - started
+            counts[index] += calls
+    for h, wall, count in zip(held, walls, counts):
+        h.follow(wall, count, round_seconds)
+    return [total / count for total, count in zip(totals, counts)]
+
+
+def load(engines: dict[str, Held], key: str, engine: Path, workdir: Path, checked: bool, backend,
+         request: ChildRequest, inputs: list[dict]) -> dict:
+    """Load one engine from its bytes into `engines[key]`, check its accuracy (when `checked`), warm it
+    up and find how many calls fill a round; the `ready` reply. An engine that fails is closed again."""
+    from enginewright.backends.base import calls_per_round, warm_up
+    if key in engines:
+        raise ValueError(f"an engine is already loaded as {key!r}")
+    started = time.monotonic()
+    runner = backend.load(engine.read_bytes(), workdir)
+    try:
+        runner.run(inputs[0])  # first call: lazy compilers finish loading here
+        load_info = {"load_seconds": round(time.monotonic() - started, 3), **runner.describe()}
+        ready = {"ready": True, "key": key, "versions": backend.versions().wire(), "load_info": load_info,
+                 **check(runner, request if checked else request.model_copy(update={"references": []}), inputs)}
+        # Rejected routes are timed too: the report plots every route's time against its loss.
+        objective = request.timing.objective.value
+        warm_up(runner, inputs[0], objective, request.timing.warmup_iterations)
+        ready["calls"] = calls_per_round(runner, inputs[0], objective, request.timing.round_seconds)
+    except BaseException:
+        runner.close()
+        raise
+    engines[key] = Held(runner, ready["calls"])
+    return ready
 
 
 ACTIONS = {"build": build}

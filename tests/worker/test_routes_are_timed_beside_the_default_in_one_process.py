@@ -1,0 +1,77 @@
+"""Every route is loaded into the process that holds the default and timed there, each round
+interleaved block by block with the default's (two processes holding the same engine run lastingly
+apart, and rounds taken one after the other see the host's drift between them). A route that kills that process is recorded as a crash,
+and the next route is timed against the default loaded again in a fresh process."""
+
+import json
+from pathlib import Path
+
+from enginewright.api.cache import Outcome
+from enginewright.search.routes import Route
+from tests.worker.conftest import make_worker
+from tests.worker.interval_backend import CRASH_TIMED
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def recording_worker(example, tmp_path, monkeypatch, round_seconds: float = 0.0):
+    intervals = tmp_path / "intervals.jsonl"
+    monkeypatch.setenv("ENGINEWRIGHT_TEST_INTERVALS", str(intervals))
+    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{REPO / 'operator'}")  # the children import the test backend
+    worker = make_worker(example, tmp_path, timeout=120)
+    worker.ctx.backend = "tests.worker.interval_backend:IntervalRecordingBackend"
+    worker.ctx.timing = worker.ctx.timing.model_copy(update={"min_rounds": 3, "max_rounds": 3,
+                                                             "round_seconds": round_seconds})
+    return worker, intervals
+
+
+def timed_by_route(intervals: Path) -> list[tuple[str, int]]:
+    """(route knobs as JSON, process id) of every timed stretch, in the order they ran."""
+    records = [json.loads(line) for line in intervals.read_text().splitlines()]
+    return [(json.dumps(r["route"], sort_keys=True), r["pid"]) for r in sorted(records, key=lambda r: r["start"])
+            if r["kind"] == "timed"]
+
+
+def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example, tmp_path, monkeypatch):
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch, round_seconds=0.05)
+    default, first, second = Route.of({}), Route.of({"enable_mem_pattern": "0"}), Route.of({"enable_cpu_mem_arena": "0"})
+    written = worker.run_batch([default, first, second], "stage1", "b0", default)
+    assert {e.route_id: e.outcome for e in written} == {r.id: Outcome.ok for r in (default, first, second)}
+    assert all(e.paired.rounds == 3 for e in written if e.route_id != default.id)
+
+    timed = timed_by_route(intervals)
+    assert len({pid for _, pid in timed}) == 1  # the default and both routes: one process
+    # From the route's loading (warm-up, calibration) to its last round, the default's blocks come in
+    # between its own, and nothing else does: each round takes turns block by block (up to 10 blocks
+    # of each; whole rounds one after the other would switch engines about 6 times in 3 rounds).
+    names = [name for name, _ in timed]
+    blank = json.dumps({})
+    for route in (first, second):
+        mine = json.dumps(route.as_dict, sort_keys=True)
+        first_at = names.index(mine)
+        last_at = len(names) - 1 - names[::-1].index(mine)
+        stretch = names[first_at:last_at + 1]
+        assert set(stretch) == {mine, blank}, stretch
+        switches = sum(a != b for a, b in zip(stretch, stretch[1:]))
+        assert switches >= 3 * 2 * 5, switches
+
+
+def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against_a_reloaded_default(
+        example, tmp_path, monkeypatch):
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    default = Route.of({})
+    crashing = Route.of({"enable_mem_pattern": "0", CRASH_TIMED: "4"})  # warm-up, calibration, a round, dies
+    after = Route.of({"enable_cpu_mem_arena": "0"})
+    written = {e.route_id: e for e in worker.run_batch([default, crashing, after], "stage1", "b0", default)}
+    assert written[crashing.id].outcome is Outcome.crash
+    assert "killed by SIGSEGV" in written[crashing.id].error
+    assert written[after.id].outcome is Outcome.ok and written[after.id].paired.rounds == 3
+    assert written[default.id].outcome is Outcome.ok
+
+    timed = timed_by_route(intervals)
+    after_name = json.dumps(after.as_dict, sort_keys=True)
+    first_pid = timed[0][1]
+    later_pids = {pid for name, pid in timed if name == after_name}
+    assert len(later_pids) == 1 and first_pid not in later_pids  # a fresh process...
+    reloaded = [name for name, pid in timed if pid in later_pids]
+    assert set(reloaded) == {after_name, json.dumps({})}  # ...with the default loaded again beside it
