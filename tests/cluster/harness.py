@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -37,6 +38,22 @@ DEFAULT_NODES = [
 
 
 def free_port() -> int:
+    """A port to listen on that nothing listens on now, chosen below the kernel's ephemeral range:
+    a port the kernel hands out (bind to 0) can be taken, before the component that is to listen on
+    it starts, as the local port of some process's outgoing connection (a CI run lost the
+    controller manager's port to one: "bind: address already in use")."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randrange(10000, max(10001, low))
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

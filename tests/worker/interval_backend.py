@@ -31,6 +31,10 @@ def record(kind: str, started: float, **detail) -> None:
 
 
 class RecordingRunner(Runner):
+    """(Interleaved with other engines in blocks as the base Runner is, 10 a round, unlike the
+    onnxruntime runner it wraps, whose spinning threads make it take whole rounds: the tests see
+    the blocks.)"""
+
     def __init__(self, inner: Runner, loaded_at: float, route: dict):
         self.inner, self.loaded_at, self.route = inner, loaded_at, route
         self.crash_at = int(route.get(CRASH_TIMED, 0))

@@ -92,7 +92,7 @@ class CacheEntry(WireModel):
     objective: str | None = Field(None, description="What `timing` times: latency, throughput or gpuTime.")
     baseline_ms: float | None = Field(None, description="Median of the default route measured in the same "
                                       "batch, on the same device: this entry's own baseline (paired entries: "
-                                      "the default's rounds alternated with this route's).")
+                                      "the default's rounds interleaved with this route's).")
     paired: Paired | None = Field(None, description="This route against the default, round by round.")
     measurements: Measurements | None = None
     measure_seconds: float | None = Field(None, description="Wall time spent timing this route, the "

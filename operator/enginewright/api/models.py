@@ -280,9 +280,9 @@ class Timing(WireModel):
     warmup_iterations: int = Field(10, description="Untimed calls before timing (at most ~2 s of them).",
                                    ge=0, le=100000)
     round_seconds: float = Field(0.05, description="Each engine is timed for about this long per round "
-                                 "(one call at least).", ge=0, le=60)
-    min_rounds: int = Field(5, description="Paired rounds (default, route; then route, default; ...) "
-                            "before the comparison may stop.", ge=2, le=1000)
+                                 "(one call at least), after untimed calls for half as long.", ge=0, le=60)
+    min_rounds: int = Field(5, description="Paired rounds (default and route in one process, each round "
+                            "interleaved block by block) before the comparison may stop.", ge=2, le=1000)
     max_rounds: int = Field(30, description="Paired rounds at most.", ge=2, le=1000)
     precision: float = Field(0.01, description="Stop once the 95% interval of the route/default ratio is "
                              "within +-precision, or lies wholly on one side of the noise margin.",

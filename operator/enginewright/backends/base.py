@@ -37,6 +37,11 @@ class Runner(abc.ABC):
     """A loaded engine. The code that times it is the code that serves it: `run` for one request,
     `prepare` + `run_prepared` for calls on inputs already in place."""
 
+    # Blocks a round of this engine is split into when it is timed interleaved with others in one
+    # process (worker.child.interleaved_round); 1: whole rounds, for runtimes whose threads spin on
+    # after a run.
+    interleave_blocks: int = 10
+
     @abc.abstractmethod
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Run once on host arrays, return host arrays by output name (the result waited for)."""

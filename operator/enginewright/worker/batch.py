@@ -1,9 +1,9 @@
 """The worker: a batch of routes for one target in, one cache entry per route out.
 
-Each route is built in one child process and measured in a second, fresh one that loads the engine
-bytes (the bytes that are measured are the bytes that get kept and published). The default route's
-engine is held loaded in a process of its own for the whole batch, and every route is timed against
-it in paired rounds (`search.paired`). Every entry is written to the store the moment it is known,
+Each route is built in a child process; its engine bytes (the bytes that are measured are the bytes
+that get kept and published) are then loaded into the serving process that holds the default route's
+engine for the whole batch, and the two are timed there in paired rounds, interleaved block by block
+on one thread (`search.paired`, `child.interleaved_round`). Every entry is written to the store the moment it is known,
 and routes that already have an entry are skipped, so a killed worker loses at most the route in
 flight.
 """
@@ -33,6 +33,7 @@ from enginewright.search.paired import alternate, stop_reason, summarise
 from enginewright.search.routes import Route
 from enginewright.search.winner import twin
 from enginewright.worker.child import ChildRequest
+from enginewright.worker.quiet import wait_quiet
 from enginewright.store.layout import RunKeys
 
 log = logging.getLogger("enginewright.worker")
@@ -492,42 +493,6 @@ class Worker:
             raise RuntimeError(f"confirmation: {failed.error}") from None
         finally:
             server.close()
-
-
-QUIET_POLL_SECONDS = 0.002
-QUIET_WINDOW_SECONDS = 0.012  # the kernel adds a running thread's CPU time in steps of a few ms
-
-
-def cpu_nanoseconds(pid: int) -> int | None:
-    """CPU time used so far by every thread of a process (Linux schedstat, nanoseconds), or None."""
-    total = 0
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
-                total += int(stat.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-    return total
-
-
-def wait_quiet(pid: int, limit: float = 0.5) -> bool:
-    """Poll until the process has used no CPU for QUIET_WINDOW_SECONDS (its threads stopped
-    spinning), or `limit` seconds passed. True when it went quiet; also True where the CPU time
-    cannot be read (nothing to wait for)."""
-    deadline = time.monotonic() + limit
-    used, quiet_since = cpu_nanoseconds(pid), time.monotonic()
-    if used is None:
-        return True
-    while time.monotonic() < deadline:
-        time.sleep(QUIET_POLL_SECONDS)
-        now_used, now = cpu_nanoseconds(pid), time.monotonic()
-        if now_used is None:
-            return True
-        if now_used > used + 100_000:  # more than 0.1 ms of CPU: still busy
-            used, quiet_since = now_used, now
-        elif now - quiet_since >= QUIET_WINDOW_SECONDS:
-            return True
-    return False
 
 
 class ServerFailed(Exception):

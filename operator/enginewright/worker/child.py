@@ -14,7 +14,9 @@ confirmation rounds).
 from __future__ import annotations
 
 import json
+import os
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from enginewright.api.models import Timing
+from enginewright.worker.quiet import cpu_nanoseconds, wait_quiet
 
 
 class ChildRequest(BaseModel):
@@ -110,7 +113,6 @@ def serve(request: ChildRequest) -> None:
     thread sat on; bench/process_offsets.py), so a route timed in a process of its own against the
     default in another measured the processes, not the engines. A round lasts about
     `timing.roundSeconds`: one short burst of host noise must not decide it."""
-    import os
     from enginewright.backends.base import measure_all
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else the libraries print goes to the log, not into the protocol
@@ -197,33 +199,41 @@ class Held:
             self.calls = max(1, min(1_000_000, round(calls * round_seconds / max(took, 1e-6))))
 
 
-BLOCKS = 10  # an interleaved round is this many blocks of each engine, taking turns
-
-
 def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seconds: float) -> list[float]:
-    """One round of several engines of this process, interleaved: BLOCKS blocks of each (fewer when
-    an engine's round has fewer calls), taking turns in the order given (A, B, A, B, ...), each block
-    a tenth of the engine's round of calls,
+    """One round of several engines of this process, interleaved: 10 blocks of each
+    (`Runner.interleave_blocks`; fewer when an engine's round has fewer calls), taking turns in the
+    order given (A, B, A, B, ...), each block a tenth of the engine's round of calls,
     after untimed calls of each, taking turns, for WARM_SHARE of a round. Returns each engine's per-call time (ms)
     over its blocks. The engines are timed within milliseconds of each other, so what drifts on the
     host meanwhile hits them alike and cancels in their ratios: on the H200 a launch-bound engine's
     rounds ranged 0.19-0.53 ms within seconds, and copies of one engine timed in whole rounds one
     after the other read 0.93-0.99 of each other (95% intervals up to ±10%), in interleaved rounds
-    0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`)."""
+    0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`). A block starts only once the other
+    threads of the process are quiet, when they were busy during the last block (a runtime's
+    worker threads, spinning after a run, would slow the next engine's block); a runner whose
+    threads do so keeps its blocks few (`Runner.interleave_blocks`)."""
     if any(h.calls >= 5 for h in held):  # (slow engines, a call or so a round, are not paid twice)
         until = time.perf_counter() + WARM_SHARE * round_seconds
         while time.perf_counter() < until:
             for h in held:
                 h.runner.timed_calls(objective, inputs, max(1, h.calls // 10))
-    blocks = max(1, min([BLOCKS, *(h.calls for h in held)]))  # (an engine of a call a round: one block)
+    # (an engine of a call a round: one block; a runner whose threads spin after a run: its own)
+    blocks = max(1, min([*(h.calls for h in held), *(h.runner.interleave_blocks for h in held)]))
     totals, counts, walls = [0.0] * len(held), [0] * len(held), [0.0] * len(held)
+    me, own = os.getpid(), threading.get_native_id()
+    busy = False  # whether other threads of this process used the CPU during the last block
     for _ in range(blocks):
         for index, h in enumerate(held):
+            if busy:  # its worker threads may spin on after a run (ONNX Runtime's do): let them stop
+                wait_quiet(me, but=own)
             calls = max(1, h.calls // blocks)
+            before = cpu_nanoseconds(me, but=own)
             started = time.perf_counter()
             totals[index] += h.runner.timed_calls(objective, inputs, calls)
             walls[index] += time.perf_counter() - started
             counts[index] += calls
+            after = cpu_nanoseconds(me, but=own)
+            busy = before is not None and after is not None and after > before + 100_000
     for h, wall, count in zip(held, walls, counts):
         h.follow(wall, count, round_seconds)
     return [total / count for total, count in zip(totals, counts)]
