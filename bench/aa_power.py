@@ -201,45 +201,22 @@ def main() -> int:
     parser.add_argument("--export", type=Path, help="also write aa_power.json here after every trial")
     parser.add_argument("--device", default="cuda", help="cpu: a quick check of the script without a GPU")
     args = parser.parse_args()
-    began = time.monotonic()
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "operator"), str(REPO / "bench"),
-                                                os.environ.get("PYTHONPATH", "")])
-
     import torch
     from concurrent.futures import ThreadPoolExecutor
-    from enginewright.api.models import Timing
     from enginewright.search.paired import alternate, one_after_the_other, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
-    from enginewright.store import LocalStore
-    from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext, measuring_cpus
-    from enginewright.search.routes import Route
-    from workloads import WORKLOADS, prepare
+    from enginewright.worker.batch import Server, measuring_cpus
+    from workloads import setup as bench_setup
 
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
+    bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)
+    out, files, timing, say, workload = bench.out, bench.files, bench.timing, bench.say, bench.workload
     layouts = args.layouts.split(",")
-    say = lambda message: print(f"[{time.monotonic() - began:6.1f}s] {message}", flush=True)  # noqa: E731
-    workload = next(w for w in WORKLOADS if w.name == args.workload)
-    files = prepare(workload, out / "data", args.device, dtype="float16" if args.device == "cuda" else "float32")
     os.environ["AA_POWER_SAMPLE"] = str(files["inputs"][0])  # the slowed engine calibrates on it
-    timing = Timing(objective=args.objective)
-
-    def context(backend: str, options: dict, workdir: Path) -> WorkerContext:
-        return WorkerContext(backend=backend, model=files["program"], store=LocalStore(out / "store"),
-                             prefix="runs/aa", target="local", workdir=workdir, engine_suffix=".inductor.tar",
-                             settings={"input_dtype": "float16"} if args.device == "cuda" else {}, timing=timing,
-                             noise_margin=args.margin, accuracy=Accuracy(files["inputs"][:1], [], "cosine", None),
-                             route_timeout=600, backend_options=options, progress=say, measure_cpus=measuring_cpus())
-
     plain_backend = {"backend": "inductor", "backend_options": {"device": args.device}}
-    plain = context("inductor", {"device": args.device}, out / "work")
-    slowed = context("aa_power:SlowedInductor", {"device": args.device, "slowdown": args.slowdown}, out / "work")
-    built = Worker(plain).build(Route.of({}), "aa", "aa")
-    if built.engine_path is None:
-        raise SystemExit(f"build failed: {built.entry.error}")
-    say(f"{workload.name}: default route built in {built.entry.build_seconds:.1f}s")
-    engine = out / "engine.inductor.tar"
-    engine.write_bytes(built.engine_path.read_bytes())
+    plain = bench.context(margin=args.margin, measure_cpus=measuring_cpus())
+    slowed = bench.context("aa_power:SlowedInductor", {"device": args.device, "slowdown": args.slowdown},
+                           margin=args.margin, measure_cpus=measuring_cpus())
+    engine = bench.build_default()
 
     # processes layout: one engine per process (A: plain, S: slowed); shared: P (plain default) and
     # Q (slowed default) processes, each with D, T and route copies R0.. loaded beside each other.
@@ -289,7 +266,7 @@ def main() -> int:
                   "margin": args.margin, "confirm_rounds": args.confirm_rounds, "timing": timing.wire(),
                   "layouts": layouts, "copies": args.copies,
                   "cpus": len(os.sched_getaffinity(0)), "measure_cpus": sorted(plain.measure_cpus or []),
-                  "wall_s": round(time.monotonic() - began, 1), "process_median_ms": medians}
+                  "wall_s": round(time.monotonic() - bench.began, 1), "process_median_ms": medians}
         for layout in layouts:
             mine = [t for t in trials if t["layout"] == layout]
             c = counts(mine, args.margin)

@@ -167,40 +167,21 @@ def main() -> int:
     parser.add_argument("--export", type=Path)
     parser.add_argument("--device", default="cuda", help="cpu: a quick check of the script without a GPU")
     args = parser.parse_args()
-    began = time.monotonic()
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "operator"), str(REPO / "bench"),
-                                                os.environ.get("PYTHONPATH", "")])
     import torch
-    from enginewright.api.models import Timing
-    from enginewright.search.routes import Route
-    from enginewright.store import LocalStore
-    from enginewright.worker.batch import Accuracy, Server, Worker, WorkerContext
-    from workloads import WORKLOADS, prepare
+    from enginewright.worker.batch import Server
+    from workloads import setup as bench_setup
 
-    out = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    say = lambda message: print(f"[{time.monotonic() - began:6.1f}s] {message}", flush=True)  # noqa: E731
-    workload = next(w for w in WORKLOADS if w.name == args.workload)
-    files = prepare(workload, out / "data", args.device, dtype="float16" if args.device == "cuda" else "float32")
-    timing = Timing(objective=args.objective)
-    ctx = WorkerContext(backend="inductor", model=files["program"], store=LocalStore(out / "store"), prefix="runs/po",
-                        target="local", workdir=out / "work", engine_suffix=".inductor.tar",
-                        settings={"input_dtype": "float16"} if args.device == "cuda" else {}, timing=timing,
-                        accuracy=Accuracy(files["inputs"][:1], [], "cosine", None), route_timeout=600,
-                        backend_options={"device": args.device}, progress=say)
-    built = Worker(ctx).build(Route.of({}), "po", "po")
-    if built.engine_path is None:
-        raise SystemExit(f"build failed: {built.entry.error}")
-    engine = out / "engine.inductor.tar"
-    engine.write_bytes(built.engine_path.read_bytes())
-    say(f"{workload.name}: default route built in {built.entry.build_seconds:.1f}s")
+    bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)
+    out, files, timing, say, workload = bench.out, bench.files, bench.timing, bench.say, bench.workload
+    ctx = bench.context()
+    engine = bench.build_default()
 
     topo = topology(torch)
     result: dict = {"workload": workload.name, "objective": args.objective, "timing": timing.wire(),
                     "torch": torch.__version__, "topology": topo, "phases": []}
 
     def write() -> None:
-        result["wall_s"] = round(time.monotonic() - began, 1)
+        result["wall_s"] = round(time.monotonic() - bench.began, 1)
         for folder in filter(None, (out, args.export)):
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "process_offsets.json").write_text(json.dumps(result, indent=1))

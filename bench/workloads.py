@@ -102,3 +102,62 @@ def prepare(workload: Workload, folder: Path, device: str, dtype: str = "float16
         inputs.append(folder / f"inputs-{i}.npz")
         references.append(folder / f"references-{i}.npz")
     return {"program": program, "inputs": inputs, "references": references}
+
+
+@dataclass
+class Setup:
+    """A workload prepared for the product's own worker code (bench/aa_power.py,
+    bench/process_offsets.py): its files, a clock for progress lines, worker contexts and the
+    default route's engine."""
+
+    out: Path
+    device: str
+    workload: Workload
+    files: dict
+    timing: object  # api.models.Timing
+    began: float
+
+    def say(self, message: str) -> None:
+        import time
+        print(f"[{time.monotonic() - self.began:6.1f}s] {message}", flush=True)
+
+    def context(self, backend: str = "inductor", options: dict | None = None, margin: float = 0.03,
+                measure_cpus=None):
+        """A WorkerContext for serving processes of `backend` (Inductor by default) on the workload."""
+        from enginewright.store import LocalStore
+        from enginewright.worker.batch import Accuracy, WorkerContext
+        return WorkerContext(backend=backend, model=self.files["program"], store=LocalStore(self.out / "store"),
+                             prefix="runs/bench", target="local", workdir=self.out / "work",
+                             engine_suffix=".inductor.tar",
+                             settings={"input_dtype": "float16"} if self.device == "cuda" else {},
+                             timing=self.timing, noise_margin=margin,
+                             accuracy=Accuracy(self.files["inputs"][:1], [], "cosine", None), route_timeout=600,
+                             backend_options=options if options is not None else {"device": self.device},
+                             progress=self.say, measure_cpus=measure_cpus)
+
+    def build_default(self) -> Path:
+        """The default route's engine, built by the product's build child: OUT/engine.inductor.tar."""
+        from enginewright.search.routes import Route
+        from enginewright.worker.batch import Worker
+        built = Worker(self.context()).build(Route.of({}), "bench", "bench")
+        if built.engine_path is None:
+            raise SystemExit(f"build failed: {built.entry.error}")
+        engine = self.out / "engine.inductor.tar"
+        engine.write_bytes(built.engine_path.read_bytes())
+        self.say(f"{self.workload.name}: default route built in {built.entry.build_seconds:.1f}s")
+        return engine
+
+
+def setup(out: Path, workload: str, device: str, objective: str, repo: Path) -> Setup:
+    """Prepare `workload` under OUT/data (fp16 on CUDA, fp32 on CPU) and put the repository's code on
+    the PYTHONPATH the worker's child processes inherit."""
+    import os
+    import time
+    from enginewright.api.models import Timing
+    began = time.monotonic()
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "bench"),
+                                                os.environ.get("PYTHONPATH", "")])
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = next(w for w in WORKLOADS if w.name == workload)
+    files = prepare(chosen, out / "data", device, dtype="float16" if device == "cuda" else "float32")
+    return Setup(out, device, chosen, files, Timing(objective=objective), began)
