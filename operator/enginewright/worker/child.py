@@ -166,6 +166,7 @@ def serve(request: ChildRequest) -> None:
 
 
 WARM_SHARE = 0.5  # untimed calls before each round, for this share of `roundSeconds`
+SPIN_SHARE = 0.2  # other threads busy for more than this share of a block's wall time: wait for them
 
 
 @dataclass
@@ -209,9 +210,12 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     rounds ranged 0.19-0.53 ms within seconds, and copies of one engine timed in whole rounds one
     after the other read 0.93-0.99 of each other (95% intervals up to ±10%), in interleaved rounds
     0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`). A block starts only once the other
-    threads of the process are quiet, when they were busy during the last block (a runtime's
-    worker threads, spinning after a run, would slow the next engine's block); a runner whose
-    threads do so keeps its blocks few (`Runner.interleave_blocks`)."""
+    threads of the process are quiet, when they used more than SPIN_SHARE of a core during the last
+    block (a runtime's worker threads, spinning after a run, would slow the next engine's block;
+    one read of their CPU time per block); a runner whose threads do so keeps its blocks few
+    (`Runner.interleave_blocks`)."""
+    me, own = os.getpid(), threading.get_native_id()
+    others, since = cpu_nanoseconds(me, but=own), time.perf_counter()
     if any(h.calls >= 5 for h in held):  # (slow engines, a call or so a round, are not paid twice)
         until = time.perf_counter() + WARM_SHARE * round_seconds
         while time.perf_counter() < until:
@@ -220,20 +224,21 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     # (an engine of a call a round: one block; a runner whose threads spin after a run: its own)
     blocks = max(1, min([*(h.calls for h in held), *(h.runner.interleave_blocks for h in held)]))
     totals, counts, walls = [0.0] * len(held), [0] * len(held), [0.0] * len(held)
-    me, own = os.getpid(), threading.get_native_id()
-    busy = False  # whether other threads of this process used the CPU during the last block
     for _ in range(blocks):
         for index, h in enumerate(held):
-            if busy:  # its worker threads may spin on after a run (ONNX Runtime's do): let them stop
+            # Other threads of the process that kept a core busy since the last block or the warm-up
+            # (a runtime's worker threads spin on after a run; ONNX Runtime's do): let them stop first.
+            now = cpu_nanoseconds(me, but=own)
+            window = (time.perf_counter() - since) * 1e9
+            if others is not None and now is not None and now - others > SPIN_SHARE * window:
                 wait_quiet(me, but=own)
+                now = cpu_nanoseconds(me, but=own)
+            others, since = now, time.perf_counter()
             calls = max(1, h.calls // blocks)
-            before = cpu_nanoseconds(me, but=own)
             started = time.perf_counter()
             totals[index] += h.runner.timed_calls(objective, inputs, calls)
             walls[index] += time.perf_counter() - started
             counts[index] += calls
-            after = cpu_nanoseconds(me, but=own)
-            busy = before is not None and after is not None and after > before + 100_000
     for h, wall, count in zip(held, walls, counts):
         h.follow(wall, count, round_seconds)
     return [total / count for total, count in zip(totals, counts)]

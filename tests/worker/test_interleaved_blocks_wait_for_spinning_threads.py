@@ -1,0 +1,55 @@
+"""Within an interleaved round, an engine's block starts only once the threads the last block left
+spinning (as ONNX Runtime's intra-op threads do for ~45 ms after a run) have stopped; engines whose
+threads stay idle are not held up."""
+
+import threading
+import time
+
+from enginewright.backends.base import Runner
+from enginewright.worker.child import Held, interleaved_round
+
+
+class Engine(Runner):
+    """Each timed stretch: ~1 ms of work on the calling thread, then (`spin`) a thread of its own
+    that keeps a core busy for that long, as a runtime's worker threads do."""
+
+    def __init__(self, name: str, log: list, spin: float = 0.0):
+        self.name, self.log, self.spin = name, log, spin
+        self.spun: list[float] = []  # when each spinning thread stopped
+
+    def run(self, inputs):
+        return {}
+
+    def timed_calls(self, objective, inputs, count):
+        started = time.monotonic()
+        while time.monotonic() < started + 0.001:
+            pass
+        self.log.append((self.name, started))
+        if self.spin:
+            def spin():
+                until = time.monotonic() + self.spin
+                while time.monotonic() < until:
+                    pass
+                self.spun.append(time.monotonic())
+            threading.Thread(target=spin, daemon=True).start()
+        return (time.monotonic() - started) * 1000.0
+
+
+def test_a_block_waits_for_the_threads_the_last_block_left_spinning():
+    log: list = []
+    spinning, idle = Engine("spinning", log, spin=0.03), Engine("idle", log)
+    times = interleaved_round([Held(spinning, calls=30), Held(idle, calls=30)], "gpuTime", {}, 0.0)
+    assert len(times) == 2 and all(t > 0 for t in times)
+    starts = [started for name, started in log if name == "idle"]
+    assert len(starts) == 10 and len(spinning.spun) >= 9  # ten blocks each
+    # every block of the idle engine began after the spinning thread of the block before had stopped
+    assert all(start >= stopped for start, stopped in zip(starts, spinning.spun)), (starts, spinning.spun)
+
+
+def test_engines_whose_threads_stay_idle_are_not_held_up():
+    log: list = []
+    first, second = Engine("a", log), Engine("b", log)
+    started = time.monotonic()
+    interleaved_round([Held(first, calls=30), Held(second, calls=30)], "gpuTime", {}, 0.0)
+    assert [name for name, _ in log] == ["a", "b"] * 10
+    assert time.monotonic() - started < 0.2  # 20 blocks of ~1 ms, no 12 ms quiet windows between them
