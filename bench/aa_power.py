@@ -205,7 +205,7 @@ def main() -> int:
     from concurrent.futures import ThreadPoolExecutor
     from enginewright.search.paired import alternate, one_after_the_other, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
-    from enginewright.worker.batch import Server, measuring_cpus
+    from enginewright.worker.batch import Server, measuring_cpus, round_order
     from workloads import setup as bench_setup
 
     bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)
@@ -328,7 +328,7 @@ def main() -> int:
         keys = ["d", twin("d"), "r"]
         rounds: dict[str, list[float]] = {k: [] for k in keys}
         for r in range(args.confirm_rounds):
-            order = keys[r % len(keys):] + keys[:r % len(keys)]
+            order = round_order(keys, r)
             for key, value in zip(order, confirm_round(order)):
                 rounds[key].append(value)
         after = confirm(rounds, "d", args.margin)

@@ -237,8 +237,9 @@ def time_shared(backends: dict, engines: dict, files: dict, folder: Path, rounds
                     raise RuntimeError(f"{key} did not load: {ready.get('error')}")
         keys = list(backends)
         times: dict[str, list[float]] = {key: [] for key in keys}
-        for index in range(rounds):  # each round interleaved in blocks, the order shifted each round
-            order = keys[index % len(keys):] + keys[:index % len(keys)]
+        from enginewright.worker.batch import round_order
+        for index in range(rounds):  # each round interleaved in blocks, in the worker's order
+            order = round_order(keys, index)
             for key, ms in zip(order, ask(proc, {"op": "interleave", "keys": order}, "interleave")["ms"]):
                 times[key].append(ms)
         return times

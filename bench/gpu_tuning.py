@@ -8,7 +8,8 @@
      stage 1 with the same noise-margin rule), with the confirmation round;
   2. full search over the three knobs of FULL_KNOBS (every combination), sharing the cache;
   3. side by side, in one interleaved measurement: default, fast winner, mixed winner, full winner,
-     each engine held in a process of its own;
+     all loaded into one serving process, each round interleaved block by block (the worker's
+     confirmation; the committed tables predate it: each engine was then in a process of its own);
   4. an A/A test: the default engine against two copies of itself for AA_ROUNDS rounds, split into
      trials of CONFIRM_ROUNDS rounds; how often the confirmation rule, and a strict "any faster
      measurement wins" rule, would name a false winner.
@@ -106,7 +107,7 @@ def run_workload(name: str, out: Path, say) -> dict:
     full_entries = full.entries  # tune() returns the entries of the routes it planned
     winners = {"fast": fast_decision.winner_id, "mixed": mixed.decision.winner_id, "full": full.decision.winner_id}
 
-    # Side by side: every distinct winner and the default, interleaved, one process per engine.
+    # Side by side: every distinct winner and the default, interleaved, as the confirmation round times them.
     ctx_worker = Worker(_context(common, folder / "side", cache, say))
     distinct = [by_id[i] for i in dict.fromkeys(winners.values()) if i != default and by_id[i].engine_uri]
     side, side_rounds = {}, {}
@@ -188,7 +189,7 @@ def _context(common: dict, workdir: Path, cache: Path, say):
 
 
 def _aa_test(worker, default_entry, say, rounds_wanted: int = AA_ROUNDS) -> dict:
-    """Default vs two copies of itself, interleaved rounds, one process per engine."""
+    """Default vs two copies of itself, interleaved rounds, as the confirmation round times them."""
     ctx = worker.ctx
     folder = ctx.workdir / "aa"
     folder.mkdir(parents=True, exist_ok=True)
@@ -205,8 +206,9 @@ def _aa_test(worker, default_entry, say, rounds_wanted: int = AA_ROUNDS) -> dict
 def aa_verdicts(rounds: dict[str, list[float]], window: int) -> dict:
     """Split A/A rounds into trials of `window` rounds; count the trials where the confirmation rule,
     and the strict "any faster single measurement wins" rule, name a copy faster than the default.
-    `process_bias` (copy / default over all rounds) tells a lasting per-process offset from
-    round-to-round drift, which the interleaving shares between the engines of a round."""
+    `process_bias` (copy / default over all rounds) tells a lasting offset of one copy (a process
+    of its own, or a load of its own in one process) from round-to-round drift, which the
+    interleaving shares between the engines of a round."""
     from enginewright.search.winner import confirm
     trials = len(rounds["default"]) // window
     rule_false = strict_false = 0
@@ -226,7 +228,7 @@ def aa_verdicts(rounds: dict[str, list[float]], window: int) -> dict:
 
 def cmd_noise(args) -> int:
     """Small check of the confirmation measurement: default vs `triton.cudagraphs=true`, side by
-    side, and the A/A test, for one workload (each engine in a process of its own)."""
+    side, and the A/A test, for one workload (as the confirmation round times them)."""
     from enginewright.worker.batch import Worker
     from enginewright.worker.tune import TuneOptions, tune
     from workloads import WORKLOADS, prepare

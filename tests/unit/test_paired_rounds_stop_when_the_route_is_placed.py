@@ -165,3 +165,12 @@ def test_engines_in_processes_of_their_own_take_whole_rounds_in_turn():
                                         lambda r, d: "enough" if len(r) == 3 else None)
     assert order == ["d", "r", "r", "d", "d", "r"]
     assert (route_ms, default_ms) == ([1.0] * 3, [2.0] * 3)
+
+
+def test_interleaved_rounds_vary_who_goes_first_and_who_follows_whom():
+    from enginewright.worker.batch import round_order
+    three = [tuple(round_order(["a", "b", "c"], i)) for i in range(6)]
+    assert len(set(three)) == 6  # every order once in six rounds: each engine follows each other one
+    assert [order[0] for order in three].count("a") == 2
+    two = [tuple(round_order(["d", "r"], i)) for i in range(4)]
+    assert two.count(("d", "r")) == 2 and two.count(("r", "d")) == 2

@@ -6,7 +6,8 @@ Intervals go, one JSON line each, to the file named by $ENGINEWRIGHT_TEST_INTERV
 system-wide monotonic clock (comparable across processes), each naming the process and the route
 whose engine it was. Test-only route knobs: `slow_build_seconds` makes a build last at least that
 long, as a slow compiler would; `crash_when_timed=N` makes the engine kill its process (SIGSEGV) at
-its Nth timed stretch, as a broken engine would."""
+its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise there instead
+($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from enginewright.backends.onnxruntime import OnnxRuntimeBackend
 
 SLOW_BUILD = "slow_build_seconds"
 CRASH_TIMED = "crash_when_timed"
+RAISE_TIMED = "raise_when_timed"
+DEFAULT_RAISES = "ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT"  # the default route's engine raises at that timed stretch
 HEADER = b"EWTEST\n"  # engine bytes: HEADER, the route's JSON, a newline, the onnxruntime engine
 
 
@@ -38,6 +41,7 @@ class RecordingRunner(Runner):
     def __init__(self, inner: Runner, loaded_at: float, route: dict):
         self.inner, self.loaded_at, self.route = inner, loaded_at, route
         self.crash_at = int(route.get(CRASH_TIMED, 0))
+        self.raise_at = int(route.get(RAISE_TIMED, 0) or (0 if route else os.environ.get(DEFAULT_RAISES, 0)))
         self.timed = 0
 
     def run(self, inputs):
@@ -52,6 +56,8 @@ class RecordingRunner(Runner):
         self.timed += 1
         if self.timed == self.crash_at:
             os.kill(os.getpid(), signal.SIGSEGV)
+        if self.timed == self.raise_at:
+            raise RuntimeError(f"engine {self.route} raised at its timed stretch {self.timed}, on purpose")
         started = time.monotonic()
         try:
             return self.inner.timed_calls(objective, inputs, count)
@@ -69,6 +75,7 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         slow = float(route.pop(SLOW_BUILD, 0))
         tagged = dict(route)
         route.pop(CRASH_TIMED, None)
+        route.pop(RAISE_TIMED, None)
         engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))

@@ -9,7 +9,9 @@ from pathlib import Path
 from enginewright.api.cache import Outcome
 from enginewright.search.routes import Route
 from tests.worker.conftest import make_worker
-from tests.worker.interval_backend import CRASH_TIMED
+import pytest
+
+from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -75,3 +77,26 @@ def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against
     assert len(later_pids) == 1 and first_pid not in later_pids  # a fresh process...
     reloaded = [name for name, pid in timed if pid in later_pids]
     assert set(reloaded) == {after_name, json.dumps({})}  # ...with the default loaded again beside it
+
+
+def test_a_route_whose_call_raises_is_its_crash_and_the_batch_goes_on(example, tmp_path, monkeypatch):
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    default = Route.of({})
+    raising = Route.of({"enable_mem_pattern": "0", RAISE_TIMED: "4"})
+    after = Route.of({"enable_cpu_mem_arena": "0"})
+    written = {e.route_id: e for e in worker.run_batch([default, raising, after], "stage1", "b0", default)}
+    assert written[raising.id].outcome is Outcome.crash
+    assert "engine route failed: RuntimeError" in written[raising.id].error
+    assert written[after.id].outcome is Outcome.ok
+
+
+def test_the_defaults_own_failure_in_a_routes_rounds_fails_the_batch_not_the_route(example, tmp_path, monkeypatch):
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    # Its 11 timed stretches before the route: warm-up, calibration, 3 rounds alone, 6 for its three
+    # measurements; the 12th is its block of the route's first paired round.
+    monkeypatch.setenv(DEFAULT_RAISES, "12")
+    default, route = Route.of({}), Route.of({"enable_mem_pattern": "0"})
+    with pytest.raises(RuntimeError, match="the default route's serving process failed: engine default failed"):
+        worker.run_batch([default, route], "stage1", "b0", default)
+    assert route.id not in worker.existing()  # no entry blames the route; a retry measures it
+    assert worker.existing()[default.id].outcome is Outcome.ok

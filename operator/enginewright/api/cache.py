@@ -39,8 +39,9 @@ class TimingStats(WireModel):
 
 
 class Paired(WireModel):
-    """The route timed against the default in alternating rounds on one device (default, route;
-    route, default; ...): the ratio route/default of each round, summarised."""
+    """The route timed against the default in paired rounds on one device (both in one serving
+    process, each round interleaved block by block, the default first in every other round): the
+    ratio route/default of each round, summarised."""
 
     ratio: float = Field(description="Geometric mean of the per-round route/default time ratios (< 1: faster).")
     low: float = Field(description="Lower end of the ratio's 95% confidence interval.")

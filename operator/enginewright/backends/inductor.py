@@ -360,7 +360,10 @@ class InductorBackend(Backend):
 
     def _runner(self, torch, program: Path, options: dict, device: str, dtype: str | None,
                 eager: bool = False) -> InductorRunner:
-        module, names, structured = _flat_program(torch, program, device)
+        # Built outside inference mode even when another engine of the process holds it: tensors made
+        # under it are inference tensors, so an engine loaded second would differ from the first.
+        with torch.inference_mode(False):
+            module, names, structured = _flat_program(torch, program, device)
         return InductorRunner(torch, module, options, names, structured, device, dtype, eager)
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:

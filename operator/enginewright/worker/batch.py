@@ -298,9 +298,9 @@ class Worker:
         paired rounds, each interleaved in blocks on that process's one thread (`Server.interleave`),
         until `search.paired.stop_reason` places the route, and unload it. A rejected route is timed
         for `min_rounds` rounds only (for the report's time-vs-loss plot). A failure while the route
-        is loaded is the route's: the process is closed with whatever the route left in it, and the
+        is loaded is the route's — the process is closed with whatever the route left in it, and the
         batch loads the default again for the next route (a default that then fails to load fails the
-        batch)."""
+        batch) — unless the serving process says the default's own call raised: that is the batch's."""
         ctx, timing = self.ctx, self.ctx.timing
         entry = built.entry
         if built.engine_path is None:
@@ -329,15 +329,29 @@ class Worker:
                                                     left()))
             started = time.monotonic()
             route_ms, default_ms, stopped = alternate(time_round, stop)
-            measurements = default.measurements(left(), key=ROUTE)
             calls = default.calls_of[ROUTE]
-            default.drop(ROUTE, left())
+            try:
+                measurements = default.measurements(left(), key=ROUTE)
+            except ServerFailed as failed:
+                if failed.outcome is not Outcome.timeout:
+                    raise
+                default.close()  # the time ran out after the rounds: they still count
+                measurements = None
         except ServerFailed as failed:
             default.close()
+            if failed.engine is not None and failed.engine != ROUTE:
+                # The default's own call raised: the batch's failure (the Job's retry, or a rerun of
+                # `tune`, resumes after the routes already written), not the route's.
+                raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
             return failed_entry(entry, failed.outcome, failed.error)
         except BaseException:
             default.close()
             raise
+        if default.proc is not None:
+            try:
+                default.drop(ROUTE, 60)
+            except ServerFailed:
+                default.close()  # (the batch loads the default again for the next route)
         return entry.model_copy(update={
             "timing": stats_of(route_ms, n=len(route_ms) * calls), "baseline_ms": stats_of(default_ms).median_ms,
             "paired": summarise(route_ms, default_ms, stopped), "measurements": measurements,
@@ -474,8 +488,8 @@ class Worker:
 
     def interleave(self, engines: dict[str, Path], rounds: int, folder: Path) -> dict[str, list[float]]:
         """Rounds of every engine, all loaded into one serving process and each round interleaved in
-        blocks on its one thread (`Server.interleave`), the order shifted each round (A B C, B C A,
-        ...). Returns per-round times (ms per call) by key."""
+        blocks on its one thread (`Server.interleave`), in `round_order`. Returns per-round times
+        (ms per call) by key."""
         keys = list(engines)
         server = Server(self.ctx, keys[0], engines[keys[0]], folder / "serve", references=False)
         try:
@@ -484,8 +498,7 @@ class Worker:
                 server.add(key, engines[key], folder / "serve" / f"load-{index}", self.ctx.route_timeout, check=False)
             times: dict[str, list[float]] = {key: [] for key in keys}
             for index in range(rounds):
-                shift = index % len(keys)
-                order = keys[shift:] + keys[:shift]
+                order = round_order(keys, index)
                 for key, ms in zip(order, server.interleave(order, self.ctx.route_timeout)):
                     times[key].append(ms)
             return times
@@ -495,10 +508,22 @@ class Worker:
             server.close()
 
 
+def round_order(keys: Sequence[str], index: int) -> list[str]:
+    """The order of round `index` of engines interleaved block by block: shifted each round, and
+    the shifts reversed in every other cycle of them (A B C, B C A, C A B, then C B A, A C B, B A C),
+    so that no engine always runs right after the same one (a shift alone keeps A B C A B C's
+    neighbours) and each goes first equally often."""
+    shift = index % len(keys)
+    order = list(keys[shift:]) + list(keys[:shift])
+    return order[::-1] if (index // len(keys)) % 2 else order
+
+
 class ServerFailed(Exception):
-    def __init__(self, outcome: Outcome, error: str):
+    """A serving process failed; `engine`: the key of the engine whose call raised, when it said."""
+
+    def __init__(self, outcome: Outcome, error: str, engine: str | None = None):
         super().__init__(error)
-        self.outcome, self.error = outcome, error
+        self.outcome, self.error, self.engine = outcome, error, engine
 
 
 class Server:
@@ -562,7 +587,7 @@ class Server:
     def time(self, timeout: float, key: str | None = None) -> float:
         """One round of engine `key` (default: the first): milliseconds per call."""
         key = key or self.key
-        reply = self._ask({"op": "time", "key": key}, timeout)
+        reply = self._timed({"op": "time", "key": key}, timeout)
         ms = float(reply["ms"])
         self.calls_of[key] = int(reply.get("calls", self.calls_of.get(key, 1)))
         if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
@@ -572,7 +597,9 @@ class Server:
     def interleave(self, keys: Sequence[str], timeout: float) -> list[float]:
         """One round of engines of this process, interleaved in blocks (`child.interleaved_round`):
         milliseconds per call of each, in the order of `keys`."""
-        times = [float(ms) for ms in self._ask({"op": "interleave", "keys": list(keys)}, timeout)["ms"]]
+        reply = self._timed({"op": "interleave", "keys": list(keys)}, timeout)
+        times = [float(ms) for ms in reply["ms"]]
+        self.calls_of.update(zip(keys, (int(calls) for calls in reply["calls"])))
         for key, ms in zip(keys, times):
             if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
                 raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
@@ -581,6 +608,14 @@ class Server:
     def measurements(self, timeout: float, key: str | None = None) -> Measurements:
         reply = self._ask({"op": "measurements", "key": key or self.key}, timeout)
         return Measurements.model_validate(reply["measurements"])
+
+    def _timed(self, request: dict, timeout: float) -> dict:
+        """A timing request's reply; a call that raised is a ServerFailed naming its engine."""
+        reply = self._ask(request, timeout)
+        if "failed" in reply:
+            raise ServerFailed(Outcome.crash, f"engine {reply['failed']} failed: {reply.get('error')}",
+                               engine=reply["failed"])
+        return reply
 
     def _ask(self, request: dict, timeout: float) -> dict:
         try:

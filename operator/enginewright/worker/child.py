@@ -13,6 +13,7 @@ confirmation rounds).
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -103,8 +104,11 @@ def serve(request: ChildRequest) -> None:
       beside the others (optionally with its own `backend`/`backend_options`) and replies as `ready`;
     - `{"op": "time", "key": K}` -> `{"ms": per-call time of one round, "calls": calls per round
       from now on}`, timed as `timing.objective` says (no key: the first engine);
-    - `{"op": "interleave", "keys": [A, B, ...]}` -> `{"ms": [A's, B's, ... per-call time]}`: one
-      round of those engines, interleaved in blocks (`interleaved_round`);
+    - `{"op": "interleave", "keys": [A, B, ...]}` -> `{"ms": [A's, B's, ... per-call time],
+      "calls": [their calls per round from now on]}`: one round of those engines, interleaved in
+      blocks (`interleaved_round`);
+    - a timed call that raises (`time`, `interleave`) -> `{"failed": the engine's key, "error": ...}`
+      (the process goes on; a crash of the process names no engine);
     - `{"op": "measurements", "key": K}` -> latency, throughput and device time;
     - `{"op": "drop", "key": K}` closes that engine -> `{"dropped": K}`.
 
@@ -149,15 +153,26 @@ def serve(request: ChildRequest) -> None:
                 say(failed(exc))
         elif op == "time":
             held = engines[key]
-            ms = held.round(objective, inputs[0], timing.round_seconds)
+            try:
+                ms = held.round(objective, inputs[0], timing.round_seconds)
+            except Exception as exc:
+                say({"failed": key, "error": failed(exc)["error"]})
+                continue
             say({"ms": ms, "calls": held.calls})
         elif op == "interleave":
             held = [engines[k] for k in message["keys"]]
-            say({"ms": interleaved_round(held, objective, inputs[0], timing.round_seconds)})
+            try:
+                ms = interleaved_round(held, objective, inputs[0], timing.round_seconds)
+            except EngineFailed as exc:
+                traceback.print_exc()
+                say({"failed": exc.key, "error": str(exc)})
+                continue
+            say({"ms": ms, "calls": [h.calls for h in held]})
         elif op == "measurements":
             say({"measurements": measure_all(engines[key].runner, inputs[0], timing.round_seconds).wire()})
         elif op == "drop":
             engines.pop(key).runner.close()
+            gc.collect()  # what the engine's compiled code still held (device memory included)
             say({"dropped": key})
         else:
             break
@@ -175,6 +190,7 @@ class Held:
 
     runner: object  # backends.base.Runner
     calls: int = 1
+    key: str = ""
 
     def round(self, objective: str, inputs: dict, round_seconds: float) -> float:
         """One timed round (ms per call). The thread sat idle while other engines ran (or the parent
@@ -203,9 +219,9 @@ class Held:
 def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seconds: float) -> list[float]:
     """One round of several engines of this process, interleaved: 10 blocks of each
     (`Runner.interleave_blocks`; fewer when an engine's round has fewer calls), taking turns in the
-    order given (A, B, A, B, ...), each block a tenth of the engine's round of calls,
-    after untimed calls of each, taking turns, for WARM_SHARE of a round. Returns each engine's per-call time (ms)
-    over its blocks. The engines are timed within milliseconds of each other, so what drifts on the
+    order given (A, B, A, B, ...), each block an equal share of the engine's round of calls, after
+    untimed calls of each (of 5 calls a round or more), taking turns, for WARM_SHARE of a round.
+    Returns each engine's per-call time (ms) over its blocks. The engines are timed within milliseconds of each other, so what drifts on the
     host meanwhile hits them alike and cancels in their ratios: on the H200 a launch-bound engine's
     rounds ranged 0.19-0.53 ms within seconds, and copies of one engine timed in whole rounds one
     after the other read 0.93-0.99 of each other (95% intervals up to ±10%), in interleaved rounds
@@ -214,15 +230,22 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     block (a runtime's worker threads, spinning after a run, would slow the next engine's block;
     one read of their CPU time per block); a runner whose threads do so keeps its blocks few
     (`Runner.interleave_blocks`)."""
+    def timed(h: Held, calls: int) -> float:
+        try:
+            return h.runner.timed_calls(objective, inputs, calls)
+        except Exception as exc:
+            raise EngineFailed(h.key, exc) from exc
+
     me, own = os.getpid(), threading.get_native_id()
     others, since = cpu_nanoseconds(me, but=own), time.perf_counter()
-    if any(h.calls >= 5 for h in held):  # (slow engines, a call or so a round, are not paid twice)
-        until = time.perf_counter() + WARM_SHARE * round_seconds
-        while time.perf_counter() < until:
-            for h in held:
-                h.runner.timed_calls(objective, inputs, max(1, h.calls // 10))
+    warmed = [h for h in held if h.calls >= 5]  # (slow engines, a call or so a round, are not paid twice)
+    until = time.perf_counter() + WARM_SHARE * round_seconds
+    while warmed and time.perf_counter() < until:
+        for h in warmed:
+            timed(h, max(1, h.calls // 10))
     # (an engine of a call a round: one block; a runner whose threads spin after a run: its own)
     blocks = max(1, min([*(h.calls for h in held), *(h.runner.interleave_blocks for h in held)]))
+
     totals, counts, walls = [0.0] * len(held), [0] * len(held), [0.0] * len(held)
     for _ in range(blocks):
         for index, h in enumerate(held):
@@ -236,12 +259,20 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
             others, since = now, time.perf_counter()
             calls = max(1, h.calls // blocks)
             started = time.perf_counter()
-            totals[index] += h.runner.timed_calls(objective, inputs, calls)
+            totals[index] += timed(h, calls)
             walls[index] += time.perf_counter() - started
             counts[index] += calls
     for h, wall, count in zip(held, walls, counts):
         h.follow(wall, count, round_seconds)
     return [total / count for total, count in zip(totals, counts)]
+
+
+class EngineFailed(Exception):
+    """A timed call of one engine raised: the reply names that engine (`failed`)."""
+
+    def __init__(self, key: str, cause: Exception):
+        super().__init__(f"{type(cause).__name__}: {cause}".strip()[:4000])
+        self.key = key
 
 
 def load(engines: dict[str, Held], key: str, engine: Path, workdir: Path, checked: bool, backend,
@@ -265,7 +296,7 @@ def load(engines: dict[str, Held], key: str, engine: Path, workdir: Path, checke
     except BaseException:
         runner.close()
         raise
-    engines[key] = Held(runner, ready["calls"])
+    engines[key] = Held(runner, ready["calls"], key)
     return ready
 
 
