@@ -588,22 +588,21 @@ class Server:
         """One round of engine `key` (default: the first): milliseconds per call."""
         key = key or self.key
         reply = self._timed({"op": "time", "key": key}, timeout)
-        ms = float(reply["ms"])
-        self.calls_of[key] = int(reply.get("calls", self.calls_of.get(key, 1)))
-        if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
-            raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
-        return ms
+        return self._timing(key, reply["ms"], reply["calls"])
 
     def interleave(self, keys: Sequence[str], timeout: float) -> list[float]:
         """One round of engines of this process, interleaved in blocks (`child.interleaved_round`):
         milliseconds per call of each, in the order of `keys`."""
         reply = self._timed({"op": "interleave", "keys": list(keys)}, timeout)
-        times = [float(ms) for ms in reply["ms"]]
-        self.calls_of.update(zip(keys, (int(calls) for calls in reply["calls"])))
-        for key, ms in zip(keys, times):
-            if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
-                raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
-        return times
+        return [self._timing(key, ms, calls) for key, ms, calls in zip(keys, reply["ms"], reply["calls"])]
+
+    def _timing(self, key: str, ms, calls) -> float:
+        """One engine's time from a reply (and its calls per round from now on), checked."""
+        self.calls_of[key] = int(calls)
+        ms = float(ms)
+        if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
+            raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
+        return ms
 
     def measurements(self, timeout: float, key: str | None = None) -> Measurements:
         reply = self._ask({"op": "measurements", "key": key or self.key}, timeout)

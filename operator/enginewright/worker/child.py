@@ -134,6 +134,14 @@ def serve(request: ChildRequest) -> None:
         traceback.print_exc()
         return {"ready": False, "error": f"{type(exc).__name__}: {exc}".strip()[:4000]}
 
+    def answer(timed) -> dict:
+        """The reply of a timing request, or which engine's call raised."""
+        try:
+            return timed()
+        except EngineFailed as exc:
+            traceback.print_exc()
+            return {"failed": exc.key, "error": str(exc)}
+
     try:
         say(load(engines, request.key, Path(request.engine), Path(request.workdir) / "load", request.check,
                  _backend(request), request, inputs))
@@ -153,21 +161,12 @@ def serve(request: ChildRequest) -> None:
                 say(failed(exc))
         elif op == "time":
             held = engines[key]
-            try:
-                ms = held.round(objective, inputs[0], timing.round_seconds)
-            except Exception as exc:
-                say({"failed": key, "error": failed(exc)["error"]})
-                continue
-            say({"ms": ms, "calls": held.calls})
+            say(answer(lambda: {"ms": held.round(objective, inputs[0], timing.round_seconds),
+                                "calls": held.calls}))  # (calls after the round: it may re-size them)
         elif op == "interleave":
-            held = [engines[k] for k in message["keys"]]
-            try:
-                ms = interleaved_round(held, objective, inputs[0], timing.round_seconds)
-            except EngineFailed as exc:
-                traceback.print_exc()
-                say({"failed": exc.key, "error": str(exc)})
-                continue
-            say({"ms": ms, "calls": [h.calls for h in held]})
+            many = [engines[k] for k in message["keys"]]
+            say(answer(lambda: {"ms": interleaved_round(many, objective, inputs[0], timing.round_seconds),
+                                "calls": [h.calls for h in many]}))
         elif op == "measurements":
             say({"measurements": measure_all(engines[key].runner, inputs[0], timing.round_seconds).wire()})
         elif op == "drop":
@@ -192,6 +191,13 @@ class Held:
     calls: int = 1
     key: str = ""
 
+    def timed_calls(self, objective: str, inputs: dict, calls: int) -> float:
+        """The runner's `timed_calls`; a call that raises is an EngineFailed naming this engine."""
+        try:
+            return self.runner.timed_calls(objective, inputs, calls)
+        except Exception as exc:
+            raise EngineFailed(self.key, exc) from exc
+
     def round(self, objective: str, inputs: dict, round_seconds: float) -> float:
         """One timed round (ms per call). The thread sat idle while other engines ran (or the parent
         waited), so untimed calls come first, for WARM_SHARE of a round of wall time: on the H200 a
@@ -200,13 +206,9 @@ class Held:
         paid twice. Then the calls per round follow the wall time rounds really take: a count
         calibrated while the host was busy (other engines loading) made rounds of a few
         milliseconds, mostly warm-up, and their times read apart from the other engines'."""
-        from enginewright.backends.base import time_round
-        if self.calls >= 5:
-            until = time.perf_counter() + WARM_SHARE * round_seconds
-            while time.perf_counter() < until:
-                self.runner.timed_calls(objective, inputs, max(1, self.calls // 10))
+        warm_in_turns([self], objective, inputs, round_seconds)
         started = time.perf_counter()
-        ms = time_round(self.runner, inputs, objective, self.calls)
+        ms = self.timed_calls(objective, inputs, self.calls) / self.calls
         self.follow(time.perf_counter() - started, self.calls, round_seconds)
         return ms
 
@@ -214,6 +216,17 @@ class Held:
         """Calls per round from now on, from `calls` having taken `took` seconds of wall time."""
         if round_seconds > 0 and not 0.7 <= max(took, 1e-6) / round_seconds <= 1.5:
             self.calls = max(1, min(1_000_000, round(calls * round_seconds / max(took, 1e-6))))
+
+
+def warm_in_turns(held: list[Held], objective: str, inputs: dict, round_seconds: float) -> None:
+    """Untimed calls of the engines of 5 calls a round or more (a slow engine, a call or so a round,
+    is not paid twice), taking turns, a tenth of a round's calls at a time, for WARM_SHARE of a
+    round of wall time."""
+    warmed = [h for h in held if h.calls >= 5]
+    until = time.perf_counter() + WARM_SHARE * round_seconds
+    while warmed and time.perf_counter() < until:
+        for h in warmed:
+            h.timed_calls(objective, inputs, max(1, h.calls // 10))
 
 
 def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seconds: float) -> list[float]:
@@ -230,19 +243,9 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     block (a runtime's worker threads, spinning after a run, would slow the next engine's block;
     one read of their CPU time per block); a runner whose threads do so keeps its blocks few
     (`Runner.interleave_blocks`)."""
-    def timed(h: Held, calls: int) -> float:
-        try:
-            return h.runner.timed_calls(objective, inputs, calls)
-        except Exception as exc:
-            raise EngineFailed(h.key, exc) from exc
-
     me, own = os.getpid(), threading.get_native_id()
     others, since = cpu_nanoseconds(me, but=own), time.perf_counter()
-    warmed = [h for h in held if h.calls >= 5]  # (slow engines, a call or so a round, are not paid twice)
-    until = time.perf_counter() + WARM_SHARE * round_seconds
-    while warmed and time.perf_counter() < until:
-        for h in warmed:
-            timed(h, max(1, h.calls // 10))
+    warm_in_turns(held, objective, inputs, round_seconds)
     # (an engine of a call a round: one block; a runner whose threads spin after a run: its own)
     blocks = max(1, min([*(h.calls for h in held), *(h.runner.interleave_blocks for h in held)]))
 
@@ -259,7 +262,7 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
             others, since = now, time.perf_counter()
             calls = max(1, h.calls // blocks)
             started = time.perf_counter()
-            totals[index] += timed(h, calls)
+            totals[index] += h.timed_calls(objective, inputs, calls)
             walls[index] += time.perf_counter() - started
             counts[index] += calls
     for h, wall, count in zip(held, walls, counts):
