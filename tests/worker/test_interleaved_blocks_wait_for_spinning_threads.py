@@ -10,11 +10,12 @@ from enginewright.worker.child import Held, interleaved_round
 
 
 class Engine(Runner):
-    """Each timed stretch: ~1 ms of work on the calling thread, then (`spin`) a thread of its own
-    that keeps a core busy for that long, as a runtime's worker threads do."""
+    """Each timed stretch: `work` seconds on the calling thread and (`spin`) a thread of its own
+    busy beside it that keeps a core busy for `spin` seconds more, as a runtime's worker threads do
+    (they run with the call, then spin on)."""
 
-    def __init__(self, name: str, log: list, spin: float = 0.0):
-        self.name, self.log, self.spin = name, log, spin
+    def __init__(self, name: str, log: list, spin: float = 0.0, work: float = 0.001):
+        self.name, self.log, self.spin, self.work = name, log, spin, work
         self.spun: list[float] = []  # when each spinning thread stopped
 
     def run(self, inputs):
@@ -22,22 +23,25 @@ class Engine(Runner):
 
     def timed_calls(self, objective, inputs, count):
         started = time.monotonic()
-        while time.monotonic() < started + 0.001:
-            pass
         self.log.append((self.name, started))
         if self.spin:
             def spin():
-                until = time.monotonic() + self.spin
+                until = started + self.work + self.spin
                 while time.monotonic() < until:
                     pass
                 self.spun.append(time.monotonic())
             threading.Thread(target=spin, daemon=True).start()
+        while time.monotonic() < started + self.work:
+            pass
         return (time.monotonic() - started) * 1000.0
 
 
 def test_a_block_waits_for_the_threads_the_last_block_left_spinning():
     log: list = []
-    spinning, idle = Engine("spinning", log, spin=0.03), Engine("idle", log)
+    # blocks of 10 ms (the product's are tens of ms: a round of seconds in 10 blocks per engine); the
+    # kernel adds a running thread's CPU time to what /proc shows only every tick or so, which a
+    # block of 1 ms can fall between
+    spinning, idle = Engine("spinning", log, spin=0.03, work=0.01), Engine("idle", log, work=0.01)
     times = interleaved_round([Held(spinning, calls=30), Held(idle, calls=30)], "gpuTime", {}, 0.0)
     assert len(times) == 2 and all(t > 0 for t in times)
     starts = [started for name, started in log if name == "idle"]

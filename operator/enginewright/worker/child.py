@@ -241,8 +241,9 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`). A block starts only once the other
     threads of the process are quiet, when they used more than SPIN_SHARE of a core during the last
     block (a runtime's worker threads, spinning after a run, would slow the next engine's block;
-    one read of their CPU time per block); a runner whose threads do so keeps its blocks few
-    (`Runner.interleave_blocks`)."""
+    one read of their CPU time per block, which /proc shows a tick or so late: threads that spun
+    through a block of a few ms can go unseen; rounds' blocks are tens of ms); a runner whose
+    threads do so keeps its blocks few (`Runner.interleave_blocks`)."""
     me, own = os.getpid(), threading.get_native_id()
     others, since = cpu_nanoseconds(me, but=own), time.perf_counter()
     warm_in_turns(held, objective, inputs, round_seconds)
