@@ -40,7 +40,7 @@ class TimingStats(WireModel):
 
 class Paired(WireModel):
     """The route timed against the default in paired rounds on one device (both in one serving
-    process, each round interleaved block by block, the default first in every other round): the
+    process, each round interleaved block by block, who goes first in ABBA order): the
     ratio route/default of each round, summarised."""
 
     ratio: float = Field(description="Geometric mean of the per-round route/default time ratios (< 1: faster).")

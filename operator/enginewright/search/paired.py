@@ -1,7 +1,7 @@
 """Paired rounds: a route timed against the default right next to it, until the comparison is decided.
 
 Each round times the default and the route together on the same device (in the worker, interleaved in
-blocks within one process; the default's blocks first in every other round), so drift of the host
+blocks within one process; who goes first in `round_order`), so drift of the host
 hits both; the route's time is judged by the
 per-round ratio route/default, never by its time against a default measured minutes earlier. The
 rounds stop as soon as they have placed the route (sequential stopping): once the ratio's 95%
@@ -54,18 +54,29 @@ def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margi
 
 def alternate(time_round: Callable[[bool], tuple[float, float]],
               stop: Callable[[list[float], list[float]], str | None]) -> tuple[list[float], list[float], str]:
-    """Paired rounds, the default first in every other round: `time_round(default_first)` times
-    one round of both and returns (route's ms, default's ms), until `stop(route_ms, default_ms)`
-    gives a reason. Returns the route's times, the default's times and that reason."""
+    """Paired rounds, who goes first in `round_order` (default first, then route, route, default,
+    ...): `time_round(default_first)` times one round of both and returns (route's ms, default's
+    ms), until `stop(route_ms, default_ms)` gives a reason. Returns the route's times, the
+    default's times and that reason."""
     route_ms: list[float] = []
     default_ms: list[float] = []
     while True:
-        route, default = time_round(len(route_ms) % 2 == 0)
+        route, default = time_round(round_order(("default", "route"), len(route_ms))[0] == "default")
         route_ms.append(route)
         default_ms.append(default)
         reason = stop(route_ms, default_ms)
         if reason:
             return route_ms, default_ms, reason
+
+
+def round_order(keys: Sequence[str], index: int) -> list[str]:
+    """The order of round `index` of engines interleaved block by block: shifted each round, and
+    the shifts reversed in every other cycle of them (A B C, B C A, C A B, then C B A, A C B, B A C),
+    so that no engine always runs right after the same one (a shift alone keeps A B C A B C's
+    neighbours) and each goes first equally often."""
+    shift = index % len(keys)
+    order = list(keys[shift:]) + list(keys[:shift])
+    return order[::-1] if (index // len(keys)) % 2 else order
 
 
 def one_after_the_other(time_default: Callable[[], float],

@@ -29,7 +29,7 @@ from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Measurements, Outcome, Versions, now_iso
 from enginewright.api.models import Timing
 from enginewright.backends.base import stats_of
-from enginewright.search.paired import alternate, stop_reason, summarise
+from enginewright.search.paired import alternate, round_order, stop_reason, summarise
 from enginewright.search.routes import Route
 from enginewright.search.winner import twin
 from enginewright.worker.child import ChildRequest
@@ -508,16 +508,6 @@ class Worker:
             server.close()
 
 
-def round_order(keys: Sequence[str], index: int) -> list[str]:
-    """The order of round `index` of engines interleaved block by block: shifted each round, and
-    the shifts reversed in every other cycle of them (A B C, B C A, C A B, then C B A, A C B, B A C),
-    so that no engine always runs right after the same one (a shift alone keeps A B C A B C's
-    neighbours) and each goes first equally often."""
-    shift = index % len(keys)
-    order = list(keys[shift:]) + list(keys[:shift])
-    return order[::-1] if (index // len(keys)) % 2 else order
-
-
 class ServerFailed(Exception):
     """A serving process failed; `engine`: the key of the engine whose call raised, when it said."""
 
@@ -562,7 +552,7 @@ class Server:
                 log.warning("could not pin the serving process to CPUs %s: %s", sorted(ctx.measure_cpus), exc)
 
     def wait_ready(self, timeout: float) -> dict:
-        return self._loaded(self.key, self._reply(timeout, "load"))
+        return self._ready(self.key, self._reply(timeout, "load"))
 
     def start(self, timeout: float) -> dict:
         self.launch()
@@ -571,14 +561,14 @@ class Server:
     def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
         """Load another engine into this process (its files under `workdir`), check its accuracy when
         `check` and the run has references; `backend`: `backend`/`backend_options` of its own."""
-        return self._loaded(key, self._ask({"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir),
-                                            "check": check, **backend}, timeout))
+        return self._ready(key, self._ask({"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir),
+                                           "check": check, **backend}, timeout))
 
     def drop(self, key: str, timeout: float) -> None:
         self._ask({"op": "drop", "key": key}, timeout)
         self.calls_of.pop(key, None)
 
-    def _loaded(self, key: str, ready: dict) -> dict:
+    def _ready(self, key: str, ready: dict) -> dict:
         if not ready.get("ready"):
             raise ServerFailed(Outcome.crash, f"loading engine {key} failed: {ready.get('error')}")
         self.calls_of[key] = int(ready["calls"])
