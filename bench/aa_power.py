@@ -197,18 +197,23 @@ def main() -> int:
     parser.add_argument("--margin", type=float, default=0.03)
     parser.add_argument("--power-every", type=int, default=3, help="every Nth trial of a layout is a power trial")
     parser.add_argument("--objective", default="gpuTime")
+    parser.add_argument("--round-seconds", type=float,
+                        help="timing.roundSeconds (the product's default otherwise); on CPU, where a call "
+                             "takes milliseconds, rounds long enough for 10 blocks of calls")
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--export", type=Path, help="also write aa_power.json here after every trial")
     parser.add_argument("--device", default="cuda", help="cpu: a quick check of the script without a GPU")
     args = parser.parse_args()
     import torch
     from concurrent.futures import ThreadPoolExecutor
-    from enginewright.search.paired import alternate, one_after_the_other, stop_reason, summarise
+    from enginewright.search.paired import alternate, one_after_the_other, round_order, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
-    from enginewright.worker.batch import Server, measuring_cpus, round_order
+    from enginewright.worker.batch import Server, measuring_cpus
     from workloads import setup as bench_setup
 
     bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)
+    if args.round_seconds is not None:
+        bench.timing = bench.timing.model_copy(update={"round_seconds": args.round_seconds})
     out, files, timing, say, workload = bench.out, bench.files, bench.timing, bench.say, bench.workload
     layouts = args.layouts.split(",")
     os.environ["AA_POWER_SAMPLE"] = str(files["inputs"][0])  # the slowed engine calibrates on it

@@ -2,24 +2,25 @@
 original module with the same options, side by side in one run, per workload and route.
 
     python bench/engine_overhead.py --out OUT [--workloads mlp,block] [--routes default,cudagraphs,eager]
-        [--rounds 9] [--variant NAME=module:Class ...]
+        [--rounds 9] [--layouts shared,processes] [--variant NAME=module:Class ...] [--device cuda|cpu]
 
-For every workload (fp16, launch-bound) and route:
-- `engine`: built by the product's build child and served by the product's serve child
-  (`python -m enginewright.worker.child`, the code the worker's confirmation round uses), so what
-  is timed is what a consumer of the engine runs;
+For every workload (fp16 on a GPU, launch-bound; float32 on `--device cpu`) and route:
+- `engine`: built by the product's build child (`worker.batch.Worker.build`) and served by the
+  product's serving process (`worker.batch.Server`, the code that times every route), so what is
+  timed is what a consumer of the engine runs;
 - `compile`: `torch.compile(module, options=<the route's options>, dynamic=False)` on the original
-  float16 module in a process of its own, called in a loop under one `torch.inference_mode()` (as a
-  user would serve it), timed by the same serve loop and CUDA events;
+  module, called in a loop under one `torch.inference_mode()` (as a user would serve it), served by
+  the same serving process and timed by CUDA events (the host clock on CPU);
 - any `--variant`: another backend class, built and served the same way as `engine`.
 `--layouts`: `shared` loads every key into one serving process and interleaves each round of them
-in blocks, as the product now times engines against each other (the compiled module and the engine's flat graph are different code, so neither
-adds guards to the other's calls); `processes` holds each key in a process of its own, as before
-(two processes holding the same engine run lastingly apart on the H200: bench/process_offsets.py).
-One key measures at a time, in rotating order, for `--rounds` rounds; a round
-is about 0.3 s of back-to-back calls timed with CUDA events (throughput). `eager` compares the engine's
-compile=false route with the original module called eagerly. The ratio is the median over rounds of the per-round
-ratio to `compile`. Results go to OUT/overhead.json as each route finishes, and a table to stdout.
+in blocks, as the product times engines against each other (the compiled module and the engine's
+flat graph are different code, so neither adds guards to the other's calls); `processes` holds each
+key in a process of its own, timed one at a time in rotating order, as before (two processes
+holding the same engine run lastingly apart on the H200: bench/process_offsets.py). `--rounds`
+rounds; a round is about 0.3 s of back-to-back calls (throughput). `eager` compares the engine's
+compile=false route with the original module called eagerly; `cudagraphs` is skipped on CPU. The
+ratio is the median over rounds of the per-round ratio to `compile`. Results go to
+OUT/overhead.json as each route finishes, and a table to stdout.
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
+
+from enginewright.backends.inductor import InductorBackend  # noqa: E402  (imports no torch)
 
 ROUTES = {"default": {}, "cudagraphs": {"triton.cudagraphs": "true"}, "eager": {"compile": "false"}}
 # throughput: calls back to back on inputs on the device, CUDA events around them (the issue's method)
@@ -55,10 +57,17 @@ def _block():
                                             dropout=0.0, norm_first=True)
 
 
+def _tiny():
+    import torch
+    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64),
+                               torch.nn.LayerNorm(64))
+
+
 def workloads():
     from workloads import Workload
     return {w.name: w for w in (
         Workload("mlp", _mlp, (256, 1024), "MLP 1024-4096-1024 + LayerNorm, 256 rows"),
+        Workload("tiny", _tiny, (16, 64), "MLP 64-256-64 + LayerNorm, 16 rows: on CPU the per-call overhead"),
         Workload("block", _block, (8, 256, 1024), "transformer encoder layer d=1024 h=16 ff=4096, 8x256 tokens"))}
 
 
@@ -69,39 +78,49 @@ class TorchCompileBaseline:
     name = "torch.compile"
     engine_suffix = ".json"
 
-    def __init__(self, **_):
-        pass
+    def __init__(self, device: str = "cuda", **_):
+        self.device = device
 
     def versions(self):
         from enginewright.backends.inductor import InductorBackend
-        return InductorBackend(device="cuda").versions()
+        return InductorBackend(device=self.device).versions()
 
     def load(self, engine: bytes, workdir: Path):
         import torch
         import torch._inductor.config as config
         from enginewright.backends.base import Runner
         from enginewright.backends.inductor import route_options
-        spec = json.loads(engine)
+        spec, device = json.loads(engine), self.device
         torch.manual_seed(0)
-        module = workloads()[spec["workload"]].make().eval().cuda().half()
+        module = workloads()[spec["workload"]].make().eval().to(device)
+        if device == "cuda":
+            module = module.half()
         options = route_options(config, spec["route"])
         eager = spec["route"].get("compile") == "false"  # the user's own eager module
         compiled = module if eager else torch.compile(module, backend="inductor", options=options, dynamic=False)
 
         class CompiledRunner(Runner):
             def prepare(self, inputs):
-                return torch.from_numpy(next(iter(inputs.values()))).cuda().half()
+                x = torch.from_numpy(next(iter(inputs.values()))).to(device)
+                return x.half() if device == "cuda" else x
 
             def run(self, inputs):
                 with torch.inference_mode():
                     return {"output": compiled(self.prepare(inputs)).float().cpu().numpy()}
 
             def timed_calls(self, objective, inputs, count):
+                """Calls back to back on inputs in place under one inference mode; CUDA events on a
+                GPU, the host clock on CPU."""
                 if objective != "throughput":
                     raise ValueError("this baseline times throughput only")
                 x = self.prepare(inputs)
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                 with torch.inference_mode():
+                    if device != "cuda":
+                        started = time.perf_counter()
+                        for _ in range(count):
+                            compiled(x)
+                        return (time.perf_counter() - started) * 1000.0
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
                     torch.cuda.synchronize()
                     start.record()
                     for _ in range(count):
@@ -112,55 +131,41 @@ class TorchCompileBaseline:
         return CompiledRunner()
 
 
-def _child(request: dict, folder: Path, **popen):
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{request['action']}-request.json"
-    path.write_text(json.dumps(request))
-    return subprocess.Popen([sys.executable, "-m", "enginewright.worker.child", str(path)], **popen)
+class WithExportHook(InductorBackend):
+    """The engine as loaded before it dropped torch.export's forward hook (`_flat_program`): a
+    no-op hook registered as export registers its own (`always_call`), for a before/after in one
+    run (`--variant hooked=engine_overhead:WithExportHook`)."""
+
+    def _runner(self, torch, program, options, device, dtype, eager=False):
+        runner = super()._runner(torch, program, options, device, dtype, eager)
+        module = runner.compiled if eager else runner.compiled._orig_mod
+        module.register_forward_hook(lambda *args, **kwargs: None, always_call=True)
+        return runner
 
 
-def build(backend: str, files: dict, route: dict, folder: Path) -> tuple[Path, float]:
-    """Build one engine with the product's build child; returns its path and build seconds."""
-    engine = folder / "engine.bin"
-    request = {"action": "build", "backend": backend, "backend_options": {"device": "cuda"},
-               "workdir": str(folder), "model": str(files["program"]), "settings": {"input_dtype": "float16"},
-               "input_shapes": [], "route": route, "engine": str(engine), "inputs": [str(files["inputs"][0])],
-               "result": str(folder / "build-result.json")}
-    with open(folder.parent / f"{folder.name}-build.log", "wb") as log:
-        code = _child(request, folder, stdout=log, stderr=subprocess.STDOUT).wait(timeout=540)
-    result = json.loads((folder / "build-result.json").read_text()) if (folder / "build-result.json").exists() else {}
-    if code != 0 or not result.get("ok"):
-        raise RuntimeError(f"build of {folder.name} failed: {result.get('error') or code}")
-    return engine, result["build_seconds"]
+def build(bench, backend: str, route: dict, folder: Path) -> tuple[Path, float]:
+    """One engine built by the product's build child (`Worker.build`); its path and build seconds."""
+    from enginewright.search.routes import Route
+    from enginewright.worker.batch import Worker
+    ctx = replace(bench.context(backend), workdir=folder)
+    built = Worker(ctx).build(Route.of(route), "bench", "bench")
+    if built.engine_path is None:
+        raise RuntimeError(f"build failed: {built.entry.error}")
+    return built.engine_path, built.entry.build_seconds
 
 
-def serve(backend: str, engine: Path, files: dict, folder: Path, key: str = "engine") -> subprocess.Popen:
-    request = {"action": "serve", "backend": backend, "backend_options": {"device": "cuda"}, "engine": str(engine),
-               "workdir": str(folder / "serve"), "inputs": [str(files["inputs"][0])], "timing": TIMING, "key": key}
-    folder.mkdir(parents=True, exist_ok=True)
-    log = open(folder.parent / f"{folder.name}-serve.log", "wb")
-    return _child(request, folder, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
-                  start_new_session=True)
-
-
-def reply(proc: subprocess.Popen, key: str, timeout: float = 540) -> dict:
-    ready, _, _ = select.select([proc.stdout], [], [], timeout)
-    line = proc.stdout.readline() if ready else ""
-    if not line:
-        raise RuntimeError(f"the process serving {key} did not answer (see its serve log)")
-    return json.loads(line)
-
-
-def run_route(workload: str, route_name: str, files: dict, variants: dict[str, str], rounds: int, folder: Path,
-              say, layouts: list[str]) -> list[dict]:
+def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say,
+              layouts: list[str]) -> list[dict]:
+    workload = bench.workload.name
     route = ROUTES[route_name]
-    base = folder / f"{workload}-{route_name}"
+    base = bench.out / f"{workload}-{route_name}"
     base.mkdir(parents=True, exist_ok=True)
     spec = base / "compile.json"
     spec.write_text(json.dumps({"workload": workload, "route": route}))
+
     def attempt(variant):
         try:
-            return build(variants[variant], files, route, base / variant)
+            return build(bench, variants[variant], route, base / variant)
         except Exception as exc:  # reported, and the other variants still run
             return exc
     with ThreadPoolExecutor(len(variants)) as pool:
@@ -173,7 +178,8 @@ def run_route(workload: str, route_name: str, files: dict, variants: dict[str, s
     engines = {"compile": spec, **{v: path for v, (path, _) in builds.items()}}
     results = []
     for layout in layouts:
-        times = (time_shared if layout == "shared" else time_processes)(backends, engines, files, base / layout, rounds)
+        timer = time_shared if layout == "shared" else time_processes
+        times = timer(bench, backends, engines, base / layout, rounds)
         keys = list(times)
         ratios = {key: statistics.median(t / c for t, c in zip(times[key], times["compile"])) for key in keys}
         results.append({"workload": workload, "route": route_name, "layout": layout, "rounds": times,
@@ -182,79 +188,61 @@ def run_route(workload: str, route_name: str, files: dict, variants: dict[str, s
     return results
 
 
-def rotate(time_one, keys: list[str], rounds: int) -> dict[str, list[float]]:
-    """Each key timed once per round, one at a time, the order shifted each round."""
-    times: dict[str, list[float]] = {key: [] for key in keys}
-    for index in range(rounds):
-        shift = index % len(keys)
-        for key in keys[shift:] + keys[:shift]:
-            times[key].append(time_one(key))
-    return times
+def server(bench, backend: str, key: str, engine: Path, folder: Path):
+    """A serving process of the product (`worker.batch.Server`) holding `engine` as `key`."""
+    from enginewright.worker.batch import Server
+    return Server(bench.context(backend, {"device": bench.device}), key, engine, folder, references=False)
 
 
-def close(proc: subprocess.Popen) -> None:
-    proc.stdin.close()
+def time_processes(bench, backends: dict, engines: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
+    """Every key held in a serving process of its own (the product's layout before engines shared
+    one), timed one at a time, the order shifted each round."""
+    servers = {key: server(bench, backends[key], key, engines[key], folder / key) for key in backends}
     try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-def ask(proc: subprocess.Popen, message: dict, key: str) -> dict:
-    proc.stdin.write(json.dumps(message) + "\n")
-    proc.stdin.flush()
-    return reply(proc, key)
-
-
-def time_processes(backends: dict, engines: dict, files: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
-    """Every key held in a serving process of its own (the product's layout before engines shared one)."""
-    servers = {key: serve(backends[key], engines[key], files, folder / key) for key in backends}
-    try:
-        for key, proc in servers.items():
-            ready = reply(proc, key)
-            if not ready.get("ready"):
-                raise RuntimeError(f"{key} did not load: {ready.get('error')}")
-        return rotate(lambda key: ask(servers[key], {"op": "time"}, key)["ms"], list(servers), rounds)
+        for held in servers.values():
+            held.start(600)
+        keys = list(servers)
+        times: dict[str, list[float]] = {key: [] for key in keys}
+        for index in range(rounds):
+            shift = index % len(keys)
+            for key in keys[shift:] + keys[:shift]:
+                times[key].append(servers[key].time(600))
+        return times
     finally:
-        for proc in servers.values():
-            close(proc)
+        for held in servers.values():
+            held.close()
 
 
-def time_shared(backends: dict, engines: dict, files: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
+def time_shared(bench, backends: dict, engines: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
     """Every key loaded into one serving process, each round of them interleaved in blocks on its
-    thread (the product's layout)."""
-    proc = serve(backends["compile"], engines["compile"], files, folder / "compile", key="compile")
+    thread, in the worker's order (`round_order`): the product's layout."""
+    from enginewright.search.paired import round_order
+    held = server(bench, backends["compile"], "compile", engines["compile"], folder)
     try:
-        ready = reply(proc, "compile")
-        if not ready.get("ready"):
-            raise RuntimeError(f"compile did not load: {ready.get('error')}")
+        held.start(600)
         for key in backends:
             if key != "compile":
-                ready = ask(proc, {"op": "load", "key": key, "engine": str(engines[key]),
-                                   "workdir": str(folder / f"load-{key}"), "check": False, "backend": backends[key],
-                                   "backend_options": {"device": "cuda"}}, key)
-                if not ready.get("ready"):
-                    raise RuntimeError(f"{key} did not load: {ready.get('error')}")
+                held.add(key, engines[key], folder / f"load-{key}", 600, check=False, backend=backends[key],
+                         backend_options={"device": bench.device})
         keys = list(backends)
         times: dict[str, list[float]] = {key: [] for key in keys}
-        from enginewright.worker.batch import round_order
-        for index in range(rounds):  # each round interleaved in blocks, in the worker's order
+        for index in range(rounds):
             order = round_order(keys, index)
-            for key, ms in zip(order, ask(proc, {"op": "interleave", "keys": order}, "interleave")["ms"]):
+            for key, ms in zip(order, held.interleave(order, 600)):
                 times[key].append(ms)
         return times
     finally:
-        close(proc)
+        held.close()
 
 
 def _cell(values: dict, key: str, digits: int) -> str:
     return f"{values[key]:.{digits}f}" if key in values else "failed"
 
 
-def table(results: list[dict]) -> str:
+def table(results: list[dict], workload: str = "workload (fp16)") -> str:
     keys = list(dict.fromkeys(k for r in results for k in r["median_ms"]))
     layouts = any("layout" in r for r in results)  # (results from before layouts had none)
-    head = "| workload (fp16) | route | " + ("layout | " if layouts else "") + \
+    head = f"| {workload} | route | " + ("layout | " if layouts else "") + \
         " | ".join(f"`{k}` ms" for k in keys) + " | " + \
         " | ".join(f"`{k}` / `compile`" for k in keys if k != "compile") + " |"
     lines = [head, "|" + " --- |" * (2 + layouts + 2 * len(keys) - 1)]
@@ -275,31 +263,34 @@ def main() -> int:
                         help="shared: every key loaded into one serving process (the product's layout); "
                              "processes: each key in a process of its own")
     parser.add_argument("--variant", action="append", default=[], help="NAME=module:Class, built and served like engine")
+    parser.add_argument("--device", default="cuda", help="cpu: float32 modules, host clock (no CUDA graphs)")
     args = parser.parse_args()
     import torch
-    from workloads import prepare
+    from enginewright.api.models import Timing
+    from workloads import Setup, prepare
     os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "operator"), str(REPO / "bench"),
                                                 os.environ.get("PYTHONPATH", "")])
     variants = {"engine": "inductor", **dict(v.split("=", 1) for v in args.variant)}
     args.out.mkdir(parents=True, exist_ok=True)
-    started = time.monotonic()
-
-    def say(text):
-        print(f"[{time.monotonic() - started:6.1f}s] {text}", flush=True)
-
+    began = time.monotonic()
+    dtype = "float16" if args.device == "cuda" else "float32"
     results = []
     for name in args.workloads.split(","):
-        files = prepare(workloads()[name], args.out / name / "data", "cuda")
+        workload = workloads()[name]
+        files = prepare(workload, args.out / name / "data", args.device, dtype=dtype)
+        bench = Setup(args.out / name, args.device, workload, files, Timing(**TIMING), began)
         for route_name in args.routes.split(","):
-            for result in run_route(name, route_name, files, variants, args.rounds, args.out / name, say,
-                                    args.layouts.split(",")):
+            if args.device != "cuda" and ROUTES[route_name].get("triton.cudagraphs"):
+                continue  # CUDA graphs need a GPU
+            for result in run_route(bench, route_name, variants, args.rounds, bench.say, args.layouts.split(",")):
                 results.append(result)
-                say(f"{name}/{route_name} ({result['layout']}): " + ", ".join(
+                bench.say(f"{name}/{route_name} ({result['layout']}): " + ", ".join(
                     f"{k} {v:.4f} ms ({result['ratio_to_compile'][k]:.3f}x)" for k, v in result["median_ms"].items()))
             (args.out / "overhead.json").write_text(json.dumps(
-                {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "timing": TIMING,
-                 "rounds": args.rounds, "variants": variants, "results": results}, indent=1))
-    print(table(results))
+                {"gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "device": args.device,
+                 "torch": torch.__version__, "timing": TIMING, "rounds": args.rounds, "variants": variants,
+                 "results": results}, indent=1))
+    print(table(results, "workload (fp16)" if args.device == "cuda" else "workload (float32, CPU)"))
     return 0
 
 
