@@ -65,3 +65,19 @@ def test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache(progr
             assert entry["loadInfo"]["fxgraph_cache_miss"] == 0  # loaded, not re-compiled from scratch
         assert entry["versions"]["compiler"].startswith("inductor-torch-")
         assert max(entry["loss"].values()) < 1e-4
+
+
+def test_the_served_program_carries_none_of_exports_per_call_hooks(program):
+    """torch.export's module() hooks every call (an input check, and a forward hook that sends each
+    call down nn.Module's slow path: ~10 us a call on CPU); the engine's flat program has none and
+    gives the same outputs."""
+    from pathlib import Path
+    from enginewright.backends.inductor import _flat_program
+    folder, device = program
+    exported = torch.export.load(str(folder / "model.pt2")).module()
+    assert exported._forward_hooks and exported._forward_pre_hooks  # what export gives (the test's premise)
+    flat, names, structured = _flat_program(torch, Path(folder / "model.pt2"), device)
+    assert not flat._forward_hooks and not flat._forward_pre_hooks and not flat._forward_hooks_always_called
+    x = torch.from_numpy(np.load(folder / "inputs-0.npz")[names[0]]).to(device)
+    with torch.no_grad():
+        assert torch.equal(structured(flat(x)), exported(x))

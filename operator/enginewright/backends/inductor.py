@@ -206,7 +206,13 @@ def _flat_program(torch, path: Path, device: str):
         module = exported.module()
     codegen = module.graph._codegen
     out_spec = getattr(getattr(codegen, "pytree_info", None), "out_spec", None)
-    module._forward_pre_hooks.clear()  # per-call input-constraint checks
+    # torch.export's per-call hooks: the input-constraint check and a pair that switches on inputs
+    # of type nn.Module (an engine's inputs are named tensors: the pair does nothing here). A forward
+    # hook sends every call down nn.Module's slow path (all hooks, `always_call` bookkeeping): on
+    # CPU it cost a 16x64 MLP ~10 us a call, compiled or not (bench/engine_overhead.py, `tiny`).
+    module._forward_pre_hooks.clear()
+    module._forward_hooks.clear()
+    module._forward_hooks_always_called.clear()
     module.graph._codegen = torch.fx.graph.CodeGen()  # no pytree flatten/unflatten around the graph
     module.recompile()
     # Parameters keep their requires_grad as exported: turning it off made Inductor's CUDA graphs copy
