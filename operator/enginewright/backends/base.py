@@ -121,16 +121,20 @@ def warm_up(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str, it
 
 def calls_per_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str,
                     round_seconds: float) -> int:
-    """How many calls fill about `round_seconds` of wall time (one at least), from two trial timings.
-    Wall time, not the objective's time: gpuTime can be far below the wall time of a launch-bound call."""
-    calls = 1
-    for _ in range(2):
+    """How many calls fill about `round_seconds` of wall time (one at least), from up to three trial
+    timings, each of the calls the fastest so far says fill a round, judged by the fastest: a host
+    that stalls one trial (other processes loading engines beside it) does not leave the engine at a
+    call a round. Wall time, not the objective's time: gpuTime can be far below the wall time of a
+    launch-bound call. An engine slower than a round stops after two trials of one call."""
+    calls, best = 1, float("inf")
+    for trial in range(3):
         started = time.perf_counter()
         runner.timed_calls(objective, inputs, calls)
-        per_call_ms = max((time.perf_counter() - started) * 1000.0 / calls, 1e-6)
-        calls = max(1, min(1_000_000, round(round_seconds * 1000.0 / per_call_ms)))
-        if calls == 1:
+        best = min(best, max((time.perf_counter() - started) * 1000.0 / calls, 1e-6))
+        fill = max(1, min(1_000_000, round(round_seconds * 1000.0 / best)))
+        if fill == calls == 1 and trial:
             break
+        calls = fill
     return calls
 
 
