@@ -47,7 +47,7 @@ def _convnet():
     return torch.nn.Sequential(*layers)
 
 
-def _attention():
+def _attention(dim: int = 768, heads: int = 12):
     import torch
 
     class Attention(torch.nn.Module):
@@ -63,7 +63,7 @@ def _attention():
             q, k, v = self.qkv(self.norm(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
             y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             return x + self.out(y.transpose(1, 2).reshape(b, n, d))
-    return Attention()
+    return Attention(dim, heads)
 
 
 WORKLOADS = [
@@ -72,6 +72,9 @@ WORKLOADS = [
     Workload("mlp", _mlp, (4096, 4096), "MLP 4096-16384-4096-4096 with GELU, 4096 rows"),
     Workload("convnet", _convnet, (64, 3, 64, 64), "4-layer conv+BN+ReLU net, batch 64, 64x64"),
     Workload("attention", _attention, (8, 1024, 768), "pre-norm causal self-attention block d=768 h=12, 8x1024"),
+    # CPU-sized (bench/aa_power.py --device cpu): well under a millisecond a call on 2 cores
+    Workload("attention-small", lambda: _attention(256, 4), (1, 64, 256),
+             "pre-norm causal self-attention block d=256 h=4, 1x64 (CPU-sized)"),
 ]
 
 
