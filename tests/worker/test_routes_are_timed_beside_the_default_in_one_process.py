@@ -62,7 +62,7 @@ def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against
         example, tmp_path, monkeypatch):
     worker, intervals = recording_worker(example, tmp_path, monkeypatch)
     default = Route.of({})
-    crashing = Route.of({"enable_mem_pattern": "0", CRASH_TIMED: "4"})  # warm-up, calibration, a round, dies
+    crashing = Route.of({"enable_mem_pattern": "0", CRASH_TIMED: "4"})  # warm-up, calibration (2), dies in its 1st round
     after = Route.of({"enable_cpu_mem_arena": "0"})
     written = {e.route_id: e for e in worker.run_batch([default, crashing, after], "stage1", "b0", default)}
     assert written[crashing.id].outcome is Outcome.crash
@@ -90,11 +90,19 @@ def test_a_route_whose_call_raises_is_its_crash_and_the_batch_goes_on(example, t
     assert written[after.id].outcome is Outcome.ok
 
 
+def default_stretches_alone(example, tmp_path, monkeypatch) -> int:
+    """How many timed stretches the default's engine runs in a batch of it alone (warm-up,
+    calibration, its rounds, its three measurements): in a batch with a route, its next stretch is
+    its first block of the route's first paired round."""
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    worker.run_batch([Route.of({})], "stage1", "b0", Route.of({}))
+    return [name for name, _ in timed_by_route(intervals)].count(json.dumps({}))
+
+
 def test_the_defaults_own_failure_in_a_routes_rounds_fails_the_batch_not_the_route(example, tmp_path, monkeypatch):
-    worker, _ = recording_worker(example, tmp_path, monkeypatch)
-    # Its 11 timed stretches before the route: warm-up, calibration, 3 rounds alone, 6 for its three
-    # measurements; the 12th is its block of the route's first paired round.
-    monkeypatch.setenv(DEFAULT_RAISES, "12")
+    alone = default_stretches_alone(example, tmp_path / "alone", monkeypatch)
+    worker, _ = recording_worker(example, tmp_path / "batch", monkeypatch)
+    monkeypatch.setenv(DEFAULT_RAISES, str(alone + 1))
     default, route = Route.of({}), Route.of({"enable_mem_pattern": "0"})
     with pytest.raises(RuntimeError, match="the default route's serving process failed: engine default failed"):
         worker.run_batch([default, route], "stage1", "b0", default)
