@@ -119,6 +119,11 @@ def warm_up(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str, it
             break
 
 
+def calls_to_fill(round_seconds: float, per_call_seconds: float) -> int:
+    """How many calls of `per_call_seconds` fill `round_seconds` (1 to 1,000,000)."""
+    return max(1, min(1_000_000, round(round_seconds / max(per_call_seconds, 1e-9))))
+
+
 def calls_per_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str,
                     round_seconds: float) -> int:
     """How many calls fill about `round_seconds` of wall time (one at least), from up to three trial
@@ -130,8 +135,8 @@ def calls_per_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective:
     for trial in range(3):
         started = time.perf_counter()
         runner.timed_calls(objective, inputs, calls)
-        best = min(best, max((time.perf_counter() - started) * 1000.0 / calls, 1e-6))
-        fill = max(1, min(1_000_000, round(round_seconds * 1000.0 / best)))
+        best = min(best, (time.perf_counter() - started) / calls)
+        fill = calls_to_fill(round_seconds, best)
         if fill == calls == 1 and trial:
             break
         calls = fill

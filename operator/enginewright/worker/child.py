@@ -28,6 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from enginewright.api.models import Timing
+from enginewright.backends.base import calls_per_round, calls_to_fill, measure_all, warm_up
 from enginewright.worker.quiet import cpu_nanoseconds, wait_quiet
 
 
@@ -117,7 +118,6 @@ def serve(request: ChildRequest) -> None:
     thread sat on; bench/process_offsets.py), so a route timed in a process of its own against the
     default in another measured the processes, not the engines. A round lasts about
     `timing.roundSeconds`: one short burst of host noise must not decide it."""
-    from enginewright.backends.base import measure_all
     reply = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything else the libraries print goes to the log, not into the protocol
 
@@ -215,7 +215,7 @@ class Held:
     def follow(self, took: float, calls: int, round_seconds: float) -> None:
         """Calls per round from now on, from `calls` having taken `took` seconds of wall time."""
         if round_seconds > 0 and not 0.7 <= max(took, 1e-6) / round_seconds <= 1.5:
-            self.calls = max(1, min(1_000_000, round(calls * round_seconds / max(took, 1e-6))))
+            self.calls = calls_to_fill(round_seconds, max(took, 1e-6) / calls)
 
 
 def warm_in_turns(held: list[Held], objective: str, inputs: dict, round_seconds: float) -> None:
@@ -283,7 +283,6 @@ def load(engines: dict[str, Held], key: str, engine: Path, workdir: Path, checke
          request: ChildRequest, inputs: list[dict]) -> dict:
     """Load one engine from its bytes into `engines[key]`, check its accuracy (when `checked`), warm it
     up and find how many calls fill a round; the `ready` reply. An engine that fails is closed again."""
-    from enginewright.backends.base import calls_per_round, warm_up
     if key in engines:
         raise ValueError(f"an engine is already loaded as {key!r}")
     started = time.monotonic()
