@@ -402,11 +402,17 @@ class Worker:
         baseline: Server | None = None
         default_built: Built | None = None
         measured = 0
+
+        def out_of_time() -> bool:
+            """The run's deadline has passed (and the routes left unmeasured are counted)."""
+            if self.ctx.time_left() > 0:
+                return False
+            ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
+            return True
         try:
             with ThreadPoolExecutor(max_workers=width) as pool:
                 for group in groups:
-                    if self.ctx.time_left() <= 0:
-                        ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
+                    if out_of_time():
                         break
                     # The whole group is built before its first measurement: a route timed next to a
                     # running compilation would time the compiler's load, not the engine.
@@ -417,9 +423,7 @@ class Worker:
                             entry, baseline = self.measure_default(built, timed=writes_default)
                         else:
                             if baseline.proc is None:  # the last route's failure closed the process
-                                if self.ctx.time_left() <= 0:
-                                    ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left "
-                                            f"unmeasured")
+                                if out_of_time():
                                     return written
                                 baseline = self._reload_default(default_built, batch)
                             entry = self.measure_paired(built, baseline)
