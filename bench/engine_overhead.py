@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -267,18 +266,14 @@ def main() -> int:
     args = parser.parse_args()
     import torch
     from enginewright.api.models import Timing
-    from workloads import Setup, prepare
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO / "operator"), str(REPO / "bench"),
-                                                os.environ.get("PYTHONPATH", "")])
+    from workloads import setup
     variants = {"engine": "inductor", **dict(v.split("=", 1) for v in args.variant)}
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    dtype = "float16" if args.device == "cuda" else "float32"
     results = []
     for name in args.workloads.split(","):
-        workload = workloads()[name]
-        files = prepare(workload, args.out / name / "data", args.device, dtype=dtype)
-        bench = Setup(args.out / name, args.device, workload, files, Timing(**TIMING), began)
+        bench = setup(args.out / name, workloads()[name], args.device, TIMING["objective"], REPO)
+        bench.timing, bench.began = Timing(**TIMING), began
         for route_name in args.routes.split(","):
             if args.device != "cuda" and ROUTES[route_name].get("triton.cudagraphs"):
                 continue  # CUDA graphs need a GPU

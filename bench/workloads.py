@@ -151,9 +151,10 @@ class Setup:
         return engine
 
 
-def setup(out: Path, workload: str, device: str, objective: str, repo: Path) -> Setup:
-    """Prepare `workload` under OUT/data (fp16 on CUDA, fp32 on CPU) and put the repository's code on
-    the PYTHONPATH the worker's child processes inherit."""
+def setup(out: Path, workload: str | Workload, device: str, objective: str, repo: Path) -> Setup:
+    """Prepare `workload` (one of WORKLOADS by name, or a Workload of a script's own) under OUT/data
+    (fp16 on CUDA, fp32 on CPU) and put the repository's code on the PYTHONPATH the worker's child
+    processes inherit."""
     import os
     import time
     from enginewright.api.models import Timing
@@ -161,6 +162,6 @@ def setup(out: Path, workload: str, device: str, objective: str, repo: Path) -> 
     os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "bench"),
                                                 os.environ.get("PYTHONPATH", "")])
     out.mkdir(parents=True, exist_ok=True)
-    chosen = next(w for w in WORKLOADS if w.name == workload)
+    chosen = workload if isinstance(workload, Workload) else next(w for w in WORKLOADS if w.name == workload)
     files = prepare(chosen, out / "data", device, dtype="float16" if device == "cuda" else "float32")
     return Setup(out, device, chosen, files, Timing(objective=objective), began)
