@@ -28,6 +28,20 @@ def tune_args(example: Path, out: Path, *extra: str, references: str = "referenc
             "--out", str(out), *FAST_TIMING, *extra]
 
 
+def recording_worker(example: Path, tmp_path: Path, monkeypatch, **timing):
+    """A worker on the interval-recording test backend (`interval_backend`): every build, load and
+    timed stretch of its children is written to the returned `intervals.jsonl`; `timing`: fields of
+    `make_worker`'s timing to change."""
+    intervals = tmp_path / "intervals.jsonl"
+    monkeypatch.setenv("ENGINEWRIGHT_TEST_INTERVALS", str(intervals))
+    repo = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", f"{repo}:{repo / 'operator'}")  # the children import the test backend
+    worker = make_worker(example, tmp_path, timeout=120)
+    worker.ctx.backend = "tests.worker.interval_backend:IntervalRecordingBackend"
+    worker.ctx.timing = worker.ctx.timing.model_copy(update=timing)
+    return worker, intervals
+
+
 def make_worker(example: Path, tmp_path: Path, timeout: float = 120.0):
     """A Worker on the example model with a local store under `tmp_path` and short timing."""
     from enginewright.store import LocalStore

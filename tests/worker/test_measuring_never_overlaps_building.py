@@ -3,22 +3,15 @@ no engine loads or is timed while a build runs (the default's serving process is
 batch, idle while later groups build)."""
 
 import json
-from pathlib import Path
 
 from enginewright.api.cache import Outcome
 from enginewright.search.routes import Route
-from tests.worker.conftest import make_worker
+from tests.worker.conftest import recording_worker
 from tests.worker.interval_backend import SLOW_BUILD
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_no_measurement_runs_while_a_route_of_its_group_is_still_building(example, tmp_path, monkeypatch):
-    intervals = tmp_path / "intervals.jsonl"
-    monkeypatch.setenv("ENGINEWRIGHT_TEST_INTERVALS", str(intervals))
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{REPO / 'operator'}")  # the children import the test backend
-    worker = make_worker(example, tmp_path, timeout=120)
-    worker.ctx.backend = "tests.worker.interval_backend:IntervalRecordingBackend"
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
     worker.ctx.build_parallelism = 2
     default = Route.of({})
     # The slow build shares a group with the default, whose build ends seconds earlier: measuring the

@@ -8,23 +8,12 @@ from pathlib import Path
 
 from enginewright.api.cache import Outcome
 from enginewright.search.routes import Route
-from tests.worker.conftest import make_worker
+from tests.worker.conftest import recording_worker
 import pytest
 
 from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def recording_worker(example, tmp_path, monkeypatch, round_seconds: float = 0.0):
-    intervals = tmp_path / "intervals.jsonl"
-    monkeypatch.setenv("ENGINEWRIGHT_TEST_INTERVALS", str(intervals))
-    monkeypatch.setenv("PYTHONPATH", f"{REPO}:{REPO / 'operator'}")  # the children import the test backend
-    worker = make_worker(example, tmp_path, timeout=120)
-    worker.ctx.backend = "tests.worker.interval_backend:IntervalRecordingBackend"
-    worker.ctx.timing = worker.ctx.timing.model_copy(update={"min_rounds": 3, "max_rounds": 3,
-                                                             "round_seconds": round_seconds})
-    return worker, intervals
+THREE_ROUNDS = {"min_rounds": 3, "max_rounds": 3}  # paired rounds of each route
 
 
 def timed_by_route(intervals: Path) -> list[tuple[str, int]]:
@@ -35,7 +24,7 @@ def timed_by_route(intervals: Path) -> list[tuple[str, int]]:
 
 
 def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example, tmp_path, monkeypatch):
-    worker, intervals = recording_worker(example, tmp_path, monkeypatch, round_seconds=0.05)
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS, round_seconds=0.05)
     default, first, second = Route.of({}), Route.of({"enable_mem_pattern": "0"}), Route.of({"enable_cpu_mem_arena": "0"})
     written = worker.run_batch([default, first, second], "stage1", "b0", default)
     assert {e.route_id: e.outcome for e in written} == {r.id: Outcome.ok for r in (default, first, second)}
@@ -60,7 +49,7 @@ def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example
 
 def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against_a_reloaded_default(
         example, tmp_path, monkeypatch):
-    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS)
     default = Route.of({})
     crashing = Route.of({"enable_mem_pattern": "0", CRASH_TIMED: "4"})  # warm-up, calibration (2), dies in its 1st round
     after = Route.of({"enable_cpu_mem_arena": "0"})
@@ -80,7 +69,7 @@ def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against
 
 
 def test_a_route_whose_call_raises_is_its_crash_and_the_batch_goes_on(example, tmp_path, monkeypatch):
-    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    worker, _ = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS)
     default = Route.of({})
     raising = Route.of({"enable_mem_pattern": "0", RAISE_TIMED: "4"})
     after = Route.of({"enable_cpu_mem_arena": "0"})
@@ -94,14 +83,14 @@ def default_stretches_alone(example, tmp_path, monkeypatch) -> int:
     """How many timed stretches the default's engine runs in a batch of it alone (warm-up,
     calibration, its rounds, its three measurements): in a batch with a route, its next stretch is
     its first block of the route's first paired round."""
-    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS)
     worker.run_batch([Route.of({})], "stage1", "b0", Route.of({}))
     return [name for name, _ in timed_by_route(intervals)].count(json.dumps({}))
 
 
 def test_the_defaults_own_failure_in_a_routes_rounds_fails_the_batch_not_the_route(example, tmp_path, monkeypatch):
     alone = default_stretches_alone(example, tmp_path / "alone", monkeypatch)
-    worker, _ = recording_worker(example, tmp_path / "batch", monkeypatch)
+    worker, _ = recording_worker(example, tmp_path / "batch", monkeypatch, **THREE_ROUNDS)
     monkeypatch.setenv(DEFAULT_RAISES, str(alone + 1))
     default, route = Route.of({}), Route.of({"enable_mem_pattern": "0"})
     with pytest.raises(RuntimeError, match="the default route's serving process failed: engine default failed"):
