@@ -19,6 +19,9 @@ Phases, each written to OUT/load_effects.json as soon as it ends:
   (`p.data = p.data.clone()`), timed again: if the offsets follow the weights' addresses, they are
   re-drawn (low correlation with the first phase); if they stay, they live elsewhere (the load's
   host objects, CUDA-graph pools).
+- `order`: which first load is slow: the default's engine and a second route's (`--second`) loaded
+  alternately (A0 B0 A1 B1 ...) and timed interleaved; each load against its own engine's later
+  loads. A slow A0 alone: the process's first load pays; slow A0 and B0: each engine's first load.
 - `inject`: one load of the default route made slower on purpose, two ways, each toggled on and off
   in the same load so the measured ratio is the injection's effect alone (no per-load offset): a
   device-side sleep after the call (`torch.cuda._sleep`, sized to 5% of the call's device time)
@@ -47,7 +50,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
-ROUTES = {"default": {}, "cudagraphs": {"triton.cudagraphs": "true"}}
+ROUTES = {"default": {}, "cudagraphs": {"triton.cudagraphs": "true"}, "freezing": {"freezing": "true"},
+          "coordinate_descent": {"coordinate_descent_tuning": "true"}}
 
 
 def cpu_now() -> int | None:
@@ -135,7 +139,8 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--objective", default="gpuTime")
     parser.add_argument("--round-seconds", type=float, default=None)
-    parser.add_argument("--phases", default="loads,weights,inject,kernels")
+    parser.add_argument("--phases", default="loads,weights,order,inject,kernels")
+    parser.add_argument("--second", default="freezing", help="order: the second route (a key of ROUTES)")
     parser.add_argument("--slowdown", type=float, default=0.05)
     parser.add_argument("--export", type=Path)
     parser.add_argument("--device", default="cuda")
@@ -186,7 +191,8 @@ def main() -> int:
 
     engines = {}
     worker = Worker(bench.context())
-    for name in args.routes.split(","):
+    names = args.routes.split(",") + ([args.second] if "order" in phases else [])
+    for name in dict.fromkeys(names):
         if args.device != "cuda" and name == "cudagraphs":
             continue
         built = worker.build(Route.of(ROUTES[name]), "bench", "bench")
@@ -235,11 +241,34 @@ def main() -> int:
             return {**after, "times": times, "cpus": cpus, "offset_correlation_before_after": corr}
         return work
 
-    for name in engines:
+    for name in args.routes.split(","):
+        if name not in engines:
+            continue
         phase(f"loads:{name}", loads_phase(name))
         phase(f"weights:{name}", weights_phase(name))
         for held in loaded.pop(name, []):
             held.runner.close()
+
+    def order() -> dict:
+        held = []
+        for index in range(3):
+            for name in ("default", args.second):
+                runner = InductorBackend().load(engines[name].read_bytes(), args.out / "loads" / "order" / f"{name}{index}")
+                runner.run(inputs)
+                warm_up(runner, inputs, args.objective, timing.warmup_iterations)
+                held.append(Held(runner, calls_per_round(runner, inputs, args.objective, round_seconds),
+                                 f"{name}#{index}"))
+        times, cpus = timed_rounds(held, args.objective, inputs, round_seconds, args.rounds)
+        report = {"times": times, "cpus": cpus}
+        for name in ("default", args.second):
+            keys = [f"{name}#{i}" for i in range(3)]
+            later = [statistics.fmean(math.log(times[k][r]) for k in keys[1:]) for r in range(args.rounds)]
+            ratio, low, high = mean_ci([math.log(times[keys[0]][r]) - later[r] for r in range(args.rounds)])
+            report[name] = {"first_over_later": ratio, "low": low, "high": high}
+        for h in held:
+            h.runner.close()
+        return report
+    phase("order", order)
 
     def inject() -> dict:
         runner = InductorBackend().load(engines["default"].read_bytes(), args.out / "loads" / "inject")

@@ -70,7 +70,7 @@ def cmd_plan(args) -> int:
         return 2
     try:
         knobs = compiler_knobs(run.spec.compiler.name.value, args.knobs)
-        space = build_space(knobs, [(k.name, k.values) for k in search.knobs], search.pinned)
+        space = build_space(knobs, [(k.name, k.values) for k in search.knobs], search.pinned, search.measure_uncompiled)
         routes = plan_stage1(search.mode.value, space, search.pinned, search.max_routes)
     except (PlanError, BackendUnavailable) as exc:
         print(f"enginewright plan: {exc}", file=sys.stderr)

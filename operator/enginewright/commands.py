@@ -49,9 +49,11 @@ def cmd_tune(args) -> int:
         settings=_pairs(args.setting), max_routes=args.max_routes, routes_per_batch=args.routes_per_batch,
         route_timeout=args.route_timeout, noise_margin=args.noise_margin,
         top_k=0 if args.no_confirm else args.top_k, confirm_rounds=args.confirm_rounds,
+        confirm_loads=args.confirm_loads, measure_uncompiled=not args.no_uncompiled,
         save_all_engines=args.save_all_engines,
         timing=Timing(objective=args.objective, warmup_iterations=args.warmup, round_seconds=args.round_seconds,
-                      min_rounds=args.min_rounds, max_rounds=args.max_rounds, precision=args.precision),
+                      min_rounds=args.min_rounds, max_rounds=args.max_rounds, precision=args.precision,
+                      loads=args.loads),
         backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism,
         cache=Path(args.cache) if args.cache else None)
     entries_dir = (opts.cache or opts.out / "store") / "runs" / "local" / "entries"
@@ -216,11 +218,16 @@ def register(sub) -> None:
     tune.add_argument("--route-timeout", type=float, default=900.0)
     tune.add_argument("--noise-margin", type=float, default=0.03)
     tune.add_argument("--top-k", type=int, default=3)
-    tune.add_argument("--confirm-rounds", type=int, default=5)
-    tune.add_argument("--no-confirm", action="store_true")
+    from enginewright.api.models import Confirm, Timing
+    confirm, timing = Confirm(), Timing()  # the defaults are the TuningRun's, written once
+    tune.add_argument("--confirm-rounds", type=int, default=confirm.rounds,
+                      help="interleaved rounds of the confirmation round")
+    tune.add_argument("--confirm-loads", type=int, default=confirm.loads,
+                      help="loads of the default and of each candidate in the confirmation round")
+    tune.add_argument("--no-confirm", action="store_true", help="no confirmation round: the sweep decides")
+    tune.add_argument("--no-uncompiled", action="store_true",
+                      help="leave out the route that does not compile (inductor: compile=false), measured by default")
     tune.add_argument("--save-all-engines", action="store_true")
-    from enginewright.api.models import Timing
-    timing = Timing()  # the defaults are the TuningRun's, written once
     tune.add_argument("--objective", default=timing.objective.value, choices=[o.value for o in type(timing.objective)],
                       help="what the winner minimises: latency (host, one call), throughput (calls queued) or "
                            "gpuTime (device time per call); all three are recorded")
@@ -232,6 +239,9 @@ def register(sub) -> None:
     tune.add_argument("--max-rounds", type=int, default=timing.max_rounds)
     tune.add_argument("--precision", type=float, default=timing.precision,
                       help="stop once the route/default ratio's 95%% interval is within +-this")
+    tune.add_argument("--loads", type=int, default=timing.loads,
+                      help="loads of the default and of each route timed in paired rounds (the interval comes "
+                           "from the spread across loads)")
     tune.add_argument("--build-parallelism", type=int, default=1,
                       help="routes built at once (measuring is always one at a time)")
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")

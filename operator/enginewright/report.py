@@ -23,6 +23,24 @@ def _fmt(value, spec: str, missing: str = "—") -> str:
     return missing if value is None else format(value, spec)
 
 
+def route_ms(entry: CacheEntry) -> float | None:
+    """The route's one time: its geometric mean over its loads and paired rounds (entries before
+    loads, and the default's own entry: the median of its rounds)."""
+    return entry.paired.route_ms if entry.paired and entry.paired.route_ms else entry.median_ms
+
+
+def default_ms_beside(entry: CacheEntry) -> float | None:
+    """The default's time in the same rounds as the route (the route's speedup is this over
+    `route_ms`)."""
+    if entry.paired and entry.paired.default_ms:
+        return entry.paired.default_ms
+    return entry.baseline_ms
+
+
+def interval_text(paired) -> str:
+    return f"{1 / paired.high:.3f}–{1 / paired.low:.3f}" if paired and paired.low > 0 else "—"
+
+
 def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str | None) -> list[list[str]]:
     def order(e: CacheEntry):
         return (e.route_id != default_id, e.speedup is None, -(e.speedup or 0.0), e.route)
@@ -31,25 +49,25 @@ def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str 
         mark = "default" if e.route_id == default_id else ""
         if e.route_id == winner_id:
             mark = (mark + " winner").strip()
-        paired = e.paired
+        paired, is_default = e.paired, e.route_id == default_id
+        loads = f"{paired.loads or 1}×{paired.rounds} {paired.stopped}" if paired else "—"
         m = e.measurements
-        rows.append([mark, e.route or "(default)", e.stage, e.batch or "—", e.outcome.value, _fmt(e.median_ms, ".4f"),
-                     _fmt(e.speedup if e.route_id != default_id else None, ".3f"),
-                     f"{1 / paired.high:.3f}–{1 / paired.low:.3f}" if paired else "—",
-                     f"{paired.rounds} {paired.stopped}" if paired else "—",
-                     _fmt(m.latency_ms if m else None, ".4f"), _fmt(m.throughput_per_second if m else None, ".1f"),
-                     _fmt(m.gpu_time_ms if m else None, ".4f"), _fmt(max_loss(e), ".3g"), _fmt(e.build_seconds, ".1f")])
+        rows.append([mark, e.route or "(default)", e.stage, e.outcome.value, _fmt(route_ms(e), ".4f"),
+                     "—" if is_default else _fmt(default_ms_beside(e), ".4f"),
+                     _fmt(e.speedup if not is_default else None, ".3f"), interval_text(paired), loads,
+                     _fmt(m.host_cpu_ms if m else None, ".4f"), _fmt(max_loss(e), ".3g"),
+                     _fmt(e.build_seconds, ".1f")])
     return rows
 
 
-HEADER = ["", "route", "stage", "batch", "outcome", "objective ms", "sweep speedup", "95% interval", "rounds",
-          "latency ms", "throughput /s", "gpuTime ms", "max loss", "build s"]
-LEGEND = ("`objective ms`: the route's median per-call time over its rounds, timed as the run's objective says; "
-          "`sweep speedup`: default/route, geometric mean of the per-round ratios over paired rounds that "
-          "timed the route and the default of its batch one after the other (routes without paired rounds: "
-          "its batch's default median / its median); `95% interval`: of that speedup; `rounds`: how many "
-          "paired rounds and why they stopped; latency, throughput and gpuTime: one round each of the "
-          "three measurements.")
+HEADER = ["", "route", "stage", "outcome", "route ms", "default ms", "speedup", "95% interval", "loads×rounds",
+          "host CPU ms", "max loss", "build s"]
+LEGEND = ("`route ms`: the route's time per call (the run's objective), its geometric mean over its loads and "
+          "paired rounds; `default ms`: the default's, over its loads in the same rounds; `speedup`: default ms / "
+          "route ms; `95% interval`: of that speedup, across loads; `loads×rounds`: loads of each engine, rounds, "
+          "and why they stopped. The default's own row: the median of its rounds. Times of different rows come "
+          "from different rounds: compare each route with the default beside it, not with another row. `host "
+          "CPU ms`: the calling thread's CPU time to issue one call (near the call's time: host-bound).")
 
 
 def objective(summary: dict, entries: Sequence[CacheEntry]) -> str:
@@ -66,16 +84,16 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
     what = objective(summary, entries)
     if winner is default:
         return [(1.0, f"{what} speedup (headline)", "the default route is kept")]
-    ratios = summary.get("confirmation") or {}
+    headline = summary.get("headline") or {}
     sweep = winner.speedup
-    how = (f"paired rounds against the default in batch {winner.batch}, {winner.paired.rounds} rounds"
+    how = (f"paired rounds against the default in batch {winner.batch}, {winner.paired.loads or 1} loads × "
+           f"{winner.paired.rounds} rounds, 95% {interval_text(winner.paired)}"
            if winner.paired else f"against the default measured in its own batch {winner.batch}")
     lines = []
-    if winner.route_id in ratios:
-        rounds = summary.get("confirm_rounds")
-        lines.append((1.0 / ratios[winner.route_id], f"{what} speedup (headline)",
-                      "confirmation round, geometric mean of the per-round default/winner ratios"
-                      + (f" over {rounds} interleaved rounds" if rounds else "")))
+    if summary.get("confirmed") and headline.get("speedup"):
+        low, high = summary.get("speedup_low"), summary.get("speedup_high")
+        interval = f", 95% {low:.3f}–{high:.3f} across loads" if low and high else ""
+        lines.append((headline["speedup"], f"{what} speedup (headline)", f"{headline.get('measured')}{interval}"))
         if sweep:
             lines.append((sweep, "sweep speedup", how))
     elif sweep:
@@ -84,21 +102,46 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
 
 
 def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
-    """The lines `enginewright tune` ends with: times, the headline speedup and the others by name,
-    the decision."""
+    """The lines `enginewright tune` ends with: the two times the headline compares (measured in the
+    same rounds: their ratio is the speedup), the headline speedup with its interval and the others
+    by name, what the host has to do with it, the decision."""
     by_id = {e.route_id: e for e in entries}
     default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
     what = objective(summary, entries)
-    lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms ({what}); winner "
-             f"{(winner.route if winner else '') or '(default)'} {_fmt(winner.median_ms if winner else None, '.4f')} ms"]
-    lines += [f"{name} {ratio:.3f}x: {detail}" for ratio, name, detail in speedups(summary, entries)]
-    if winner and winner.measurements and default and default.measurements and winner is not default:
-        w, d = winner.measurements, default.measurements
-        lines.append(f"all three measurements, default -> winner (one round each): latency {d.latency_ms:.4f} -> "
-                     f"{w.latency_ms:.4f} ms, throughput {d.throughput_per_second:.1f} -> {w.throughput_per_second:.1f}/s, "
-                     f"gpuTime {d.gpu_time_ms:.4f} -> {w.gpu_time_ms:.4f} ms")
+    times = summary.get("times") or {}
+    name = (winner.route if winner else "") or "(default)"
+    if winner is not None and winner is not default and summary.get("winner_id") in times:
+        where = "confirmation round" if summary.get("confirmed") else "the winner's paired rounds"
+        lines = [f"{what} in the {where}: default {times[summary['default_id']]:.4f} ms, winner {name} "
+                 f"{times[summary['winner_id']]:.4f} ms"]
+    elif winner is not None and winner is not default and winner.paired and winner.paired.default_ms:
+        lines = [f"{what} in the winner's paired rounds: default {winner.paired.default_ms:.4f} ms, winner {name} "
+                 f"{route_ms(winner):.4f} ms"]
+    elif winner is None or winner is default:
+        lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms ({what}); "
+                 f"kept: no route beat it"]
+    else:
+        lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms, winner {name} "
+                 f"{_fmt(winner.median_ms, '.4f')} ms ({what}, medians of rounds at different moments: the "
+                 f"speedup below compares each with the default beside it)"]
+    lines += [f"{label} {ratio:.3f}x: {detail}" for ratio, label, detail in speedups(summary, entries)]
+    host = (summary.get("headline") or {}).get("host")
+    if host:
+        lines.append(f"host: {host}")
     lines.append(f"decision: {summary.get('decision', '')}")
     return "\n".join(lines)
+
+
+def other_measurements(entries: Sequence[CacheEntry]) -> list[list[str]]:
+    """Latency, throughput and device time of each route, one round each, measured at other moments
+    than the paired rounds: for what each objective would see, not for comparing routes."""
+    rows = []
+    for e in entries:
+        m = e.measurements
+        if m:
+            rows.append([e.route or "(default)", f"{m.latency_ms:.4f}", f"{m.throughput_per_second:.1f}",
+                         f"{m.gpu_time_ms:.4f}", _fmt(m.host_cpu_ms, ".4f")])
+    return rows
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -113,6 +156,9 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
     lines += [f"- **{name} {ratio:.3f}×**: {detail}" for ratio, name, detail in speedups(summary, entries)]
+    host = (summary.get("headline") or {}).get("host")
+    if host:
+        lines.append(f"- **host**: {host}")
     if summary.get("confirmation"):
         lines.append("- **confirmation ratios** (candidate/default, geometric mean): "
                      + ", ".join(f"`{k}` {v:.3f}" for k, v in summary["confirmation"].items()))
@@ -127,6 +173,10 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
         lines += _table(["component", "version"], [[k, v] for k, v in summary["versions"].items()])
     lines += ["", "## Routes", "", LEGEND, ""]
     lines += _table(HEADER, rows)
+    others = other_measurements(entries)
+    if others:
+        lines += ["", "## Other measurements (one round each, at other moments: not for comparing routes)", ""]
+        lines += _table(["route", "latency ms", "throughput /s", "gpuTime ms", "host CPU ms"], others)
     return "\n".join(lines) + "\n"
 
 
@@ -143,18 +193,24 @@ def _short(route: str, width: int = 38) -> str:
 
 
 def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
-    """GPU time against accuracy loss for every measured route: default and winner marked (the
-    winner's star drawn inside the default's hollow square, so neither hides the other), the
-    default, the winner and the `labelled` fastest passing routes labelled with their routes, the
-    threshold drawn. A loss of 0 (or not checked) cannot sit on a log axis: such routes are drawn
-    below the smallest positive loss, with their own marker, and the legend says so."""
+    """Each measured route's speedup over the default it was timed beside (with its 95% interval
+    across loads) against its accuracy loss: default (at 1) and winner marked, the default, the
+    winner and the `labelled` fastest passing routes labelled with their routes, the threshold
+    drawn. Speedups, not absolute times: each route's time comes from its own rounds, and only its
+    ratio to the default beside it agrees with the headline. A loss of 0 (or not checked) cannot sit
+    on a log axis: such routes are drawn below the smallest positive loss, with their own marker."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    measured = [e for e in entries if e.timing and e.outcome in (Outcome.ok, Outcome.accuracy_rejected)]
+    default_id = summary["default_id"]
+    measured = [e for e in entries if e.timing and e.outcome in (Outcome.ok, Outcome.accuracy_rejected)
+                and (e.route_id == default_id or e.speedup)]
     positive = [max_loss(e) for e in measured if (max_loss(e) or 0.0) > 0.0]
     floor = min(positive) / 10 if positive else 1e-12
+
+    def x(e: CacheEntry) -> float:
+        return 1.0 if e.route_id == default_id else e.speedup
 
     def y(e: CacheEntry) -> float:
         loss = max_loss(e)
@@ -164,31 +220,38 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     for outcome, colour, label in ((Outcome.ok, "tab:blue", "passed"),
                                    (Outcome.accuracy_rejected, "tab:red", "rejected by accuracy")):
         group = [e for e in measured if e.outcome is outcome]
+        for e in group:
+            if e.paired and e.paired.low > 0 and e.route_id != default_id:
+                ax.errorbar([x(e)], [y(e)], xerr=[[x(e) - 1 / e.paired.high], [1 / e.paired.low - x(e)]],
+                            fmt="none", ecolor=colour, alpha=0.5, linewidth=1)
         shown = [e for e in group if (max_loss(e) or 0.0) > 0.0]
         zero = [e for e in group if e not in shown]
         if shown:
-            ax.scatter([e.median_ms for e in shown], [y(e) for e in shown], s=28, c=colour, alpha=0.8, label=label)
+            ax.scatter([x(e) for e in shown], [y(e) for e in shown], s=28, c=colour, alpha=0.8, label=label)
         if zero:
-            ax.scatter([e.median_ms for e in zero], [floor] * len(zero), s=40, marker="v", facecolors="none",
+            ax.scatter([x(e) for e in zero], [floor] * len(zero), s=40, marker="v", facecolors="none",
                        edgecolors=colour, label=f"{label}, loss 0 or not checked (drawn at {floor:.0e})")
     by_id = {e.route_id: e for e in measured}
-    default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
+    default, winner = by_id.get(default_id), by_id.get(summary.get("winner_id"))
     if default:
-        ax.scatter([default.median_ms], [y(default)], s=200, marker="s", facecolors="none", edgecolors="black",
+        ax.scatter([1.0], [y(default)], s=200, marker="s", facecolors="none", edgecolors="black",
                    linewidths=2, zorder=5, label="default = winner" if winner is default else "default")
     if winner and winner is not default:
-        ax.scatter([winner.median_ms], [y(winner)], s=120, marker="*", facecolors="gold", edgecolors="black",
-                   zorder=6, label="winner")
-    fastest = sorted((e for e in measured if e.passed), key=lambda e: e.median_ms)[:labelled]
+        headline = summary.get("headline") or {}
+        value = headline.get("speedup") or x(winner)
+        ax.scatter([value], [y(winner)], s=120, marker="*", facecolors="gold", edgecolors="black", zorder=6,
+                   label=f"winner: headline {value:.3f}x")
+    ax.axvline(1.0, color="0.5", linewidth=0.8)
+    fastest = sorted((e for e in measured if e.passed), key=lambda e: -x(e))[:labelled]
     to_label = list({e.route_id: e for e in [e for e in (default, winner) if e] + fastest}.values())
     for i, e in enumerate(to_label):
-        ax.annotate(_short(e.route), (e.median_ms, y(e)), xytext=(8, 10 + 11 * (i % 3)), textcoords="offset points",
+        ax.annotate(_short(e.route), (x(e), y(e)), xytext=(8, 10 + 11 * (i % 3)), textcoords="offset points",
                     fontsize=7, arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.6})
     if summary.get("threshold"):
         ax.axhline(summary["threshold"], color="tab:red", linestyle="--", linewidth=1,
                    label=f"threshold {summary['threshold']:g}")
     ax.set_yscale("log")
-    ax.set_xlabel("median time per run (ms)")
+    ax.set_xlabel(f"speedup over the default timed beside it ({objective(summary, entries)}; bars: 95% across loads)")
     ax.set_ylabel(f"max accuracy loss ({summary.get('metric', '')}, log scale)")
     ax.set_title(f"{summary.get('model', '')} — {summary.get('backend', '')} {summary.get('mode', '')}")
     ax.grid(alpha=0.3)

@@ -43,22 +43,29 @@ def test_one_headline_speedup_named_after_the_objective_and_the_sweep_by_name():
                    "objective": "latency", "measurements": Measurements(latency_ms=11.0, throughput_ms=10.0,
                                                                         gpu_time_ms=9.0)}),
                paired({"enable_mem_pattern": "0"}, 0.8, "stage1-b001")]
-    summary = {**SUMMARY, "winner_id": entries[1].route_id, "objective": "latency",
-               "confirmation": {entries[1].route_id: 0.78}, "confirm_rounds": 5}
+    winner = entries[1].route_id
+    summary = {**SUMMARY, "winner_id": winner, "objective": "latency", "confirmed": True,
+               "confirmation": {winner: 0.78}, "confirm_rounds": 5, "speedup_low": 1.2, "speedup_high": 1.36,
+               "times": {DEFAULT_ID: 10.0, winner: 7.8},
+               "headline": {"name": "latency speedup", "speedup": 1 / 0.78,
+                            "measured": "confirmation round: 5 interleaved rounds of 5 loads each against the default"}}
     lines = headline(summary, entries).splitlines()
     headlines = [line for line in lines if "(headline)" in line]
-    assert headlines == ["latency speedup (headline) 1.282x: confirmation round, geometric mean of the per-round "
-                         "default/winner ratios over 5 interleaved rounds"]
-    assert "sweep speedup 1.250x: paired rounds against the default in batch stage1-b001, 6 rounds" in lines
-    assert any(line.startswith("all three measurements, default -> winner") and "gpuTime 9.0000 -> 7.2000 ms" in line
-               for line in lines)
+    assert headlines == ["latency speedup (headline) 1.282x: confirmation round: 5 interleaved rounds of 5 loads each "
+                         "against the default, 95% 1.200–1.360 across loads"]
+    # the two times the headline compares come from the same rounds: their ratio is the headline
+    assert lines[0] == "latency in the confirmation round: default 10.0000 ms, winner -enable_mem_pattern=0 7.8000 ms"
+    assert "sweep speedup 1.250x: paired rounds against the default in batch stage1-b001, 1 loads × 6 rounds, " \
+           "95% 1.238–1.263" in lines
+    assert not any("all three measurements" in line for line in lines)  # one time per engine
 
 
 def test_without_a_confirmation_the_sweep_is_the_headline():
     entries = [entry({}, 11.0, 11.0, "b0"), paired({"enable_mem_pattern": "0"}, 0.9, "b1")]
     summary = {**SUMMARY, "winner_id": entries[1].route_id, "objective": "gpuTime"}
     text = headline(summary, entries)
-    assert "gpuTime speedup (headline) 1.111x: sweep only, unconfirmed, paired rounds against the default in batch b1, 6 rounds" in text
+    assert "gpuTime speedup (headline) 1.111x: sweep only, unconfirmed, paired rounds against the default in batch b1, " \
+           "1 loads × 6 rounds, 95% 1.100–1.122" in text
     assert text.count("(headline)") == 1
 
 
@@ -73,9 +80,9 @@ def test_table_columns_show_the_paired_speedup_its_interval_and_rounds():
     entries = [entry({}, 11.0, 11.0, "b0"), paired({"enable_mem_pattern": "0"}, 0.8, "b1", low=0.78, high=0.82)]
     rows = {row[1]: dict(zip(HEADER, row)) for row in summary_rows(entries, DEFAULT_ID, entries[1].route_id)}
     winner = rows["-enable_mem_pattern=0"]
-    assert winner["sweep speedup"] == "1.250" and winner["95% interval"] == "1.220–1.282"
-    assert winner["rounds"] == "6 faster" and winner["batch"] == "b1" and winner["latency ms"] == "8.8000"
-    assert rows["(default)"]["sweep speedup"] == "—"
+    assert winner["speedup"] == "1.250" and winner["95% interval"] == "1.220–1.282"
+    assert winner["loads×rounds"] == "1×6 faster" and winner["route ms"] == "8.8000" and winner["default ms"] == "11.0000"
+    assert rows["(default)"]["speedup"] == "—" and rows["(default)"]["default ms"] == "—"
 
 
 def test_markdown_has_tables_for_versions_and_counts_not_dicts():
@@ -97,7 +104,7 @@ def test_plot_labels_routes_keeps_tiny_losses_and_shows_both_markers():
         ys = {y for coll in ax.collections for _, y in coll.get_offsets()}
         assert 1e-15 in ys
         legend = [t.get_text() for t in ax.get_legend().get_texts()]
-        assert "default" in legend and "winner" in legend
+        assert "default" in legend and any(t.startswith("winner: headline") for t in legend)
         assert any("loss 0 or not checked (drawn at 1e-16)" in t for t in legend)  # the default's loss is 0
         default_marker = next(c for c, t in zip(ax.collections, [h.get_label() for h in ax.collections])
                               if t == "default")

@@ -62,7 +62,7 @@ class RecordingRunner(Runner):
         try:
             return self.inner.timed_calls(objective, inputs, count)
         finally:
-            record("timed", started, objective=objective, route=self.route)
+            record("timed", started, objective=objective, route=self.route, runner=id(self))
 
     def close(self) -> None:
         self.inner.close()

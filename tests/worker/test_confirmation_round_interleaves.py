@@ -22,14 +22,22 @@ def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
     assert all(len(times) == 4 and all(t > 0 for t in times) for times in rounds.values())
     logs = list((tmp_path / "confirm").rglob("serve.log"))
     assert [p.parent.name for p in logs] == ["serve"]  # one process for every engine
-    loaded = sorted(p.name for p in (tmp_path / "confirm/serve").iterdir() if p.name.startswith("load"))
-    assert loaded == ["load", "load-1", "load-2"]  # each engine loaded from its own bytes
+    loaded = sorted(p.name for p in (tmp_path / "confirm/serve").iterdir() if p.name.startswith(("load", "primer")))
+    # each engine loaded from its own bytes: a primer (first load, never timed), then its timed load
+    assert loaded == ["load", "load-a", "load-b", "load-c", "primer-b", "primer-c"]
+
+
+def test_every_load_of_every_engine_is_timed_in_every_round(example, tmp_path, default_engine):
+    rounds = make_worker(example, tmp_path).interleave({"d": default_engine, "c": default_engine}, 3,
+                                                  tmp_path / "confirm", loads=3)
+    assert set(rounds) == {"d", "d@2", "d@3", "c", "c@2", "c@3"}
+    assert all(len(times) == 3 and all(t > 0 for t in times) for times in rounds.values())
 
 
 def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engine):
     broken = tmp_path / "broken.ort.tar"
     broken.write_bytes(b"not a tar archive")
-    with pytest.raises(RuntimeError, match="confirmation: loading engine broken failed: ReadError"):
+    with pytest.raises(RuntimeError, match="confirmation: loading engine broken@primer failed: ReadError"):
         make_worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
                                                          tmp_path / "confirm")
 

@@ -39,17 +39,29 @@ class TimingStats(WireModel):
 
 
 class Paired(WireModel):
-    """The route timed against the default in paired rounds on one device (both in one serving
-    process, each round interleaved block by block, who goes first in ABBA order): the
-    ratio route/default of each round, summarised."""
+    """The route timed against the default in paired rounds on one device: several loads of each in
+    one serving process, every round interleaving all of them block by block (`search.paired`)."""
 
-    ratio: float = Field(description="Geometric mean of the per-round route/default time ratios (< 1: faster).")
-    low: float = Field(description="Lower end of the ratio's 95% confidence interval.")
-    high: float = Field(description="Upper end of the ratio's 95% confidence interval.")
+    ratio: float = Field(description="Route/default: the route's geometric-mean time over its loads and "
+                         "rounds over the default's in the same rounds (< 1: faster).")
+    low: float = Field(description="Lower end of the ratio's 95% confidence interval (across loads).")
+    high: float = Field(description="Upper end of the ratio's 95% confidence interval (across loads).")
     rounds: int
     stopped: str = Field(description="Why the rounds stopped: faster (beats the noise margin), "
-                         "not-faster (cannot beat it), precise (interval within the precision), max-rounds, "
-                         "rejected (failed accuracy: timed only for the report).")
+                         "not-faster (cannot beat it), precise (interval within the precision), loads (the "
+                         "interval is made of lasting per-load offsets: more rounds would not narrow it), "
+                         "max-rounds, rejected (failed accuracy: timed only for the report).")
+    loads: int | None = Field(None, description="Loads of the route timed (entries before loads: one).")
+    default_loads: int | None = Field(None, description="Loads of the default timed beside them.")
+    df: int | None = Field(None, description="Degrees of freedom of the interval: pooled loads - engines "
+                           "(0: one load each, the rounds as samples).")
+    route_ms: float | None = Field(None, description="The route's geometric-mean ms per call in these rounds.")
+    default_ms: float | None = Field(None, description="The default's geometric-mean ms per call in the same "
+                                     "rounds: route_ms / default_ms is `ratio`.")
+    load_spread: float | None = Field(None, description="Standard deviation of one load's mean log time "
+                                      "(about the relative spread between loads of one engine).")
+    round_share: float | None = Field(None, description="Share of that spread's variance that round-to-round "
+                                      "noise explains (the rest lasts for a load).")
 
     @property
     def speedup(self) -> float:
@@ -62,10 +74,29 @@ class Measurements(WireModel):
     latency_ms: float = Field(description="One call from host inputs to host outputs, host clock.")
     throughput_ms: float = Field(description="Time per call with calls queued back to back (1000/throughput).")
     gpu_time_ms: float = Field(description="Device time per call (CPU compilers: compute time per call).")
+    host_cpu_ms: float | None = Field(None, description="CPU time of the calling thread per call over the "
+                                      "throughput round: the host's work to issue one call (launches, "
+                                      "Python). Near throughput_ms: the call is host-bound (launch overhead), so "
+                                      "its time depends on the serving host's CPU.")
 
     @property
     def throughput_per_second(self) -> float:
         return 1000.0 / self.throughput_ms
+
+    @property
+    def host_bound(self) -> bool | None:
+        """The host, not the device, sets the pace: it spends 80% or more of a call's time issuing it."""
+        if self.host_cpu_ms is None or not self.throughput_ms:
+            return None
+        return self.host_cpu_ms >= 0.8 * self.throughput_ms
+
+
+class Host(WireModel):
+    """The machine that measured: launch-bound times depend on its CPU and how busy it was."""
+
+    cpu_model: str | None = None
+    cpus: int | None = Field(None, description="CPUs the measuring process could use.")
+    load_average: float | None = Field(None, description="1-minute load average when the route was measured.")
 
 
 class Versions(WireModel):
@@ -106,6 +137,7 @@ class CacheEntry(WireModel):
     engine_size: int | None = None
     engine_uri: str | None = None
     versions: Versions | None = None
+    host: Host | None = None
     started_at: str | None = None
     finished_at: str | None = None
 

@@ -156,6 +156,10 @@ class Confirm(WireModel):
 
     top_k: int = Field(3, description="Candidates confirmed against the default; 0 disables the round.", ge=0, le=16)
     rounds: int = Field(5, description="Interleaved rounds (A B C A B C ...).", ge=2, le=100)
+    loads: int = Field(5, description="Loads of the default and of each candidate, all in one fresh serving "
+                       "process and all timed in every round: a candidate wins on the spread across loads, so "
+                       "one lucky load (an engine loaded again can run lastingly faster or slower) cannot make "
+                       "a winner.", ge=1, le=16)
 
 
 class Search(WireModel):
@@ -189,6 +193,11 @@ class Search(WireModel):
     noise_margin: float = Field(0.03, description="Smallest relative speedup taken for real; the measured "
                                 "spread of the default route raises it.", ge=0.0, le=0.5)
     confirm: Confirm = Field(default_factory=Confirm, description="Confirmation round.")
+    measure_uncompiled: bool = Field(True, description="Also measure the route that does not compile at all "
+                                     "(Inductor: compile=false, the program run eagerly) in stage 1, as the "
+                                     "default is, whatever the knob space: not compiling is a route, and on "
+                                     "launch-bound models it can be the fastest. false leaves it out; pinning "
+                                     "the knob leaves it out too. Compilers without such a route ignore it.")
 
     @model_validator(mode="after")
     def _dry_run(self) -> Search:
@@ -287,6 +296,10 @@ class Timing(WireModel):
     precision: float = Field(0.01, description="Stop once the 95% interval of the route/default ratio is "
                              "within +-precision, or lies wholly on one side of the noise margin.",
                              gt=0, le=0.5)
+    loads: int = Field(2, description="Loads of the default and of each route timed in paired rounds (every "
+                       "round interleaves all of them); the ratio's interval comes from the spread across loads, "
+                       "pooled over the engines of the batch. 1: one load each, the rounds as samples.",
+                       ge=1, le=16)
 
     @model_validator(mode="after")
     def _rounds_in_order(self) -> Timing:

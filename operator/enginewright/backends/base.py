@@ -71,6 +71,25 @@ class Runner(abc.ABC):
             self.run_prepared(prepared)
         return (time.perf_counter() - start) * 1000.0
 
+    def synchronize(self) -> None:
+        """Wait for work this runner queued on a device (CPU runners: nothing is queued)."""
+
+    def host_cpu_ms(self, inputs: Mapping[str, np.ndarray], calls: int = 4, trials: int = 8) -> float:
+        """CPU time of the calling thread to issue one call on prepared inputs: the median over
+        `trials` of `calls` calls, each trial after the device went idle and timed before waiting for
+        it (a wait could spin and count), with few calls so a device-bound engine's queue never
+        fills. Near the call's time: the host sets the pace (launch overhead)."""
+        prepared = self.prepare(inputs)
+        spent = []
+        for _ in range(trials):
+            self.synchronize()
+            started = time.thread_time()
+            for _ in range(calls):
+                self.run_prepared(prepared)
+            spent.append((time.thread_time() - started) / calls * 1000.0)
+        self.synchronize()
+        return statistics.median(spent)
+
     def describe(self) -> dict:
         """How the engine loaded (e.g. compile-cache hits), recorded in the cache entry."""
         return {}
@@ -149,13 +168,13 @@ def time_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str,
 
 
 def measure_all(runner: Runner, inputs: Mapping[str, np.ndarray], round_seconds: float) -> Measurements:
-    """Latency, throughput and device time per call, one round each."""
+    """Latency, throughput and device time per call, one round each, and the host's CPU time per call."""
     times = {}
     for objective in OBJECTIVES:
         calls = calls_per_round(runner, inputs, objective, round_seconds)
         times[objective] = time_round(runner, inputs, objective, calls)
     return Measurements(latency_ms=times["latency"], throughput_ms=times["throughput"],
-                        gpu_time_ms=times["gpuTime"])
+                        gpu_time_ms=times["gpuTime"], host_cpu_ms=runner.host_cpu_ms(inputs))
 
 
 def stats_of(samples: list[float], n: int | None = None) -> TimingStats:

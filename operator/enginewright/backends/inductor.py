@@ -298,6 +298,10 @@ class InductorRunner(Runner):
         return cuda_timed_calls(torch, torch.cuda.current_stream(), self._event_pairs, objective,
                                 lambda: self.run_prepared(prepared), count, torch.cuda.synchronize)
 
+    def synchronize(self) -> None:
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
+
     def describe(self) -> dict:
         """Compile-cache hits and misses of this engine so far: a loaded engine must hit, never
         re-tune. An eager engine compiles nothing: all zero."""

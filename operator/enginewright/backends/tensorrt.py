@@ -176,6 +176,9 @@ class TensorRTRunner(Runner):
         return cuda_timed_calls(self.torch, self.stream, self._event_pairs, objective,
                                 lambda: self.run_prepared(prepared), count, self.stream.synchronize)
 
+    def synchronize(self) -> None:
+        self.stream.synchronize()
+
     def close(self) -> None:
         self._event_pairs = []
         self.context = None

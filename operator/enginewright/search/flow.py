@@ -36,6 +36,8 @@ class FlowSpec:
     noise_margin: float = 0.03
     top_k: int = 3
     confirm_rounds: int = 5
+    confirm_loads: int = 5
+    measure_uncompiled: bool = True  # exclusive knobs (not compiling) measured whatever the knob space
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
@@ -44,7 +46,8 @@ class FlowSpec:
         return cls(mode=search.mode.value, knobs=tuple((k.name, tuple(k.values)) for k in search.knobs),
                    pinned=dict(search.pinned), max_routes=search.max_routes, routes_per_batch=search.routes_per_job,
                    noise_margin=search.noise_margin, top_k=search.confirm.top_k,
-                   confirm_rounds=search.confirm.rounds)
+                   confirm_rounds=search.confirm.rounds, confirm_loads=search.confirm.loads,
+                   measure_uncompiled=search.measure_uncompiled)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class RunConfirmation:
     default: CacheEntry
     rounds: int
     planned: int
+    loads: int = 1  # loads of each engine (the default's and each candidate's)
 
 
 @dataclass(frozen=True)
@@ -102,18 +106,48 @@ class Decided:
         return self.default.objective or self.winner.objective or "time"
 
     def headline(self) -> dict:
-        """The one speedup the decision stands on: its name (after the timing objective), value and
-        how it was measured."""
+        """The one speedup the decision stands on: its name (after the timing objective), value, its
+        95% interval across loads (None where it was not measured), how it was measured, the two
+        engines' times in the rounds it comes from (their ratio is the speedup), and what the host
+        has to do with it."""
         decision, winner = self.decision, self.winner
+        loads = f" of {decision.loads} loads each" if decision.loads > 1 else ""
         if decision.default_won:
             how = "the default route is kept"
         elif decision.confirmed:
-            how = f"confirmation round: {decision.rounds} interleaved rounds against the default"
+            how = f"confirmation round: {decision.rounds} interleaved rounds{loads} against the default"
         elif winner.paired:
-            how = "sweep only, unconfirmed: paired rounds against the default of the winner's batch"
+            how = f"sweep only, unconfirmed: paired rounds{loads} against the default of the winner's batch"
         else:
             how = "sweep only, unconfirmed: against the default measured in the winner's batch"
-        return {"name": f"{self.objective} speedup", "speedup": decision.speedup, "measured": how}
+        times = decision.times or {}
+        return {"name": f"{self.objective} speedup", "speedup": decision.speedup,
+                "low": None if decision.default_won else decision.low,
+                "high": None if decision.default_won else decision.high, "measured": how,
+                "default_ms": times.get(self.default.route_id), "winner_ms": times.get(winner.route_id),
+                "host": self.host_note()}
+
+    def host_note(self) -> str | None:
+        """Said when the default's call is host-bound (the host spends 80% or more of a call issuing
+        it): then a win comes from removing launch overhead, and its size depends on the serving
+        host's CPU, not on the GPU alone."""
+        m = self.default.measurements
+        if m is None or not m.host_bound:
+            return None
+        host = self.default.host
+        where = f" on {host.cpu_model}" if host and host.cpu_model else ""
+        winner = self.winner.measurements
+        after = (f"; the winner's host CPU time is {winner.host_cpu_ms:.4g} of its {winner.throughput_ms:.4g} ms"
+                 if winner and winner.host_cpu_ms is not None and self.winner is not self.default else "")
+        return (f"the default is host-bound{where}: its host CPU time is {m.host_cpu_ms:.4g} of its "
+                f"{m.throughput_ms:.4g} ms a call{after}. A win here comes from launch overhead and depends on the "
+                f"serving host's CPU")
+
+    def headline_text(self) -> str:
+        """The headline as one line: `gpuTime speedup 1.283x (95% 1.21-1.36; how)`."""
+        h = self.headline()
+        interval = f"95% {h['low']:.3f}-{h['high']:.3f}; " if h["low"] is not None and h["high"] is not None else ""
+        return f"{h['name']} {h['speedup']:.3f}x ({interval}{h['measured']})"
 
     def summary(self) -> dict:
         """The result as plain data, for reports, provenance and the status (unrounded: round when shown)."""
@@ -122,7 +156,10 @@ class Decided:
         return {
             "objective": self.objective, "headline": self.headline(),
             "sweep_speedup": None if decision.default_won else winner.speedup,
-            "confirm_rounds": decision.rounds or None,
+            "speedup_low": None if decision.default_won else decision.low,
+            "speedup_high": None if decision.default_won else decision.high,
+            "confirm_rounds": decision.rounds or None, "loads": decision.loads or None,
+            "times": decision.times or None,
             "noise_margin": decision.margin, "versions": versions.wire() if versions else None,
             "default_id": self.default.route_id, "default_ms": self.default.median_ms,
             "winner_id": winner.route_id, "winner_route": winner.route, "winner_ms": winner.median_ms,
@@ -162,7 +199,7 @@ def _open(batches: Sequence[Batch], observed: Observed) -> tuple[Batch, ...]:
 def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
-    space = build_space(observed.knobs, spec.knobs, dict(spec.pinned))
+    space = build_space(observed.knobs, spec.knobs, dict(spec.pinned), spec.measure_uncompiled)
     stage1 = plan_stage1(spec.mode, space, dict(spec.pinned), spec.max_routes)
     default = stage1[0]
     planned = list(stage1)
@@ -221,7 +258,8 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
             cut.append("the run's deadline passed before the confirmation round: the winner comes from the "
                        "sweep alone")
         else:
-            return RunConfirmation(name, candidates, default_entry, spec.confirm_rounds, len(planned))
+            return RunConfirmation(name, candidates, default_entry, spec.confirm_rounds, len(planned),
+                                   spec.confirm_loads)
     return Decided(decision, default_entry, tuple(measured), len(planned), "; ".join(cut) or None, tuple(notes))
 
 

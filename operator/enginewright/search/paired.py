@@ -1,5 +1,17 @@
 """Paired rounds: a route timed against the default right next to it, until the comparison is decided.
 
+The load is the unit. An engine loaded again (fresh allocations, a fresh process) can run lastingly
+apart from its twin for the whole of that load, so rounds within one load are not independent
+samples of the route: each engine is loaded several times (`timing.loads`), every round times every
+load of both engines interleaved, and the ratio's interval comes from the spread across loads
+(`compare`): the difference of the engines' mean log times over their loads, with a standard error
+from the pooled variance of the loads' means around their engine's mean (a one-way random-effects
+model whose load variance is shared by the engines of one model on one host, so the spread of
+every engine measured beside it, the default's loads included, sharpens the estimate; `Spread`).
+Round-to-round noise is inside each load's mean, so it is counted too; a drift of the host within a
+round hits every load alike and cancels. With one load of each and nothing to pool, the interval
+falls back to the per-round ratios of the two loads (the rounds as samples), as before loads.
+
 Each round times the default and the route together on the same device (in the worker, interleaved in
 blocks within one process; who goes first in `round_order`), so drift of the host
 hits both; the route's time is judged by the
@@ -13,10 +25,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from typing import Callable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
 
 from enginewright.api.cache import Paired
-from enginewright.search.winner import t_quantile
+from enginewright.search.stats import t_quantile
 
 LEVEL = 0.95  # two-sided confidence of the ratio's interval
 
@@ -31,6 +44,170 @@ def interval(route_ms: Sequence[float], default_ms: Sequence[float]) -> tuple[fl
         return math.exp(mean), 0.0, math.inf
     half = t_quantile(1 - (1 - LEVEL) / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
     return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+LOAD_MARK = "@"  # a load's key: "<engine>@<n>" for the n-th load (n >= 2); the first load is "<engine>"
+
+
+def load_key(engine: str, index: int) -> str:
+    """The key of the `index`-th load (0-based) of `engine` in a round's times."""
+    return engine if index == 0 else f"{engine}{LOAD_MARK}{index + 1}"
+
+
+def engine_of(key: str) -> str:
+    """The engine a load's key names (also the twin keys `<id>~2` of confirmations before loads)."""
+    for mark in (LOAD_MARK, "~"):
+        head, found, tail = key.rpartition(mark)
+        if found and tail.isdigit():
+            return head
+    return key
+
+
+def by_engine(times: Mapping[str, Sequence[float]]) -> dict[str, list[list[float]]]:
+    """Per-round times by load key -> each engine's loads (lists of per-round ms), in key order."""
+    engines: dict[str, list[list[float]]] = {}
+    for key, values in times.items():
+        engines.setdefault(engine_of(key), []).append(list(values))
+    return engines
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How far the loads of engines sit from their engine's mean: the sum of squares of each load's
+    mean log time around its engine's mean, and its degrees of freedom (loads - 1 per engine).
+    Sums of several engines pool them (`+`)."""
+
+    squares: float = 0.0
+    df: int = 0
+
+    def __add__(self, other: Spread) -> Spread:
+        return Spread(self.squares + other.squares, self.df + other.df)
+
+    @property
+    def variance(self) -> float:
+        return self.squares / self.df if self.df else math.nan
+
+    @classmethod
+    def of(cls, loads: Sequence[Sequence[float]]) -> Spread:
+        means = [_mean_log(values) for values in loads]
+        if len(means) < 2:
+            return cls()
+        centre = statistics.fmean(means)
+        return cls(sum((m - centre) ** 2 for m in means), len(means) - 1)
+
+
+def _mean_log(values: Sequence[float]) -> float:
+    return statistics.fmean(math.log(v) for v in values)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Engine A against engine B, timed in the same interleaved rounds."""
+
+    ratio: float  # A/B: the geometric mean over A's loads and rounds over B's
+    low: float  # its 95% interval (two-sided)
+    high: float
+    a_ms: float  # A's geometric-mean time per call over its loads and rounds
+    b_ms: float
+    loads: tuple[int, int]  # loads of A and of B
+    df: int  # degrees of freedom of the interval (0: the rounds of one load each)
+    spread: float  # the standard deviation of one load's mean log time (nan: one load each)
+    round_share: float  # the share of the load variance that round-to-round noise explains
+
+    @property
+    def by_loads(self) -> bool:
+        return self.df > 0
+
+
+def compare(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], prior: Spread = Spread(),
+            level: float = LEVEL, sided: int = 2) -> Comparison:
+    """A's loads against B's (each a list of per-round ms, every load timed in the same rounds),
+    with a `level` interval (`sided` 2: two-sided; 1: the bound is the upper one, returned as
+    `high`) from the spread across loads, pooled with `prior` (other engines measured on the same
+    model and host). With one load of each and no prior: the per-round ratios of the two loads."""
+    rounds = {len(values) for values in [*a, *b]}
+    if not a or not b or len(rounds) != 1 or 0 in rounds:
+        raise ValueError(f"a comparison needs loads timed in the same, non-zero number of rounds (got "
+                         f"{sorted(len(v) for v in [*a, *b])})")
+    a_mean = statistics.fmean(_mean_log(v) for v in a)
+    b_mean = statistics.fmean(_mean_log(v) for v in b)
+    a_ms, b_ms = math.exp(_mean_of_rounds(a)), math.exp(_mean_of_rounds(b))
+    diff = a_mean - b_mean
+    pooled = Spread.of(a) + Spread.of(b) + prior
+    share = _round_share(a, b, pooled)
+    if pooled.df == 0:
+        if len(a[0]) < 2:
+            return Comparison(math.exp(diff), 0.0, math.inf, a_ms, b_ms, (len(a), len(b)), 0, math.nan, math.nan)
+        logs = [math.log(x / y) for x, y in zip(a[0], b[0])]
+        half = _quantile(level, sided, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        return _comparison(diff, half, sided, a_ms, b_ms, (1, 1), 0, math.nan, share)
+    error = math.sqrt(pooled.variance * (1 / len(a) + 1 / len(b)))
+    half = _quantile(level, sided, pooled.df) * error
+    return _comparison(diff, half, sided, a_ms, b_ms, (len(a), len(b)), pooled.df, math.sqrt(pooled.variance), share)
+
+
+def _comparison(diff, half, sided, a_ms, b_ms, loads, df, spread, share) -> Comparison:
+    low = math.exp(diff - half) if sided == 2 else 0.0
+    return Comparison(math.exp(diff), low, math.exp(diff + half), a_ms, b_ms, loads, df, spread, share)
+
+
+def _quantile(level: float, sided: int, df: int) -> float:
+    return t_quantile(1 - (1 - level) / sided, df)
+
+
+def _mean_of_rounds(loads: Sequence[Sequence[float]]) -> float:
+    return statistics.fmean(math.log(v) for values in loads for v in values)
+
+
+def _round_share(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], pooled: Spread) -> float:
+    """How much of one load's mean-time variance is round-to-round noise (the rest lasts for the
+    load): the within-load variance of round-centred log times over the rounds, against the pooled
+    variance. Near 0: more rounds cannot narrow the interval, only more loads can."""
+    loads = [*a, *b]
+    count = len(loads[0])
+    if count < 2 or not pooled.df or not pooled.variance:
+        return math.nan
+    centres = [statistics.fmean(math.log(values[r]) for values in loads) for r in range(count)]
+    within = statistics.fmean(statistics.variance([math.log(values[r]) - centres[r] for r in range(count)])
+                              for values in loads)
+    return min(1.0, within / count / pooled.variance)
+
+
+def stop_after(comparison: Comparison, rounds: int, *, margin: float, precision: float, min_rounds: int,
+               max_rounds: int) -> str | None:
+    """Why to stop adding rounds now (or None): the interval lies wholly below the noise-margin line
+    (`faster`) or wholly above it (`not-faster`), is within +-precision (`precise`), is made almost
+    wholly of lasting per-load offsets so that more rounds would not narrow it (`loads`: a fifth or
+    less of it is round noise), or the rounds reached `max_rounds`."""
+    if rounds < min_rounds:
+        return None
+    line = 1.0 - margin
+    if comparison.high < line:
+        return "faster"
+    if comparison.low > line:
+        return "not-faster"
+    if comparison.high / max(comparison.low, 1e-300) <= (1.0 + precision) ** 2:
+        return "precise"
+    if comparison.by_loads and comparison.round_share <= 0.2:
+        return "loads"
+    if rounds >= max_rounds:
+        return "max-rounds"
+    return None
+
+
+def rounds_until(time_round: Callable[[int], Mapping[str, float]],
+                 stop: Callable[[dict[str, list[float]]], str | None]) -> tuple[dict[str, list[float]], str]:
+    """Rounds `time_round(index)` (each engine load's ms per call in round `index`) until
+    `stop(times so far)` gives a reason; returns the times by key and that reason."""
+    times: dict[str, list[float]] = {}
+    index = 0
+    while True:
+        for key, ms in time_round(index).items():
+            times.setdefault(key, []).append(ms)
+        index += 1
+        reason = stop(times)
+        if reason:
+            return times, reason
 
 
 def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margin: float, precision: float,
@@ -93,6 +270,17 @@ def one_after_the_other(time_default: Callable[[], float],
 
 
 def summarise(route_ms: Sequence[float], default_ms: Sequence[float], stopped: str) -> Paired:
+    """One load of each: the per-round ratios' geometric mean and interval."""
     ratio, low, high = interval(route_ms, default_ms)
     return Paired(ratio=ratio, low=low, high=high if math.isfinite(high) else ratio, rounds=len(route_ms),
                   stopped=stopped)
+
+
+def summarise_loads(comparison: Comparison, rounds: int, stopped: str) -> Paired:
+    """The route's loads against the default's: ratio, interval, and what they stand on."""
+    c = comparison
+    return Paired(ratio=c.ratio, low=c.low, high=c.high if math.isfinite(c.high) else c.ratio, rounds=rounds,
+                  stopped=stopped, loads=c.loads[0], default_loads=c.loads[1], df=c.df,
+                  route_ms=c.a_ms, default_ms=c.b_ms,
+                  load_spread=None if math.isnan(c.spread) else c.spread,
+                  round_share=None if math.isnan(c.round_share) else c.round_share)

@@ -39,13 +39,15 @@ class Batch:
 
 
 def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, Sequence[str]]] = (),
-                pinned: dict[str, str] | None = None) -> list[SpaceKnob]:
+                pinned: dict[str, str] | None = None, measure_exclusive: bool = True) -> list[SpaceKnob]:
     """The compiler's knobs intersected with what the user asked for.
 
-    Nothing requested = every sweepable knob the compiler reports (pinned ones excluded, and exclusive
-    ones when anything is pinned: they would drop the pins). A knob the
-    compiler does not know, a value it does not allow, or an open-ended knob without values is an
-    error that names the knob.
+    Nothing requested = every sweepable knob the compiler reports (pinned ones excluded). Exclusive
+    knobs (Inductor's `compile=false`: not compiling at all) are measured whatever was requested, as
+    the default is, unless `measure_exclusive` is off or the knob is pinned: their routes stand alone
+    (they ignore every other setting, pins included; `exclusive_route`). A knob the compiler does not
+    know, a value it does not allow, or an open-ended knob without values is an error that names the
+    knob.
     """
     pinned = pinned or {}
     requested = list(requested)
@@ -55,15 +57,11 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
     exclusive = [f"{n}={v}" for n, v in pinned.items() if by_name[n].exclusive and v != by_name[n].default]
     if exclusive and len(pinned) > 1:
         raise PlanError(f"spec.search.pinned: {exclusive[0]} ignores every other setting; pin it alone")
-    for name, _ in requested:
-        if name in by_name and by_name[name].exclusive and pinned:
-            raise PlanError(f"spec.search.knobs: knob {name!r} ignores every other setting, so it cannot be "
-                            f"swept with pinned knobs ({', '.join(sorted(pinned))})")
     space = []
     if not requested:
         for knob in compiler_knobs:
-            if knob.exclusive and pinned:
-                continue  # its other values ignore every other setting, pinned ones included
+            if knob.exclusive and not measure_exclusive:
+                continue
             if knob.sweepable and knob.name not in pinned and len(knob.values) > 1:
                 values = (knob.default,) + tuple(v for v in knob.values if v != knob.default)
                 space.append(SpaceKnob(knob.name, knob.default, values, knob.exclusive))
@@ -76,7 +74,19 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
         knob = by_name[name]
         ordered = (knob.default,) + tuple(dict.fromkeys(v for v in values if v != knob.default))
         space.append(SpaceKnob(name, knob.default, ordered, knob.exclusive))
+    named = {name for name, _ in requested}
+    for knob in compiler_knobs:  # not compiling is a route: measured unless left out or pinned
+        if (knob.exclusive and measure_exclusive and knob.sweepable and knob.name not in named
+                and knob.name not in pinned and len(knob.values) > 1):
+            space.append(SpaceKnob(knob.name, knob.default, (knob.default,) + tuple(
+                v for v in knob.values if v != knob.default), True))
     return space
+
+
+def exclusive_route(knob: SpaceKnob, value: str) -> Route:
+    """The route of an exclusive knob's other value: that setting alone (it ignores every other one,
+    pinned knobs included: Inductor's compile=false runs no compiler to pin options of)."""
+    return Route.of({knob.name: value}, {knob.name: knob.default})
 
 
 def _check_value(by_name: dict[str, Knob], name: str, value: str, where: str) -> None:
@@ -106,7 +116,8 @@ def plan_fast(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
     routes = [baseline(pinned, space)]
     for knob in space:
         for value in knob.alternatives:
-            routes.append(Route.of({**pinned, knob.name: value}, defaults))
+            routes.append(exclusive_route(knob, value) if knob.exclusive
+                          else Route.of({**pinned, knob.name: value}, defaults))
     _check_budget("fast", len(routes), max_routes)
     return routes
 
@@ -127,7 +138,9 @@ def plan_full(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
     routes = []
     for combo in itertools.product(*(k.values for k in space)):
         changed = [k for k, value in zip(space, combo) if value != k.default]
-        if len(changed) > 1 and any(k.exclusive for k in changed):
+        if any(k.exclusive for k in changed):
+            if len(changed) == 1:
+                routes.append(exclusive_route(changed[0], combo[space.index(changed[0])]))
             continue
         routes.append(Route.of({**pinned, **{k.name: v for k, v in zip(space, combo)}}, defaults))
     return routes

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from enginewright.api.cache import CacheEntry
+from enginewright.search.paired import Spread, by_engine, compare
 from enginewright.search.planners import clearly_faster, entry_speedup
+from enginewright.search.stats import t_cdf, t_quantile  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -23,6 +25,10 @@ class Decision:
     confirmed: bool = False
     ratios: dict[str, float] = field(default_factory=dict)
     rounds: int = 0  # confirmation rounds behind a confirmed decision
+    low: float | None = None  # the speedup's 95% interval (across loads), when it was measured
+    high: float | None = None
+    loads: int = 0  # loads of each engine behind a confirmed decision (0: rounds of one load each)
+    times: dict[str, float] = field(default_factory=dict)  # ms per call of each engine in the rounds decided on
 
     @property
     def default_won(self) -> bool:
@@ -64,10 +70,15 @@ def choose_winner(entries: Sequence[CacheEntry], default_id: str, margin: float)
         best = clear[0]
         how = ("paired with the default in its batch, the whole interval" if best.paired
                else "against its batch's default")
+        paired = best.paired
         return Decision(best.route_id, default_id, entry_speedup(best, default.median_ms), margin,
                         f"route {best.route or '(default)'} is {entry_speedup(best, default.median_ms):.3f}x the "
                         f"default in the sweep ({how} beyond the {margin:.1%} noise margin); unconfirmed: "
-                        f"no confirmation round decided")
+                        f"no confirmation round decided",
+                        low=1.0 / paired.high if paired else None, high=1.0 / paired.low if paired else None,
+                        loads=(paired.loads or 1) if paired else 0,
+                        times={default_id: paired.default_ms or default.median_ms,
+                               best.route_id: paired.route_ms or best.median_ms} if paired else {})
     return Decision(default_id, default_id, 1.0, margin,
                     "no route beat the default route beyond the noise margin" if ranked
                     else "no other route passed")
@@ -79,51 +90,6 @@ def strict_winner(entries: Sequence[CacheEntry], default_id: str) -> str:
     return min(passed, key=lambda e: (e.median_ms, e.route_id)).route_id
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (Lentz's method)."""
-    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-12:
-            break
-    return h
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
-
-
-def t_cdf(t: float, df: int) -> float:
-    """Student t cumulative distribution function."""
-    tail = 0.5 * _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t > 0 else tail
-
-
-def t_quantile(p: float, df: int) -> float:
-    """Upper quantile: the t with P(T <= t) = p (bisection; p in (0.5, 1))."""
-    lo, hi = 0.0, 1000.0
-    for _ in range(100):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
-    return (lo + hi) / 2
-
-
 def twin(default_id: str) -> str:
     """The key of the default engine's second process in a confirmation round."""
     return f"{default_id}~2"
@@ -132,22 +98,68 @@ def twin(default_id: str) -> str:
 def confirm(rounds: dict[str, Sequence[float]], default_id: str, margin: float) -> Decision:
     """Decide from an interleaved confirmation round.
 
-    `rounds[route_id][i]` is the route's time in round i; every route was measured in every round,
-    interleaved on one device. The default may be held by a second process too (key
-    `<default_id>~2`): then each candidate is judged against both processes, because one process
-    can run lastingly faster than another holding the identical engine (the H200 A/A test saw 17%).
-    For each candidate and default process the paired ratio candidate/default per round is taken;
-    the rule: a candidate is confirmed when, against every default process, the geometric mean of
-    its ratios is below 1 - margin AND the one-sided Student-t upper confidence bound of the mean
-    log-ratio is below 0 at a 95% family-wise level (Bonferroni over the candidates: each at
-    1 - 0.05/k). The confirmed candidate with the lowest ratio wins; otherwise the default. The
-    speedup reported is against the geometric mean of the default processes, round by round. (A
-    bootstrap bound was tried first: with 5 rounds it declared 11% false winners on an A/A test.)
+    `rounds[key][i]` is a load's time in round i, keys `search.paired.load_key(route_id, n)`; every
+    load was measured in every round, interleaved on one device. Each engine (the default and each
+    candidate) was loaded several times: a candidate is confirmed when its geometric-mean time over
+    its loads is below (1 - margin) times the default's, AND the one-sided Student-t upper bound of
+    the difference of mean log times, with the standard error from the spread across loads pooled
+    over every engine of the round, is below 0 at a 95% family-wise level (Bonferroni over the
+    candidates: each at 1 - 0.05/k). So one lucky load (an engine loaded again can run lastingly
+    apart from its twin) cannot make a winner. The confirmed candidate with the lowest ratio wins;
+    otherwise the default. The speedup is the default's geometric-mean time over the winner's, with
+    its two-sided 95% interval. Rounds of one load per engine (saved before loads, or `loads: 1`) are
+    judged by `confirm_by_rounds`, the rule before loads.
     """
-    defaults = [list(rounds[key]) for key in (default_id, twin(default_id)) if key in rounds]
-    n = len(defaults[0])
+    engines = by_engine(rounds)
+    if default_id not in engines:
+        raise ValueError(f"a confirmation round needs the default {default_id} (got {sorted(engines)})")
+    candidates = {k: v for k, v in engines.items() if k != default_id}
+    n = len(engines[default_id][0])
     if n < 2:
         raise ValueError(f"a confirmation round needs at least 2 rounds (got {n})")
+    for route_id, loads in engines.items():
+        if any(len(values) != n for values in loads):
+            raise ValueError(f"route {route_id} has {[len(v) for v in loads]} rounds, the default {n}")
+    if all(len(loads) == 1 for loads in candidates.values()) and len(engines[default_id]) <= 2:
+        return confirm_by_rounds(rounds, default_id, margin)
+    default = engines[default_id]
+    level = 1.0 - 0.05 / max(1, len(candidates))
+    ratios: dict[str, float] = {}
+    bounds: dict[str, tuple[float, float]] = {}
+    times = {}
+    confirmed: list[tuple[float, str]] = []
+    for route_id, loads in candidates.items():
+        others = sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread())
+        one_sided = compare(loads, default, prior=others, level=level, sided=1)
+        both = compare(loads, default, prior=others)
+        ratios[route_id] = one_sided.ratio
+        bounds[route_id] = (both.low, both.high)
+        times[route_id], times[default_id] = both.a_ms, both.b_ms
+        if one_sided.ratio < 1.0 - margin and one_sided.high < 1.0:
+            confirmed.append((one_sided.ratio, route_id))
+    count = len(default)
+    if confirmed:
+        geo, best = min(confirmed)
+        low, high = 1.0 / bounds[best][1], 1.0 / bounds[best][0]
+        return Decision(best, default_id, 1.0 / geo, margin,
+                        f"confirmed over {n} interleaved rounds of {count} loads each: {1 / geo:.3f}x the default "
+                        f"(95% {low:.3f}-{high:.3f} across loads; the 95% upper bound of its time ratio is below 1 "
+                        f"and its ratio below the {margin:.1%} noise margin)",
+                        confirmed=True, ratios=ratios, rounds=n, low=low, high=high, loads=count,
+                        times={default_id: times[default_id], best: times[best]})
+    return Decision(default_id, default_id, 1.0, margin,
+                    f"no candidate was confirmed faster than the default over {n} interleaved rounds of {count} "
+                    f"loads each", confirmed=True, ratios=ratios, rounds=n, loads=count,
+                    times={default_id: times[default_id]} if times else {})
+
+
+def confirm_by_rounds(rounds: dict[str, Sequence[float]], default_id: str, margin: float) -> Decision:
+    """The rule before loads, for rounds of one load per engine (the default possibly twice, key
+    `<default_id>~2`): a candidate is confirmed when, against every default load, the geometric mean
+    of its per-round ratios is below 1 - margin AND the one-sided Student-t upper bound of the mean
+    log-ratio over rounds is below 0 at a 95% family-wise level (Bonferroni over the candidates)."""
+    defaults = [list(rounds[key]) for key in (default_id, twin(default_id)) if key in rounds]
+    n = len(defaults[0])
     candidates = {k: v for k, v in rounds.items() if k not in (default_id, twin(default_id))}
     level = 1.0 - 0.05 / max(1, len(candidates))
     quantile = t_quantile(level, n - 1)
@@ -155,8 +167,6 @@ def confirm(rounds: dict[str, Sequence[float]], default_id: str, margin: float) 
     ratios: dict[str, float] = {}
     confirmed: list[tuple[float, str]] = []
     for route_id, times in candidates.items():
-        if len(times) != n or any(len(d) != n for d in defaults):
-            raise ValueError(f"route {route_id} has {len(times)} rounds, the default {n}")
         ratios[route_id] = math.exp(statistics.fmean(math.log(t / b) for t, b in zip(times, combined)))
         beats_all = True
         for base in defaults:
@@ -166,7 +176,7 @@ def confirm(rounds: dict[str, Sequence[float]], default_id: str, margin: float) 
             beats_all &= math.exp(mean) < 1.0 - margin and upper < 0.0
         if beats_all:
             confirmed.append((ratios[route_id], route_id))
-    against = "both default processes" if len(defaults) > 1 else "the default"
+    against = "both loads of the default" if len(defaults) > 1 else "the default"
     if confirmed:
         geo, best = min(confirmed)
         return Decision(best, default_id, 1.0 / geo, margin,

@@ -13,10 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import select
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -26,12 +28,12 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from enginewright import failpoints
-from enginewright.api.cache import CacheEntry, Measurements, Outcome, Versions, now_iso
+from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Versions, now_iso
 from enginewright.api.models import Timing
 from enginewright.backends.base import stats_of
-from enginewright.search.paired import alternate, round_order, stop_reason, summarise
+from enginewright.search.paired import (Spread, compare, engine_of, load_key, round_order, rounds_until, stop_after,
+                                       summarise_loads)
 from enginewright.search.routes import Route
-from enginewright.search.winner import twin
 from enginewright.worker.child import ChildRequest
 from enginewright.worker.quiet import wait_quiet
 from enginewright.store.layout import RunKeys
@@ -196,6 +198,7 @@ class Worker:
 
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx
+        self._spread = Spread()  # lasting per-load spread of the routes measured so far (pooled)
 
     # ------------------------------------------------------------------ store
     def existing(self) -> dict[str, CacheEntry]:
@@ -244,14 +247,17 @@ class Worker:
             "engine_sha256": hashlib.sha256(engine).hexdigest(), "engine_size": len(engine)}), engine_path)
 
     def load(self, built: Built, key: str) -> tuple[CacheEntry, "Server | None"]:
-        """Load the built engine in a fresh serving process and check its accuracy there. Returns the
-        entry so far and the warm server (None when loading failed; the entry says why)."""
+        """Load the built engine in a fresh serving process, check its accuracy there, then load it
+        `timing.loads` times more for timing (`load_more`). Returns the entry so far and the warm
+        server (None when loading failed; the entry says why)."""
         entry = built.entry
         if built.engine_path is None:
             return entry, None
-        server = Server(self.ctx, key, built.engine_path, built.engine_path.parent / "serve", references=True)
+        server = Server(self.ctx, primer(key), built.engine_path, built.engine_path.parent / "serve",
+                        references=True)
         try:
             ready = server.start(self._budget(entry))
+            self.load_more(server, key, built.engine_path, self._budget(entry))
         except ServerFailed as failed:
             server.close()
             return failed_entry(entry, failed.outcome, failed.error), None
@@ -260,43 +266,62 @@ class Worker:
             raise
         return self._loaded(entry, ready), server
 
+    def load_more(self, server: "Server", key: str, engine: Path, timeout: float, loads: int | None = None) -> list[str]:
+        """Load `engine` `loads` (default `timing.loads`) more times into `server`, unchecked, as keys
+        `search.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
+        (its `primer`, which the accuracy check ran on) is never timed: on the H200 it ran ~5%
+        slower than every later load of the same bytes for its whole life (bench/load_effects.py), so
+        a default timed on its first load would hand every route a false ~5% win."""
+        keys = [load_key(key, i) for i in range(loads or self.ctx.timing.loads)]
+        for k in keys:
+            server.add(k, engine, engine.parent / "serve" / f"load-{k}", timeout, check=False)
+        return keys
+
     def _loaded(self, entry: CacheEntry, ready: dict) -> CacheEntry:
-        """The entry of an engine that loaded: versions, how it loaded, its accuracy."""
+        """The entry of an engine that loaded: versions, the host, how it loaded, its accuracy."""
         versions = Versions.model_validate(ready["versions"])
         if os.environ.get("NODE_NAME"):
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-        update = {"versions": versions, "loss": ready.get("loss"), "load_info": ready.get("load_info"),
-                  "objective": self.ctx.timing.objective.value}
+        update = {"versions": versions, "host": this_host(), "loss": ready.get("loss"),
+                  "load_info": ready.get("load_info"), "objective": self.ctx.timing.objective.value}
         if not ready.get("passed", True):
             update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
         return entry.model_copy(update=update)
 
     def measure_default(self, built: Built, timed: bool = True) -> tuple[CacheEntry, "Server | None"]:
-        """Load the default engine, check it, and (`timed`: for the batch that writes its entry) time
-        it alone for `min_rounds` rounds. The server stays loaded: every route of the batch is timed
-        against it."""
+        """Load the default engine (its primer, checked, and `timing.loads` timed loads) and, `timed`
+        (for the batch that writes its entry), time its loads against each other for `min_rounds`
+        interleaved rounds. The server stays loaded: every route of the batch is timed against it."""
         entry, server = self.load(built, "default")
         if server is None or not timed:
             return entry, server
         started = time.monotonic()
+        keys = [load_key("default", i) for i in range(self.ctx.timing.loads)]
+        def time_round(index: int) -> dict[str, float]:
+            order = round_order(keys, index)
+            return dict(zip(order, server.interleave(order, self._budget(entry))))
         try:
-            times = [server.time(self._budget(entry)) for _ in range(self.ctx.timing.min_rounds)]
-            measurements = server.measurements(self._budget(entry))
+            times, _ = rounds_until(time_round, lambda t: "enough" if len(t[keys[0]]) >= self.ctx.timing.min_rounds
+                                    else None)
+            measurements = server.measurements(self._budget(entry), key=keys[0])
         except ServerFailed as failed:
             server.close()
             return failed_entry(entry, failed.outcome, failed.error), None
         except BaseException:
             server.close()
             raise
-        timing = stats_of(times, n=len(times) * server.calls)
+        per_round = round_means([times[k] for k in keys])
+        timing = stats_of(per_round, n=len(per_round) * server.calls_of[keys[0]] * len(keys))
         return entry.model_copy(update={"timing": timing, "baseline_ms": timing.median_ms,
                                         "measurements": measurements, "finished_at": now_iso(),
                                         "measure_seconds": round(time.monotonic() - started, 3)}), server
 
     def measure_paired(self, built: Built, default: "Server") -> CacheEntry:
-        """Load the route's engine into the default's serving process, check it, then time the two in
-        paired rounds, each interleaved in blocks on that process's one thread (`Server.interleave`),
-        until `search.paired.stop_reason` places the route, and unload it. A rejected route is timed
+        """Load the route's engine into the default's serving process (a primer, checked, then
+        `timing.loads` timed loads), then time every load of both in paired rounds, each round
+        interleaved in blocks on that process's one thread (`Server.interleave`), until
+        `search.paired.stop_after` places the route on the spread across loads (pooled with the loads
+        of the routes measured before it in this batch), and unload it. A rejected route is timed
         for `min_rounds` rounds only (for the report's time-vs-loss plot). A failure while the route
         is loaded is the route's — the process is closed with whatever the route left in it, and the
         batch loads the default again for the next route (a default that then fails to load fails the
@@ -306,6 +331,9 @@ class Worker:
         if built.engine_path is None:
             return entry.model_copy(update={"finished_at": now_iso()})
         limit = time.monotonic() + self._budget(entry)  # the whole measurement: load to last round
+        defaults = [load_key("default", i) for i in range(timing.loads)]
+        routes = [load_key(ROUTE, i) for i in range(timing.loads)]
+        keys = [k for pair in zip(defaults, routes) for k in pair]  # D R D@2 R@2 ...: engines alternate
 
         def left() -> float:
             remaining = min(limit - time.monotonic(), ctx.time_left())
@@ -314,24 +342,32 @@ class Worker:
                                                     f"timeout or the run's deadline")
             return remaining
 
-        def time_round(default_first: bool) -> tuple[float, float]:
-            keys = [default.key, ROUTE] if default_first else [ROUTE, default.key]
-            times = dict(zip(keys, default.interleave(keys, left())))
-            return times[ROUTE], times[default.key]
+        def time_round(index: int) -> dict[str, float]:
+            order = round_order(keys, index)
+            return dict(zip(order, default.interleave(order, left())))
 
-        def stop(route_ms: list[float], default_ms: list[float]) -> str | None:
+        def comparison(times: dict[str, list[float]]):
+            return compare([times[k] for k in routes], [times[k] for k in defaults], prior=self._spread)
+
+        def stop(times: dict[str, list[float]]) -> str | None:
+            count = len(times[routes[0]])
             if entry.outcome is Outcome.accuracy_rejected:
-                return "rejected" if len(route_ms) >= timing.min_rounds else None
-            return stop_reason(route_ms, default_ms, margin=ctx.noise_margin, precision=timing.precision,
-                               min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+                return "rejected" if count >= timing.min_rounds else None
+            if count < timing.min_rounds:
+                return None
+            return stop_after(comparison(times), count, margin=ctx.noise_margin, precision=timing.precision,
+                              min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+        loaded = []
         try:
-            entry = self._loaded(entry, default.add(ROUTE, built.engine_path, built.engine_path.parent / "serve",
-                                                    left()))
+            entry = self._loaded(entry, default.add(primer(ROUTE), built.engine_path,
+                                                    built.engine_path.parent / "serve", left()))
+            loaded.append(primer(ROUTE))
+            loaded += self.load_more(default, ROUTE, built.engine_path, left())
             started = time.monotonic()
-            route_ms, default_ms, stopped = alternate(time_round, stop)
-            calls = default.calls_of[ROUTE]
+            times, stopped = rounds_until(time_round, stop)
+            calls = default.calls_of[routes[0]]
             try:
-                measurements = default.measurements(left(), key=ROUTE)
+                measurements = default.measurements(left(), key=routes[0])
             except ServerFailed as failed:
                 if failed.outcome is not Outcome.timeout:
                     raise
@@ -339,7 +375,7 @@ class Worker:
                 measurements = None
         except ServerFailed as failed:
             default.close()
-            if failed.engine is not None and failed.engine != ROUTE:
+            if failed.engine is not None and engine_of(failed.engine) != ROUTE:
                 # The default's own call raised: the batch's failure (the Job's retry, or a rerun of
                 # `tune`, resumes after the routes already written), not the route's.
                 raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
@@ -349,13 +385,19 @@ class Worker:
             raise
         if default.proc is not None:
             try:
-                default.drop(ROUTE, 60)
+                for key in loaded:
+                    default.drop(key, 60)
             except ServerFailed:
                 default.close()  # (the batch loads the default again for the next route)
+        result = comparison(times)
+        if entry.outcome is Outcome.ok:
+            self._spread = self._spread + Spread.of([times[k] for k in routes])
+        route_rounds = round_means([times[k] for k in routes])
         return entry.model_copy(update={
-            "timing": stats_of(route_ms, n=len(route_ms) * calls), "baseline_ms": stats_of(default_ms).median_ms,
-            "paired": summarise(route_ms, default_ms, stopped), "measurements": measurements,
-            "measure_seconds": round(time.monotonic() - started, 3), "finished_at": now_iso()})
+            "timing": stats_of(route_rounds, n=len(route_rounds) * calls * len(routes)),
+            "baseline_ms": result.b_ms, "paired": summarise_loads(result, len(route_rounds), stopped),
+            "measurements": measurements, "measure_seconds": round(time.monotonic() - started, 3),
+            "finished_at": now_iso()})
 
     def _budget(self, entry: CacheEntry) -> float:
         """Seconds one step of a route's measurement may take: its route timeout less its build."""
@@ -472,10 +514,11 @@ class Worker:
         return server
 
     # ------------------------------------------------------------------ confirmation
-    def confirm(self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int) -> dict[str, list[float]]:
+    def confirm(self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int,
+                loads: int = 1) -> dict[str, list[float]]:
         """Interleaved re-measurement of the kept engines of `candidates` and of the default, all
-        loaded into one serving process, the default twice (a candidate must beat both copies: two
-        loads of one engine can run apart, as two processes do)."""
+        loaded `loads` times (plus an untimed primer each) into one fresh serving process: a
+        candidate is judged on the spread across loads (`search.winner.confirm`)."""
         ctx = self.ctx
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
@@ -485,21 +528,26 @@ class Worker:
             path = folder / f"{entry.route_id}{ctx.engine_suffix}"
             path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
             engines[entry.route_id] = path
-        engines[twin(default.route_id)] = engines[default.route_id]
-        ctx.say(f"[confirm] {len(candidates)} candidates vs the default (loaded twice), {rounds} "
+        ctx.say(f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, {rounds} "
                 f"interleaved rounds in one process ({ctx.timing.objective.value})")
-        return self.interleave(engines, rounds, folder)
+        return self.interleave(engines, rounds, folder, loads)
 
-    def interleave(self, engines: dict[str, Path], rounds: int, folder: Path) -> dict[str, list[float]]:
-        """Rounds of every engine, all loaded into one serving process and each round interleaved in
-        blocks on its one thread (`Server.interleave`), in `round_order`. Returns per-round times
-        (ms per call) by key."""
-        keys = list(engines)
-        server = Server(self.ctx, keys[0], engines[keys[0]], folder / "serve", references=False)
+    def interleave(self, engines: dict[str, Path], rounds: int, folder: Path, loads: int = 1) -> dict[str, list[float]]:
+        """Rounds of every engine, each loaded `loads` times (after an untimed primer of each) into
+        one serving process, the loads taking turns engine by engine (A B C A@2 B@2 C@2 ...), each
+        round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`.
+        Returns per-round times (ms per call) by load key (`search.paired.load_key`)."""
+        names = list(engines)
+        server = Server(self.ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
         try:
             server.start(self.ctx.route_timeout)
-            for index, key in enumerate(keys[1:], 1):
-                server.add(key, engines[key], folder / "serve" / f"load-{index}", self.ctx.route_timeout, check=False)
+            for name in names[1:]:
+                server.add(primer(name), engines[name], folder / "serve" / f"primer-{name}", self.ctx.route_timeout,
+                           check=False)
+            keys = [load_key(name, i) for i in range(loads) for name in names]
+            for key in keys:
+                server.add(key, engines[engine_of(key)], folder / "serve" / f"load-{key}", self.ctx.route_timeout,
+                           check=False)
             times: dict[str, list[float]] = {key: [] for key in keys}
             for index in range(rounds):
                 order = round_order(keys, index)
@@ -510,6 +558,33 @@ class Worker:
             raise RuntimeError(f"confirmation: {failed.error}") from None
         finally:
             server.close()
+
+
+def primer(key: str) -> str:
+    """The key of an engine's first load in a process: checked for accuracy, never timed."""
+    return f"{key}@primer"
+
+
+def round_means(loads: Sequence[Sequence[float]]) -> list[float]:
+    """Per round, the geometric mean over an engine's loads (ms per call)."""
+    return [math.exp(statistics.fmean(math.log(values[r]) for values in loads)) for r in range(len(loads[0]))]
+
+
+def this_host() -> Host:
+    """The CPU model, CPUs and load of the machine measuring (launch-bound times depend on them)."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:
+        load = None
+    return Host(cpu_model=model, cpus=len(os.sched_getaffinity(0)), load_average=load)
 
 
 class ServerFailed(Exception):

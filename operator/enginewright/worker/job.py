@@ -170,7 +170,8 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
     if missing:
         raise InputError(f"no kept engine for {missing}: a confirmation round needs measured, kept engines")
     spec = request.spec
-    rounds = worker.confirm([entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds)
+    rounds = worker.confirm([entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds,
+                            spec.search.confirm.loads)
     margin = noise_margin(list(entries.values()), spec.search.noise_margin)
     decision = confirm(rounds, default.id, margin)
     result = {"batch": request.batch, "rounds": rounds, "winner_id": decision.winner_id,

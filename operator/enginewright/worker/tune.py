@@ -47,6 +47,8 @@ class TuneOptions:
     noise_margin: float = 0.03
     top_k: int = 3
     confirm_rounds: int = 5
+    confirm_loads: int = 5
+    measure_uncompiled: bool = True
     save_all_engines: bool = False
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
@@ -93,7 +95,8 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
                     pinned=opts.pinned, max_routes=opts.max_routes, routes_per_batch=opts.routes_per_batch,
-                    noise_margin=opts.noise_margin, top_k=opts.top_k, confirm_rounds=opts.confirm_rounds)
+                    noise_margin=opts.noise_margin, top_k=opts.top_k, confirm_rounds=opts.confirm_rounds,
+                    confirm_loads=opts.confirm_loads, measure_uncompiled=opts.measure_uncompiled)
     knobs = backend.knobs()
     confirmations = _saved_confirmations(opts.out)
     ran: set[str] = set()  # batches run by this process: one that still lacks entries is given up
@@ -110,7 +113,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
                 worker.run_batch(batch.routes, batch.stage, batch.name, step.default)
                 ran.add(batch.name)
         elif isinstance(step, RunConfirmation):
-            rounds = worker.confirm(list(step.candidates), step.default, step.rounds)
+            rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads)
             confirmations[step.name] = rounds
             (opts.out / "confirm.json").write_text(json.dumps({"name": step.name, "rounds": rounds}))
             ran.add(step.name)
