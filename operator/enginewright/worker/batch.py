@@ -269,9 +269,10 @@ class Worker:
     def load_more(self, server: "Server", key: str, engine: Path, timeout: float, loads: int | None = None) -> list[str]:
         """Load `engine` `loads` (default `timing.loads`) more times into `server`, unchecked, as keys
         `search.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
-        (its `primer`, which the accuracy check ran on) is never timed: on the H200 it ran ~5%
-        slower than every later load of the same bytes for its whole life (bench/load_effects.py), so
-        a default timed on its first load would hand every route a false ~5% win."""
+        (its `primer`, which the accuracy check ran on) is never timed: on the H200 the first load
+        sat apart from the later loads of the same bytes for its whole life, in one run 2-6% slower
+        than all seven later ones, in another 9% faster (bench/load_effects.py); the default is the
+        first engine of its process, so timing its first load would tilt every route's comparison."""
         keys = [load_key(key, i) for i in range(loads or self.ctx.timing.loads)]
         for k in keys:
             server.add(k, engine, engine.parent / "serve" / f"load-{k}", timeout, check=False)
