@@ -27,6 +27,7 @@ def publish_entry(store: S3Store, model: str, gpu: str, version: str, uid: str, 
     store.put(keys.engine(".ort.tar"), engine)
     store.put(keys.provenance, json.dumps({
         "engine": {"uri": store.uri(keys.engine(".ort.tar")), "sha256": sha, "size": len(engine)},
+        "model": {"sha256": "ab" * 32},
         "accuracy": {"disabled": accuracy_off, "lossPerOutput": None if accuracy_off else {"y": 1e-6}},
         "compiler": {"name": "onnxruntime", "versions": {"compiler": version}},
         "gpu": {"product": gpu}, "run": {"uid": uid}}).encode())
@@ -158,3 +159,23 @@ def test_several_runs_for_the_same_key_newest_best_pinned_validated(cluster, cat
     refused = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--run", "run-new-unchecked",
                     "--require-validated", "--dest", str(tmp_path / "x"))
     assert refused.returncode == EXIT_INCOMPATIBLE and "accuracy was not validated" in refused.stderr
+
+
+def test_an_entry_claiming_another_model_digest_is_never_handed_out(cluster, catalog, tmp_path):
+    """An index entry of model `mlp` whose engine's provenance records another model (a run that tuned
+    something else under this name) is refused: fetch exits 'tampered' and writes nothing."""
+    bucket, store = catalog
+    entry = publish_entry(store, "mlp", "NVIDIA-H200", ORT, "other-model", "10")
+    index = json.loads(store.get("catalog/mlp/index.json"))
+    provenance_key = f"{entry['folder']}/provenance.json"
+    provenance = json.loads(store.get(provenance_key))
+    provenance["model"]["sha256"] = "ef" * 32  # the engine is of another model than the index claims
+    store.put(provenance_key, json.dumps(provenance).encode())
+    dest = tmp_path / "engine"
+    done = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--dest", str(dest))
+    assert done.returncode == EXIT_TAMPERED, done.stderr
+    assert "ab" * 32 in done.stderr and "ef" * 32 in done.stderr
+    assert not dest.exists() or list(dest.iterdir()) == []
+    verified = fetch(cluster, bucket, "catalog", "verify")
+    assert verified.returncode == EXIT_TAMPERED and verified.stdout.startswith("mismatch")
+    assert index["entries"][0]["modelSha256"] == "ab" * 32
