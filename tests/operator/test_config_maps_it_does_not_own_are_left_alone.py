@@ -35,3 +35,16 @@ def test_a_users_config_map_with_the_plan_name_is_not_replaced(cluster, operator
         time.sleep(0.5)
     assert get_json(cluster, "configmap", "victim-plan-cpu", "-n", run_namespace)["data"] == mine["data"]
     operator.assert_clean()
+
+
+def test_a_users_config_map_with_a_cache_shard_name_is_not_replaced(cluster, operator, run_namespace):
+    mine = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shard-cache-cpu-0"},
+            "data": {"keep": "me"}}
+    cluster.kubectl("apply", "-n", run_namespace, "-f", "-", input=json.dumps(mine))
+    apply(cluster, run_namespace, manifest("shard", knobs=KNOB))
+    status = wait_condition(cluster, run_namespace, "shard", "Stalled", 240)
+    stall = condition(status, "Stalled")
+    assert stall["reason"] == "NameTaken" and "shard-cache-cpu-0" in stall["message"], stall
+    kept = get_json(cluster, "configmap", "shard-cache-cpu-0", "-n", run_namespace)
+    assert kept["data"] == {"keep": "me"} and not kept["metadata"].get("ownerReferences")
+    operator.assert_clean()

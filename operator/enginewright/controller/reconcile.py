@@ -246,15 +246,22 @@ class Reconciler:
         """The publish bucket exists and the catalog model name is this namespace's to publish (checked
         again when publishing: another namespace may publish it first meanwhile)."""
         bucket = publish_bucket(spec, self.settings)
-        with store_errors():
-            exists = self.k8s.s3.bucket_exists(bucket)
+        model = spec.publish.model_name or run.name
+        key, store = index_key(model), self.store(bucket)
+        try:
+            with store_errors():
+                exists = self.k8s.s3.bucket_exists(bucket)
+                index = self._get_json(store, key) if exists else None
+        except Exception as exc:
+            if type(exc).__name__ != "S3Error":
+                raise
+            raise Problem("StoreAccessDenied", f"spec.publish.bucket: the store refused the operator's key on "
+                          f"bucket {bucket!r} ({exc.code}): the operator's administrators must grant it") from None
         if not exists:
             raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
                           f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "
                           f"bucket {self.settings.catalog_bucket!r})")
-        model = spec.publish.model_name or run.name
-        key, store = index_key(model), self.store(bucket)
-        refusal = model_refusal(run.namespace, model, store.uri(key), self._get_json(store, key), self.settings)
+        refusal = model_refusal(run.namespace, model, store.uri(key), index, self.settings)
         if refusal:
             raise Problem(refusal.reason, refusal.message)
 
