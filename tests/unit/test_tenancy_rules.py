@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from enginewright.api.models import TuningRunSpec
 from enginewright.catalog.fetch import model_digest_problem
+from enginewright.catalog.reader import owned_entries
 from enginewright.controller.jobs import RunRef, is_ours, labels
 from enginewright.controller.settings import Settings
 from enginewright.controller.tenancy import (bucket_refusal, catalog_owner, claimed, image_refusal,
@@ -120,3 +121,9 @@ def test_an_entry_whose_provenance_records_another_model_is_refused():
     assert model_digest_problem(entry, {}) is not None
     moved = {**entry, "folder": f"catalog/m/cpu/ort-1/{'ef' * 6}-cdcdcdcdcdcd/uid"}
     assert "another model" in model_digest_problem(moved, {"model": {"sha256": sha}})
+
+
+def test_fetch_offers_only_entries_from_the_owner_namespace():
+    a, b = {"run": "team-a/r", "runUid": "1"}, {"run": "team-b/r", "runUid": "2"}
+    assert owned_entries({"owner": {"namespace": "team-a"}, "entries": [a, b]}) == [a]
+    assert owned_entries({"entries": [a, b]}) == [a, b]  # no owner recorded: nothing to filter by
