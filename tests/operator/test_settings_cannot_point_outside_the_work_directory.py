@@ -20,5 +20,5 @@ def test_a_path_out_of_the_work_directory_is_refused_at_apply(cluster, crd_insta
                           input=json.dumps(doc), env=cluster.env, capture_output=True, text=True)
     assert done.returncode != 0, done.stdout
     assert "spec.compiler.settings" in done.stderr and KEY in done.stderr, done.stderr
-    assert "intra_op_num_threads" not in done.stderr.split("refused:")[-1]
+    assert "intra_op_num_threads" not in done.stderr  # only the offending setting is named
     assert cluster.kubectl("get", "trun", "-n", namespace, "-o", "name").stdout.strip() == ""
