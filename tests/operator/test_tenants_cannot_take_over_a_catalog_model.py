@@ -61,3 +61,29 @@ def test_an_allowed_bucket_that_does_not_exist_stalls_with_store_bucket_missing(
     apply(cluster, run_namespace, manifest("nobucket", knobs=KNOB, publish={"bucket": bucket}))
     refused(cluster, run_namespace, "nobucket", "StoreBucketMissing", ["spec.publish.bucket", bucket])
     operator.assert_clean()
+
+
+def test_two_namespaces_racing_for_a_new_name_leave_one_owner(cluster, operator, s3, run_namespace, other_namespace):
+    """Neither run finds an index at its pre-flight check; the check is repeated when publishing,
+    under the index's lock, so the second to publish is refused and the index has one owner."""
+    import time
+
+    from tests.operator.conftest import run_status
+    model = f"race-{uuid.uuid4().hex[:6]}"
+    for namespace in (run_namespace, other_namespace):
+        apply(cluster, namespace, manifest("racer", knobs=KNOB, publish={"modelName": model}))
+    deadline = time.monotonic() + 300
+    while True:
+        states = {ns: run_status(cluster, ns, "racer") for ns in (run_namespace, other_namespace)}
+        ready = [ns for ns, s in states.items() if condition(s, "Ready").get("status") == "True"]
+        stalled = [ns for ns, s in states.items() if condition(s, "Stalled").get("status") == "True"]
+        if len(ready) + len(stalled) == 2:
+            break
+        assert time.monotonic() < deadline, states
+        time.sleep(0.5)
+    assert len(ready) == 1 and len(stalled) == 1, states
+    assert condition(states[stalled[0]], "Stalled")["reason"] == "CatalogModelTaken", states[stalled[0]]
+    published = index(s3, model)
+    assert published["owner"] == {"namespace": ready[0]}
+    assert [e["run"] for e in published["entries"]] == [f"{ready[0]}/racer"]
+    operator.assert_clean()

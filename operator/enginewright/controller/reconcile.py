@@ -82,10 +82,10 @@ def _reason(exc) -> str:
 def store_errors():
     """Connection refused, timeouts, broken responses: the store is away, the pass is retried
     (StoreUnavailable). What the store itself answered (S3Error, a missing object, a digest that
-    does not match) passes through to the caller."""
+    does not match, a publication refused) passes through to the caller."""
     try:
         yield
-    except (MissingObject, PublishError):
+    except (MissingObject, PublishError, PublishRefused):
         raise
     except Exception as exc:
         if type(exc).__name__ == "S3Error":
