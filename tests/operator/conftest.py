@@ -19,7 +19,7 @@ RUNS_BUCKET = "enginewright"
 MODELS_BUCKET = "enginewright-models"
 TEST_INTERVAL = "0.5"  # seconds between reconcile passes: tests wait on the operator, keep it short
 ALLOWED_IMAGES = "registry.example.com/allowed/*"  # tenancy.allowedImages of the tests' operator
-PUBLISH_BUCKETS = ("enginewright-absent",)  # tenancy.publishBuckets: allowed, never created
+PUBLISH_BUCKETS = ("enginewright-absent", "enginewright-vanishing")  # tenancy.publishBuckets (the first never created)
 FAST_TIMING = {"warmupIterations": 2, "roundSeconds": 0.005, "minRounds": 2, "maxRounds": 3}
 
 

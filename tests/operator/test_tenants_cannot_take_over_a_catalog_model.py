@@ -87,3 +87,26 @@ def test_two_namespaces_racing_for_a_new_name_leave_one_owner(cluster, operator,
     assert published["owner"] == {"namespace": ready[0]}
     assert [e["run"] for e in published["entries"]] == [f"{ready[0]}/racer"]
     operator.assert_clean()
+
+
+def test_a_publish_bucket_removed_while_the_run_tunes_stalls_when_publishing(cluster, operator, s3, run_namespace):
+    """The bucket passed the pre-flight check and is gone by the time the winner is published: the
+    run stalls with StoreBucketMissing (not a traceback every pass)."""
+    import time
+
+    from tests.operator.conftest import run_status
+    bucket = PUBLISH_BUCKETS[1]
+    s3.make_bucket(bucket)
+    apply(cluster, run_namespace, manifest("vanish", knobs=KNOB, publish={"bucket": bucket},
+                                           timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
+                                                   "maxRounds": 4}))
+    deadline = time.monotonic() + 120
+    while not any(t.get("stage") == "stage1" for t in run_status(cluster, run_namespace, "vanish").get("targets") or []):
+        assert time.monotonic() < deadline, run_status(cluster, run_namespace, "vanish")
+        time.sleep(0.3)
+    s3.remove_bucket(bucket)  # empty: nothing is published before the decision
+    stall = condition(wait_condition(cluster, run_namespace, "vanish", "Stalled", 240), "Stalled")
+    assert stall["reason"] == "StoreBucketMissing" and bucket in stall["message"], stall
+    assert "removed after the run's checks" in stall["message"]  # found when publishing, not before
+    assert any(e["reason"] == "StoreBucketMissing" for e in events(cluster, run_namespace, "vanish"))
+    operator.assert_clean()
