@@ -37,11 +37,32 @@ def test_chart_crds_are_the_generated_crds():
     ({**STORE, "metrics.port": 0}, "/metrics/port"),
     ({**STORE, "watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
     ({**STORE, "workerImages": {"tvm": "x"}}, "additional properties 'tvm' not allowed"),
+    ({**STORE, "tenancy": {"publishBuckets": ["Not A Bucket"]}}, "/tenancy/publishBuckets/0"),
+    ({**STORE, "tenancy": {"modelOwners": {"shared-*": []}}}, "/tenancy/modelOwners/shared-*"),
 ])
 def test_values_are_checked_before_anything_is_rendered(cluster, values, complaint):
     args = [f"--set-json={k}={json.dumps(v)}" for k, v in values.items()]
     result = helm(cluster, "template", "r", str(CHART), *args, check=False)
     assert result.returncode != 0 and complaint in result.stderr, result.stderr
+
+
+def test_tenancy_values_reach_the_operator(cluster):
+    """The defaults allow only the chart's worker images and catalog bucket (empty lists, first-come
+    model ownership); set values reach the operator's environment as its settings read them."""
+    from enginewright.controller.settings import Settings
+
+    def settings(values):
+        (deployment,) = by_kind(render(cluster, "ew", "enginewright", {**STORE, **values}), "Deployment")
+        env = {e["name"]: e.get("value", "") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        return Settings.from_env({k: v for k, v in env.items() if k.startswith("ENGINEWRIGHT_")})
+    default = settings({})
+    assert default.allowed_images == () and default.publish_buckets == () and default.model_owners == {}
+    tenancy = {"allowedImages": ["reg.example.com/ew/*"], "publishBuckets": ["team-catalog", "shared"],
+               "modelOwners": {"shared-*": ["ml-platform", "team-*"]}}
+    chosen = settings({"tenancy": tenancy})
+    assert chosen.allowed_images == ("reg.example.com/ew/*",)
+    assert chosen.publish_buckets == ("team-catalog", "shared")
+    assert chosen.model_owners == {"shared-*": ("ml-platform", "team-*")}
 
 
 def test_the_operator_deployment_is_hardened(cluster):

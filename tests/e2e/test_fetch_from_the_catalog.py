@@ -19,7 +19,7 @@ ORT = "onnxruntime-1.32.0"  # what the test environment has installed (checked b
 
 
 def publish_entry(store: S3Store, model: str, gpu: str, version: str, uid: str, day: str, *, speedup=1.2,
-                  accuracy_off=False) -> dict:
+                  accuracy_off=False, namespace="ns") -> dict:
     """Publish one engine as the operator does: engine, provenance, report, then the index entry."""
     keys = CatalogKeys(model, gpu, version, "ab" * 32, "cd" * 6, uid)
     engine = os.urandom(2048) + uid.encode()
@@ -27,6 +27,7 @@ def publish_entry(store: S3Store, model: str, gpu: str, version: str, uid: str, 
     store.put(keys.engine(".ort.tar"), engine)
     store.put(keys.provenance, json.dumps({
         "engine": {"uri": store.uri(keys.engine(".ort.tar")), "sha256": sha, "size": len(engine)},
+        "model": {"sha256": "ab" * 32},
         "accuracy": {"disabled": accuracy_off, "lossPerOutput": None if accuracy_off else {"y": 1e-6}},
         "compiler": {"name": "onnxruntime", "versions": {"compiler": version}},
         "gpu": {"product": gpu}, "run": {"uid": uid}}).encode())
@@ -37,7 +38,7 @@ def publish_entry(store: S3Store, model: str, gpu: str, version: str, uid: str, 
         index = {"model": model, "entries": []}
     entry = {"gpuProduct": gpu, "compilerVersion": version, "folder": keys.folder,
              "engine": store.uri(keys.engine(".ort.tar")), "sha256": sha, "route": "", "speedup": speedup,
-             "confirmed": True, "modelSha256": "ab" * 32, "run": f"ns/{uid}", "runUid": uid,
+             "confirmed": True, "modelSha256": "ab" * 32, "run": f"{namespace}/{uid}", "runUid": uid,
              "publishedAt": f"2026-11-{day}T00:00:00Z"}
     index["entries"].append(entry)
     store.put(keys.index, json.dumps(index).encode())
@@ -158,3 +159,40 @@ def test_several_runs_for_the_same_key_newest_best_pinned_validated(cluster, cat
     refused = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--run", "run-new-unchecked",
                     "--require-validated", "--dest", str(tmp_path / "x"))
     assert refused.returncode == EXIT_INCOMPATIBLE and "accuracy was not validated" in refused.stderr
+
+
+def test_an_entry_claiming_another_model_digest_is_never_handed_out(cluster, catalog, tmp_path):
+    """An index entry of model `mlp` whose engine's provenance records another model (a run that tuned
+    something else under this name) is refused: fetch exits 'tampered' and writes nothing."""
+    bucket, store = catalog
+    entry = publish_entry(store, "mlp", "NVIDIA-H200", ORT, "other-model", "10")
+    index = json.loads(store.get("catalog/mlp/index.json"))
+    provenance_key = f"{entry['folder']}/provenance.json"
+    provenance = json.loads(store.get(provenance_key))
+    provenance["model"]["sha256"] = "ef" * 32  # the engine is of another model than the index claims
+    store.put(provenance_key, json.dumps(provenance).encode())
+    dest = tmp_path / "engine"
+    done = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--dest", str(dest))
+    assert done.returncode == EXIT_TAMPERED, done.stderr
+    assert "ab" * 32 in done.stderr and "ef" * 32 in done.stderr
+    assert not dest.exists() or list(dest.iterdir()) == []
+    verified = fetch(cluster, bucket, "catalog", "verify")
+    assert verified.returncode == EXIT_TAMPERED and verified.stdout.startswith("mismatch")
+    assert index["entries"][0]["modelSha256"] == "ab" * 32
+
+
+def test_an_entry_from_another_namespace_than_the_owner_is_not_offered(cluster, catalog, tmp_path):
+    """An owned index (the operator records the first publisher's namespace) holding a newer entry of
+    another namespace (written before the operator refused it): fetch hands out the owner's engine."""
+    bucket, store = catalog
+    own = publish_entry(store, "demo-mlp", "NVIDIA-H200", ORT, "owners-run", "01", namespace="team-b")
+    publish_entry(store, "demo-mlp", "NVIDIA-H200", ORT, "takeover", "09", namespace="team-a")
+    index = json.loads(store.get("catalog/demo-mlp/index.json"))
+    store.put("catalog/demo-mlp/index.json", json.dumps({**index, "owner": {"namespace": "team-b"}}).encode())
+    dest = tmp_path / "engine"
+    done = fetch(cluster, bucket, "fetch", "--model", "demo-mlp", "--gpu", "NVIDIA-H200", "--dest", str(dest))
+    assert done.returncode == 0, done.stderr
+    assert (dest / "engine.ort.tar").read_bytes() == own["bytes"]
+    pinned = fetch(cluster, bucket, "fetch", "--model", "demo-mlp", "--gpu", "NVIDIA-H200", "--run", "takeover",
+                   "--dest", str(tmp_path / "x"))
+    assert pinned.returncode == EXIT_NOT_FOUND, pinned.stderr

@@ -18,6 +18,8 @@ from tests.conftest import get_json
 RUNS_BUCKET = "enginewright"
 MODELS_BUCKET = "enginewright-models"
 TEST_INTERVAL = "0.5"  # seconds between reconcile passes: tests wait on the operator, keep it short
+ALLOWED_IMAGES = "registry.example.com/allowed/*"  # tenancy.allowedImages of the tests' operator
+PUBLISH_BUCKETS = ("enginewright-absent", "enginewright-vanishing")  # tenancy.publishBuckets (the first never created)
 FAST_TIMING = {"warmupIterations": 2, "roundSeconds": 0.005, "minRounds": 2, "maxRounds": 3}
 
 
@@ -40,11 +42,26 @@ def example_in_store(cluster, tmp_path_factory):
 def operator(cluster, crd_installed, example_in_store, tmp_path_factory):
     # Namespaces t-* (the `namespace` fixture's); the fault tests run operators of their own on f-*.
     started = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log", RUNS_BUCKET,
-                             ENGINEWRIGHT_NAMESPACES="t-*", ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL)
+                             ENGINEWRIGHT_NAMESPACES="t-*", ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+                             ENGINEWRIGHT_ALLOWED_IMAGES=ALLOWED_IMAGES,
+                             ENGINEWRIGHT_PUBLISH_BUCKETS=",".join(PUBLISH_BUCKETS))
     running = Operator(started.process, started.log, started.metrics_port, started.health_port)
     yield running
     running.stop()
     running.assert_clean()
+
+
+@pytest.fixture
+def other_namespace(cluster, api):
+    """A second tenant: another namespace the operator watches, with its own store Secret."""
+    import uuid
+
+    from kubernetes import client
+    name = f"t-{uuid.uuid4().hex[:8]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    create_store_secret(cluster, name)
+    yield name
+    client.CoreV1Api(api).delete_namespace(name)
 
 
 @pytest.fixture

@@ -45,8 +45,9 @@ app.kubernetes.io/component: operator
 - apiGroups: [""]
   resources: [configmaps]
   # list: a run's cache shards by label; create + update: move new store entries into the shards
-  # and write the dry-run plan
-  verbs: [list, create, update]
+  # and write the dry-run plan; get: on a 409, read the ConfigMap of that name and adopt it only
+  # when it carries the run's owner reference and labels (a user's ConfigMap is left alone)
+  verbs: [list, get, create, update]
 - apiGroups: [""]
   resources: [secrets]
   # get, of this one name only: the pre-flight check that the worker store Secret exists and has

@@ -121,19 +121,44 @@ class InputShape(WireModel):
         return self
 
 
+# A settings value that, read as a file path, leaves the worker's work directory: absolute, from a home
+# directory, or with a '..' segment. Some settings are file names the compiler writes to (ONNX Runtime's
+# session.optimized_model_external_initializers_file_name), and no setting needs to point outside.
+_LEAVING_PATH = r"^[/\\~]|(^|[/\\])\.\.([/\\]|$)"
+SettingValue = Annotated[str, Field(max_length=1024, json_schema_extra={"x-kubernetes-validations": [cel(
+    f"!self.matches('{_LEAVING_PATH.replace(chr(92), chr(92) * 2)}')",
+    "must not be a path out of the worker's work directory (absolute, ~, or a '..' segment): name a file "
+    "inside it")]})]
+
+
+def paths_leaving_workdir(settings: dict[str, str]) -> list[str]:
+    """The settings whose values read as paths out of the work directory, sorted."""
+    return sorted(k for k, v in settings.items() if re.search(_LEAVING_PATH, v))
+
+
 class Compiler(WireModel):
     """The compiler and the settings every route shares, the default route included."""
 
     name: CompilerName = Field(description="Compiler backend that builds the routes.")
-    image: str | None = Field(None, description="Worker image; defaults to the operator setting for this compiler.",
+    image: str | None = Field(None, description="Worker image; defaults to the operator setting for this compiler. "
+                              "Only images the operator allows are run (Helm value tenancy.allowedImages).",
                               max_length=512)
-    settings: dict[str, str] = Field(
-        default_factory=dict,
+    settings: dict[str, SettingValue] = Field(
+        default_factory=dict, max_length=128,
         description="Base settings applied to every route (not tuner knobs), e.g. TensorRT "
-                    "builder_optimization_level=5, tf32=false; ONNX Runtime intra_op_num_threads=2.",
+                    "builder_optimization_level=5, tf32=false; ONNX Runtime intra_op_num_threads=2. A value "
+                    "must not be a path out of the worker's work directory (absolute, ~, or a '..' segment).",
     )
     input_shapes: list[InputShape] = Field(default_factory=list, max_length=64,
                                            description="Shape ranges per input; empty = the model's static shapes.")
+
+    @model_validator(mode="after")
+    def _settings_stay_in_workdir(self) -> Compiler:
+        if leaving := paths_leaving_workdir(self.settings):
+            raise ValueError("; ".join(f"spec.compiler.settings[{k}]: {self.settings[k]!r} leaves the worker's work "
+                                       f"directory (an absolute path, ~, or a '..' segment): name a file inside it"
+                                       for k in leaving))
+        return self
 
 
 class SearchMode(str, Enum):

@@ -2,7 +2,8 @@
 
 The engine's bytes are streamed into a temporary folder (beside DIR when on the same file system,
 else a hidden one inside DIR), hashed on the way, and compared with the sha256 of the index entry
-and of its provenance; only then are `provenance.json` and the engine renamed into DIR (engine last,
+and of its provenance, and the entry's model sha256 with the provenance's (`model_digest_problem`);
+only then are `provenance.json` and the engine renamed into DIR (engine last,
 so an engine file in DIR always has its provenance beside it). A mismatch, a broken stream or any
 error removes the temporary folder: a partial or tampered engine never appears in DIR.
 """
@@ -35,6 +36,22 @@ class Fetched:
     sha256: str
 
 
+def model_digest_problem(entry: dict, provenance: dict) -> str | None:
+    """Why an index entry's engine is not of the model the entry claims, or None: its provenance must
+    record the entry's `modelSha256`, and the entry's folder (`.../<model-sha12>-<shapes>/<run>`) must
+    carry it too. An engine of another model under this model's name is never handed out."""
+    claimed = entry.get("modelSha256")
+    recorded = (provenance.get("model") or {}).get("sha256")
+    folder_digest = str(entry.get("folder", "")).rstrip("/").split("/")[-2:-1]
+    if not claimed or recorded != claimed:
+        return (f"the index entry of run {entry.get('runUid')} claims model sha256 {claimed}, its provenance "
+                f"records {recorded}")
+    if not folder_digest or not folder_digest[0].startswith(claimed[:12]):
+        return (f"the index entry of run {entry.get('runUid')} claims model sha256 {claimed}, its folder "
+                f"{entry.get('folder')} is another model's")
+    return None
+
+
 def _scratch(dest: Path) -> Path:
     """A temporary folder from which a rename into `dest` is atomic: beside DIR when that is the
     same file system (an emptyDir mount usually is not), else hidden inside DIR."""
@@ -60,10 +77,13 @@ def fetch(catalog: Catalog, model: str, consumer: Consumer, dest: Path, *, prefe
     if provenance_raw is None:
         raise TamperedEngine(f"{catalog.uri(catalog.provenance_key(entry))} is missing: the engine cannot be "
                              f"checked against its provenance")
-    provenance_sha = (json.loads(provenance_raw).get("engine") or {}).get("sha256")
+    provenance_doc = json.loads(provenance_raw)
+    provenance_sha = (provenance_doc.get("engine") or {}).get("sha256")
     if provenance_sha != expected:
         raise TamperedEngine(f"{catalog.uri(catalog.index_key(model))} says sha256 {expected} for run "
                              f"{offer.run_uid}, its provenance says {provenance_sha}: refusing the engine")
+    if problem := model_digest_problem(entry, provenance_doc):
+        raise TamperedEngine(f"{catalog.uri(catalog.index_key(model))}: {problem}: refusing the engine")
     dest.mkdir(parents=True, exist_ok=True)
     key = catalog.engine_key(entry)
     name = key.rsplit("/", 1)[-1]
@@ -103,7 +123,11 @@ def verify(catalog: Catalog, models: list[str] | None = None) -> list[Checked]:
             if raw is None:
                 results.append(Checked(model, entry, "missing", f"no {catalog.uri(catalog.provenance_key(entry))}"))
                 continue
-            provenance_sha = (json.loads(raw).get("engine") or {}).get("sha256")
+            provenance_doc = json.loads(raw)
+            provenance_sha = (provenance_doc.get("engine") or {}).get("sha256")
+            if problem := model_digest_problem(entry, provenance_doc):
+                results.append(Checked(model, entry, "mismatch", problem))
+                continue
             try:
                 with open(os.devnull, "wb") as sink:
                     got = catalog.stream(key, sink)

@@ -55,12 +55,14 @@ class Catalog:
                 names.append(unescape_segment(rest[0]))
         return sorted(names)
 
-    def index(self, model: str) -> list[dict]:
+    def index_doc(self, model: str) -> dict:
         try:
-            doc = json.loads(self.store.get(self.index_key(model)))
+            return json.loads(self.store.get(self.index_key(model)))
         except MissingObject:
             raise NotInCatalog(f"the catalog has no model {model!r} (no {self.uri(self.index_key(model))})") from None
-        return list(doc.get("entries") or [])
+
+    def index(self, model: str) -> list[dict]:
+        return list(self.index_doc(model).get("entries") or [])
 
     @staticmethod
     def engine_key(entry: dict) -> str:
@@ -77,9 +79,10 @@ class Catalog:
             return None
 
     def offers(self, model: str) -> list[tuple[Offer, dict, bytes | None]]:
-        """Every entry of the model as an Offer, with its index entry and its provenance bytes."""
+        """Every entry of the model as an Offer, with its index entry and its provenance bytes; when
+        the index records an owner namespace, only the entries published from it."""
         out = []
-        for entry in self.index(model):
+        for entry in owned_entries(self.index_doc(model)):
             raw = self.provenance_bytes(entry)
             out.append((Offer.from_catalog(entry, json.loads(raw) if raw else None), entry, raw))
         return out
@@ -107,3 +110,13 @@ class Catalog:
             digest.update(data)
             out.write(data)
         return digest.hexdigest()
+
+
+def owned_entries(index: dict) -> list[dict]:
+    """The index's entries published from its owner namespace (all of them when it records none:
+    an index from before owners, or a model shared by the operator's tenancy.modelOwners)."""
+    entries = list(index.get("entries") or [])
+    owner = (index.get("owner") or {}).get("namespace")
+    if not owner:
+        return entries
+    return [e for e in entries if str(e.get("run", "")).split("/", 1)[0] == owner]

@@ -24,15 +24,18 @@ def reconciler() -> Reconciler:
     if _reconciler is None:
         from kubernetes import client, config
 
-        from enginewright.store.objects import s3_client_from_env
+        from enginewright.store.objects import s3_client, s3_client_from_env
         try:
             config.load_incluster_config()
         except config.ConfigException:
             config.load_kube_config()
         s3 = s3_client_from_env(SETTINGS.s3_endpoint, patient=False)
+
+        def s3_as(access_key: str, secret_key: str):
+            return s3_client(SETTINGS.s3_endpoint, access_key, secret_key, secure=SETTINGS.s3_secure, patient=False)
         api = client.ApiClient()
         api.user_agent = f"enginewright-operator/{SETTINGS.operator_version}"  # tells its requests apart in audit logs
-        _reconciler = Reconciler(SETTINGS, Clients(client.CoreV1Api(api), client.BatchV1Api(api), s3))
+        _reconciler = Reconciler(SETTINGS, Clients(client.CoreV1Api(api), client.BatchV1Api(api), s3, s3_as))
     return _reconciler
 
 

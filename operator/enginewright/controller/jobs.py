@@ -75,6 +75,15 @@ def selector(run: RunRef, target: str | None = None, component: str = "worker") 
     return ",".join(f"{k}={v}" for k, v in wanted.items())
 
 
+def is_ours(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
+    """Whether a child object (plain-dict metadata) is this run's to adopt: it names the run as its
+    controlling owner (by uid) and carries the labels the operator gives it. Anything else of the same
+    name is someone else's and is never replaced."""
+    owned = any(o.get("uid") == run.uid and o.get("controller") for o in metadata.get("ownerReferences") or [])
+    have = metadata.get("labels") or {}
+    return owned and all(have.get(k) == v for k, v in wanted_labels.items())
+
+
 def job_name(run: RunRef, target: str, batch: str) -> str:
     """`<run>-<target>-<batch>`; batch names carry their stage (stage1-b000, probe, confirm-1a2b3c4d)."""
     return child_name(run.name, target, batch)

@@ -2,6 +2,10 @@
 back and checked against the digest recorded when they were measured, then `provenance.json` and
 `report.md`, then the model's `index.json` — so a reader never finds an index entry without its
 engine and provenance. Every step is idempotent: a pass interrupted anywhere repeats cleanly.
+
+Before anything is uploaded, the model's index is read and the publishing namespace checked against
+its owner (`controller.tenancy`); the whole publication holds the index's lock, so the check and the
+index write see the same index.
 """
 
 from __future__ import annotations
@@ -12,6 +16,8 @@ import threading
 from collections import defaultdict
 
 from enginewright import failpoints
+from enginewright.controller.settings import Settings
+from enginewright.controller.tenancy import Refusal, claimed, model_refusal
 from enginewright.search.flow import Decided
 from enginewright.store.layout import CatalogKeys
 from enginewright.store.objects import MissingObject
@@ -21,6 +27,21 @@ _index_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
 
 class PublishError(RuntimeError):
     """The engine cannot be published as measured (its bytes differ from the measured digest)."""
+
+
+class PublishRefused(RuntimeError):
+    """The run's namespace may not publish under this catalog model name."""
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def read_index(catalog_store, keys: CatalogKeys) -> dict | None:
+    try:
+        return json.loads(catalog_store.get(keys.index))
+    except MissingObject:
+        return None
 
 
 def shapes_hash(shapes: dict) -> str:
@@ -69,27 +90,29 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: dict, node: dic
 
 
 def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engine_suffix: str, expected_sha256: str,
-            provenance_doc: dict, report_md: str, index_entry: dict) -> str:
-    """Copy the measured engine into the catalog and record it; returns the engine's catalog URI."""
+            provenance_doc: dict, report_md: str, index_entry: dict, namespace: str, settings: Settings) -> str:
+    """Copy the measured engine into the catalog and record it; returns the engine's catalog URI.
+    Raises PublishRefused, before writing anything, when `namespace` may not publish `keys.model`."""
     target_key = keys.engine(engine_suffix)
     failpoints.hit("publish-start")
-    data = runs_store.get(engine_key)
-    if hashlib.sha256(data).hexdigest() != expected_sha256:
-        raise PublishError(f"{runs_store.uri(engine_key)} has sha256 {hashlib.sha256(data).hexdigest()}, not the "
-                           f"{expected_sha256} measured: refusing to publish a different engine")
-    catalog_store.put(target_key, data, {"route-id": provenance_doc["route"]["id"]})
-    back = catalog_store.get(target_key)
-    if hashlib.sha256(back).hexdigest() != expected_sha256:
-        raise PublishError(f"{catalog_store.uri(target_key)} read back with a different sha256: the upload was "
-                           f"damaged; it will be retried")
-    failpoints.hit("engine-published")
-    catalog_store.put(keys.provenance, json.dumps(provenance_doc, indent=2, sort_keys=True).encode())
-    catalog_store.put(keys.report, report_md.encode())
-    with _index_locks[keys.index]:
-        try:
-            index = json.loads(catalog_store.get(keys.index))
-        except MissingObject:
-            index = {"model": keys.model, "entries": []}
+    with _index_locks[catalog_store.uri(keys.index)]:
+        index = read_index(catalog_store, keys)
+        refusal = model_refusal(namespace, keys.model, catalog_store.uri(keys.index), index, settings)
+        if refusal:
+            raise PublishRefused(refusal)
+        data = runs_store.get(engine_key)
+        if hashlib.sha256(data).hexdigest() != expected_sha256:
+            raise PublishError(f"{runs_store.uri(engine_key)} has sha256 {hashlib.sha256(data).hexdigest()}, not "
+                               f"the {expected_sha256} measured: refusing to publish a different engine")
+        catalog_store.put(target_key, data, {"route-id": provenance_doc["route"]["id"]})
+        back = catalog_store.get(target_key)
+        if hashlib.sha256(back).hexdigest() != expected_sha256:
+            raise PublishError(f"{catalog_store.uri(target_key)} read back with a different sha256: the upload was "
+                               f"damaged; it will be retried")
+        failpoints.hit("engine-published")
+        catalog_store.put(keys.provenance, json.dumps(provenance_doc, indent=2, sort_keys=True).encode())
+        catalog_store.put(keys.report, report_md.encode())
+        index = claimed(index or {"model": keys.model, "entries": []}, namespace, settings)
         entries = [e for e in index.get("entries", []) if e.get("folder") != keys.folder]
         index["entries"] = sorted([*entries, index_entry], key=lambda e: (e["gpuProduct"], e["publishedAt"]))
         catalog_store.put(keys.index, json.dumps(index, indent=2, sort_keys=True).encode())

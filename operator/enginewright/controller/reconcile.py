@@ -10,6 +10,7 @@ and publishing is idempotent.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -26,18 +27,19 @@ from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
                                     SECRET_SECRET_ACCESS_KEY)
 from enginewright.controller import metrics
-from enginewright.controller.jobs import (RunRef, active_deadline, child_name, job_manifest, job_state, labels,
-                                          selector)
-from enginewright.controller.publish import PublishError, provenance, publish, shapes_hash
+from enginewright.controller.jobs import (RunRef, active_deadline, child_name, is_ours, job_manifest, job_state,
+                                          labels, selector)
+from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
 from enginewright.controller.status import conditions, now
+from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
 from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
                                       next_step)
 from enginewright.search.planners import PlanError
 from enginewright.search.routes import Knob
-from enginewright.store.layout import CatalogKeys, RunKeys, run_prefix
-from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri
+from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefix
+from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
 from enginewright.worker.job import BatchRequest
 
 log = logging.getLogger("enginewright.controller")
@@ -64,7 +66,8 @@ class StoreUnavailable(Exception):
 class Clients:
     core: object  # kubernetes.client.CoreV1Api
     batch: object  # kubernetes.client.BatchV1Api
-    s3: object  # minio.Minio
+    s3: object  # minio.Minio, with the operator's key
+    s3_as: Callable[[str, str], object]  # (access key id, secret key) -> minio.Minio with a run's own key
 
 
 def _reason(exc) -> str:
@@ -79,10 +82,10 @@ def _reason(exc) -> str:
 def store_errors():
     """Connection refused, timeouts, broken responses: the store is away, the pass is retried
     (StoreUnavailable). What the store itself answered (S3Error, a missing object, a digest that
-    does not match) passes through to the caller."""
+    does not match, a publication refused) passes through to the caller."""
     try:
         yield
-    except (MissingObject, PublishError):
+    except (MissingObject, PublishError, PublishRefused):
         raise
     except Exception as exc:
         if type(exc).__name__ == "S3Error":
@@ -120,6 +123,10 @@ class Reconciler:
             problems = "; ".join(f"spec.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
             return self._stalled(previous, generation, "InvalidSpec", problems, emit, final=True)
         try:
+            # What a run names on the operator's credentials: checked on every pass (cheap, no I/O).
+            refusal = image_refusal(spec, self.settings) or bucket_refusal(spec, self.settings)
+            if refusal:
+                raise Problem(refusal.reason, refusal.message)
             if not any(t.get("stage") not in ("pending", "probing") for t in previous.get("targets") or []):
                 self._preflight(run, spec)  # until the first target is past its probe: then the inputs were fine
             targets = [self._target(run, spec, target, meta, previous, emit) for target in spec.targets]
@@ -188,21 +195,26 @@ class Reconciler:
 
     # ================================================================== checks before any Job
     def _preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
-        """What the API server cannot check: the store Secret, the model and reference objects, and
-        a schedulable node of every target's GPU type. Raises Problem naming the field."""
+        """What the API server cannot check: the store Secret, the model and reference objects (read
+        with the run's own key, so a run learns nothing its workers could not), the publish bucket and
+        catalog model name, and a schedulable node of every target's GPU type. Raises Problem naming
+        the field."""
         ApiException = _api_exception()
+        where = f"Secret {run.namespace}/{self.settings.store_secret}"
         try:
             secret = self.k8s.core.read_namespaced_secret(self.settings.store_secret, run.namespace)
             missing = [k for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY) if k not in (secret.data or {})]
             if missing:
-                raise Problem("StoreSecretInvalid", f"Secret {run.namespace}/{self.settings.store_secret} lacks "
-                              f"{', '.join(missing)}: workers read the store credentials from it")
+                raise Problem("StoreSecretInvalid", f"{where} lacks {', '.join(missing)}: workers read the store "
+                              f"credentials from it")
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            raise Problem("StoreSecretMissing", f"Secret {run.namespace}/{self.settings.store_secret} does not "
-                          f"exist: create it with keys {SECRET_ACCESS_KEY_ID} and {SECRET_SECRET_ACCESS_KEY} "
-                          f"(the object store credentials the worker Jobs use)") from None
+            raise Problem("StoreSecretMissing", f"{where} does not exist: create it with keys {SECRET_ACCESS_KEY_ID} "
+                          f"and {SECRET_SECRET_ACCESS_KEY} (the object store credentials the worker Jobs use)") from None
+        key_id, secret_key = (base64.b64decode(secret.data[k]).decode(errors="replace")
+                              for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY))
+        as_run = self.k8s.s3_as(key_id, secret_key)
         objects = [("spec.model.uri", spec.model.uri)]
         for i, pair in enumerate(spec.accuracy.pairs):
             objects += [(f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
@@ -210,9 +222,15 @@ class Reconciler:
         for field_path, uri in objects:
             bucket, key = parse_s3_uri(uri)
             with store_errors():
-                found = self.store(bucket).exists(key)
-            if not found:
+                answer = readable(as_run, bucket, key)
+            if answer == "missing":
                 raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
+            if answer != "yes":
+                raise Problem("StoreAccessDenied", f"{field_path}: the store refused the credentials of {where} "
+                              f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
+                              f"secret and its permissions on that bucket")
+        if spec.publish.enabled:
+            self._publish_preflight(run, spec)
         label = self.settings.gpu_type_label
         for i, target in enumerate(spec.targets):
             selector = ",".join(f"{k}={v}" for k, v in {label: target.gpu_type, **target.node_selector}.items())
@@ -223,6 +241,29 @@ class Reconciler:
                 raise Problem("NoMatchingNodes", f"spec.targets[{i}].gpuType: no Ready, schedulable node has "
                               f"{selector} ({len(nodes)} matching node(s), none usable); check the GPU type "
                               f"(the {label} label) and spec.targets[{i}].nodeSelector")
+
+    def _publish_preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
+        """The publish bucket exists and the catalog model name is this namespace's to publish (checked
+        again when publishing: another namespace may publish it first meanwhile)."""
+        bucket = publish_bucket(spec, self.settings)
+        model = spec.publish.model_name or run.name
+        key, store = index_key(model), self.store(bucket)
+        try:
+            with store_errors():
+                exists = self.k8s.s3.bucket_exists(bucket)
+                index = self._get_json(store, key) if exists else None
+        except Exception as exc:
+            if type(exc).__name__ != "S3Error":
+                raise
+            raise Problem("StoreAccessDenied", f"spec.publish.bucket: the store refused the operator's key on "
+                          f"bucket {bucket!r} ({exc.code}): the operator's administrators must grant it") from None
+        if not exists:
+            raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
+                          f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "
+                          f"bucket {self.settings.catalog_bucket!r})")
+        refusal = model_refusal(run.namespace, model, store.uri(key), index, self.settings)
+        if refusal:
+            raise Problem(refusal.reason, refusal.message)
 
     def _get_json(self, store: S3Store, key: str) -> dict | None:
         with store_errors():
@@ -461,7 +502,7 @@ class Reconciler:
                                  "annotations": {SHARD_ANNOTATION: str(i)},
                                  "ownerReferences": [run.owner_reference()]},
                     "data": placement.shards[i]}
-            self._apply_config_map(run.namespace, body, exists=i < len(maps))
+            self._apply_config_map(run, body, exists=i < len(maps))
             failpoints.hit("shard-written")
         entries = {}
         for i, shard in enumerate(placement.shards):
@@ -486,24 +527,36 @@ class Reconciler:
             self._shard_cache.pop(key, None)
         return parsed
 
-    def _apply_config_map(self, namespace: str, body: dict, exists: bool) -> None:
+    def _apply_config_map(self, run: RunRef, body: dict, exists: bool) -> None:
+        """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
+        found on 409 carrying the run's owner reference and labels). A ConfigMap of that name that is
+        not the run's is left alone: the run stalls with NameTaken."""
         ApiException = _api_exception()
         name = body["metadata"]["name"]
         if exists:
-            self.k8s.core.replace_namespaced_config_map(name, namespace, body)
+            self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
             return
         try:
-            self.k8s.core.create_namespaced_config_map(namespace, body)
+            self.k8s.core.create_namespaced_config_map(run.namespace, body)
+            return
         except ApiException as exc:
             if exc.status != 409:
                 raise
-            self.k8s.core.replace_namespaced_config_map(name, namespace, body)
+        existing = self.k8s.core.api_client.sanitize_for_serialization(
+            self.k8s.core.read_namespaced_config_map(name, run.namespace))
+        if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
+            raise Problem("NameTaken", f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
+                          f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
+                          f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way")
+        body = {**body, "metadata": {**body["metadata"],
+                                     "resourceVersion": existing["metadata"]["resourceVersion"]}}
+        self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
 
     # ================================================================== end states
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
         lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
         name = child_name(run.name, "plan", target.gpu_type, limit=253)
-        self._apply_config_map(run.namespace, {
+        self._apply_config_map(run, {
             "metadata": {"name": name, "namespace": run.namespace,
                          "labels": labels(run, target.gpu_type, component="plan"),
                          "ownerReferences": [run.owner_reference()]},
@@ -546,7 +599,7 @@ class Reconciler:
                               shapes_hash=shapes_hash(probe.get("input_shapes") or {}), run_uid=run.uid)
         node = self._node_facts(versions.node if versions else None)
         published_at = now()
-        catalog_store = self.store(spec.publish.bucket or self.settings.catalog_bucket)
+        catalog_store = self.store(publish_bucket(spec, self.settings))
         engine_uri = catalog_store.uri(catalog.engine(probe["engine_suffix"]))
         run_facts = {"namespace": run.namespace, "name": run.name, "uid": run.uid,
                      "generation": meta.get("generation"), "target": target.gpu_type}
@@ -565,11 +618,20 @@ class Reconciler:
             with store_errors():
                 publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
                         keys.engine(winner.route_id, probe["engine_suffix"]), probe["engine_suffix"],
-                        winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry)
+                        winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry,
+                        run.namespace, self.settings)
+        except PublishRefused as exc:
+            raise Problem(exc.refusal.reason, exc.refusal.message) from None
         except PublishError as exc:
             raise Problem("PublishFailed", str(exc)) from None
         except MissingObject as exc:
             raise Problem("EngineMissing", f"{target.gpu_type}: {exc}") from None
+        except Exception as exc:
+            if type(exc).__name__ == "S3Error" and getattr(exc, "code", "") == "NoSuchBucket":
+                raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket "
+                              f"{catalog_store.bucket!r} does not exist in the store (it was removed after the "
+                              f"run's checks); create it and the run publishes") from None
+            raise
         emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
         return engine_uri
 

@@ -29,9 +29,16 @@ class Settings:
     metrics_port: int = 8080
     health_port: int = 8081
     operator_version: str = __version__
+    # Tenancy (docs/install.md, "What a TuningRun creator can do"): what a run may name beyond the defaults.
+    allowed_images: tuple[str, ...] = ()  # spec.compiler.image globs allowed besides the worker images
+    publish_buckets: tuple[str, ...] = ()  # spec.publish.bucket values allowed besides catalog_bucket
+    model_owners: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model-name glob -> namespace globs
 
     def image(self, compiler: str, override: str | None) -> str:
-        return override or self.worker_images.get(compiler) or f"enginewright/worker-{compiler}:{__version__}"
+        return override or self.default_image(compiler)
+
+    def default_image(self, compiler: str) -> str:
+        return self.worker_images.get(compiler) or f"enginewright/worker-{compiler}:{__version__}"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -55,4 +62,13 @@ class Settings:
             interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
             metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),
             health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),
+            allowed_images=_words(env.get("ENGINEWRIGHT_ALLOWED_IMAGES", "")),
+            publish_buckets=_words(env.get("ENGINEWRIGHT_PUBLISH_BUCKETS", "")),
+            model_owners={pattern: tuple(namespaces) for pattern, namespaces in
+                          json.loads(env.get("ENGINEWRIGHT_MODEL_OWNERS") or "{}").items()},
         )
+
+
+def _words(text: str) -> tuple[str, ...]:
+    """A comma- or space-separated list (Helm joins lists with commas)."""
+    return tuple(w for w in text.replace(",", " ").split() if w)

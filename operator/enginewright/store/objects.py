@@ -119,11 +119,17 @@ def s3_client_from_env(endpoint: str | None = None, *, patient: bool = True):
     `patient` (workers): about a minute of retries with backoff before giving up on a store that is away
     for a while (restart, failover), instead of failing the Job at the first refusal. Not patient (the
     operator): fail within seconds, so a pass reports the outage and the next one retries."""
-    import urllib3
-    from minio import Minio
     endpoint = endpoint or os.environ.get("ENGINEWRIGHT_S3_ENDPOINT")
     if not endpoint:
         raise RuntimeError("ENGINEWRIGHT_S3_ENDPOINT is not set: the object store's host:port is needed")
+    return s3_client(endpoint, os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"),
+                     secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true", patient=patient)
+
+
+def s3_client(endpoint: str, access_key: str | None, secret_key: str | None, *, secure: bool, patient: bool):
+    """A minio client of `endpoint` with the given credentials (see `s3_client_from_env` for `patient`)."""
+    import urllib3
+    from minio import Minio
     if patient:
         retry = urllib3.Retry(total=12, connect=12, read=3, backoff_factor=0.5, backoff_max=8,
                               status_forcelist=[500, 502, 503, 504])
@@ -131,9 +137,22 @@ def s3_client_from_env(endpoint: str | None = None, *, patient: bool = True):
     else:
         http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30), maxsize=16,
                                    retries=urllib3.Retry(total=2, backoff_factor=0.2))
-    return Minio(endpoint, access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
-                 secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
-                 secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true", http_client=http)
+    return Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, http_client=http)
+
+
+def readable(client, bucket: str, key: str) -> str:
+    """Whether these credentials can read s3://bucket/key: 'yes', 'missing' (the store told these
+    credentials it does not exist), or the S3 error code that refused them (AccessDenied,
+    InvalidAccessKeyId, SignatureDoesNotMatch, ...). A GET, not a HEAD: a HEAD's error has no body,
+    so it cannot say why it was refused."""
+    from minio.error import S3Error
+    try:
+        response = client.get_object(bucket, key)
+    except S3Error as exc:
+        return "missing" if exc.code in ("NoSuchKey", "NoSuchBucket", "NotFound") else exc.code or "AccessDenied"
+    response.close()
+    response.release_conn()
+    return "yes"
 
 
 def store_from_env(bucket: str) -> S3Store:
