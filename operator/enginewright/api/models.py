@@ -427,6 +427,8 @@ class RouteResult(WireModel):
     route: str = Field(description="Canonical route string; empty = the default route.")
     median_ms: float | None = None
     speedup: float | None = Field(None, description="Default-route time / this route's time.")
+    speedup_low: float | None = Field(None, description="Lower end of the speedup's 95% interval across loads.")
+    speedup_high: float | None = Field(None, description="Upper end of the speedup's 95% interval across loads.")
     max_loss: float | None = None
 
 
@@ -449,7 +451,10 @@ class TargetStatus(WireModel):
     cache_config_maps: list[str] = Field(default_factory=list)
     engine_uri: str | None = Field(None, description="The published engine in the catalog.")
     engine_sha256: str | None = None
-    speedup: str | None = Field(None, description="Winner over the default route, and how it was measured.")
+    speedup: str | None = Field(None, description="Winner over the default route, its 95% interval across "
+                                "loads, and how it was measured.")
+    host: str | None = Field(None, description="Said when the default route is host-bound: then the win comes "
+                             "from launch overhead and its size depends on the serving host's CPU.")
     decision: str | None = Field(None, description="Why this route won (or why the default was kept).")
     cut_short: str | None = Field(None, description="Why the search stopped before every planned route "
                                   "was measured.")

@@ -72,13 +72,21 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: dict, node: dic
             "objective": spec.timing.objective.value,
             "winnerMs": winner.median_ms, "defaultMs": default.median_ms, "speedup": decision.speedup,
             "speedupName": step.headline()["name"], "sweepSpeedup": winner.speedup,
+            "speedupInterval": ([step.headline()["low"], step.headline()["high"]]
+                                if step.headline()["low"] is not None else None),
+            "loads": decision.loads or None, "timesMs": decision.times or None,
+            "host": {"note": step.headline()["host"],
+                     "default": default.host.wire() if default.host else None,
+                     "hostCpuMs": {"default": default.measurements.host_cpu_ms if default.measurements else None,
+                                   "winner": winner.measurements.host_cpu_ms if winner.measurements else None}},
             "confirmed": decision.confirmed,
             "measurements": {"winner": winner.measurements.wire() if winner.measurements else None,
                              "default": default.measurements.wire() if default.measurements else None},
             "howMeasured": (decision.reason + f"; each route timed against the default in paired rounds of "
-                            f"~{spec.timing.round_seconds}s per engine ({spec.timing.min_rounds}-"
-                            f"{spec.timing.max_rounds} rounds, stopped once placed), {spec.timing.warmup_iterations} "
-                            f"warm-up calls"),
+                            f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
+                            f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
+                            f"spread across loads), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
+                            f"round: {spec.search.confirm.loads} loads of each"),
             "confirmationRatios": decision.ratios or None, "noiseMargin": decision.margin,
         },
         "search": {"mode": spec.search.mode.value, "routesPlanned": step.planned, "routesMeasured": len(step.entries),

@@ -571,19 +571,19 @@ class Reconciler:
         from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
         headline = step.headline()
-        how = headline["measured"]
+        line = step.headline_text()
         status = status.model_copy(update={
             "winner": RouteResult(route_id=winner.route_id, route=winner.route, median_ms=winner.median_ms,
-                                  speedup=decision.speedup,
+                                  speedup=decision.speedup, speedup_low=headline["low"], speedup_high=headline["high"],
                                   max_loss=max(winner.loss.values()) if winner.loss else None),
-            "speedup": f"{headline['name']} {decision.speedup:.3f}x ({how}; winner {winner.route or '(default)'})",
-            "decision": decision.reason, "cut_short": step.cut_short})
+            "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
+            "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
         metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
         engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
         result = (f"kept the default route ({decision.reason})" if decision.default_won else
-                  f"winner {winner.route}: {headline['name']} {decision.speedup:.3f}x ({how})")
+                  f"winner {winner.route}: {line}")
         return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
                           f"{result}; published {engine_uri}")
 
