@@ -1,5 +1,10 @@
 """False winners and power of the winner rule, measured with the product's own measuring code, for
-two layouts side by side in one run.
+two layouts side by side in one run — the protocol before loads (one load of each engine); the
+protocol with loads is measured by bench/aa_loads.py. Two of its figures compare medians taken at
+different moments and so measure the host's drift as much as the engines: `copy_over_default` (a
+copy's median over the trials it served against its default's over all trials) and
+`measured_slowdown` (slowed holders' medians against plain ones in other processes); the same
+copies read within 6% of each other interleaved (bench/load_effects.py, docs/benchmarks.md).
 
     python bench/aa_power.py --out OUT [--workload attention] [--seconds 420 (of trials)] [--slowdown 0.05]
         [--layouts processes,shared]
