@@ -12,7 +12,7 @@ import yaml
 
 from enginewright.api.cache import CacheEntry
 from enginewright.search.routes import Route, parse_route
-from enginewright.search.winner import twin
+from enginewright.search.paired import load_key
 from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
 from tests.conftest import get_json, wait_for
 
@@ -125,7 +125,7 @@ def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, 
 def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3, uploaded, tmp_path):
     import subprocess
     spec = {**SPEC, "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3},
-            "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4}}}
+            "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4, "loads": 3}}}
     routes = ["-enable_mem_pattern=0", "-enable_cpu_mem_arena=0"]
     batch = {"target": "cpu", "batch": "stage1-b000", "bucket": "enginewright", "prefix": "runs/confirm/r/cpu",
              "routes": ["", *routes], "spec": spec}
@@ -140,7 +140,8 @@ def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3
     assert confirmed.returncode == 0, confirmed.stderr
     result = json.loads(s3.get_object("enginewright", "runs/confirm/r/cpu/confirm/confirm-0.json").read())
     ids = {Route.of(parse_route(r)).id for r in ["", *routes]}
-    # the default is held by two processes: a candidate must beat both
-    assert set(result["rounds"]) == ids | {twin(Route.of({}).id)} and all(len(v) == 4 for v in result["rounds"].values())
+    # every engine, the default too, loaded `confirm.loads` times and every load timed in every round
+    assert set(result["rounds"]) == {load_key(i, n) for i in ids for n in range(3)}
+    assert all(len(v) == 4 for v in result["rounds"].values())
     assert result["winner_id"] in ids and result["reason"]
     assert set(result["ratios"]) == ids - {Route.of({}).id}
