@@ -20,56 +20,14 @@ from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import ConfirmationResult, ProbeResult, Provenance
 from tests.conftest import get_json
 from tests.operator.conftest import MODELS_BUCKET, RUNS_BUCKET, apply, jobs, wait_condition
+from tests.operator.inductor_mlp import PAIRS, THRESHOLD, inductor_run, put_mlp
 
-THRESHOLD = 1e-4
-PAIRS = 2  # reference pairs (the API asks for at least two)
 KNOBS = [{"name": "compile", "values": ["false"]}, {"name": "freezing", "values": ["true"]}]
-# Two paired rounds a route: their interval is wide, so the sweep places nothing and the candidates go
-# to the confirmation round (what this test is about, not the speed of a tiny MLP on a shared CPU).
-TIMING = {"warmupIterations": 2, "roundSeconds": 0.005, "minRounds": 2, "maxRounds": 2}
 
 
 @pytest.fixture(scope="module")
 def mlp_in_store(s3, tmp_path_factory):
-    """A tiny exported MLP and one reference pair, in the store under inductor/."""
-    try:
-        import torch
-    except ImportError:
-        pytest.fail("no torch in the test venv: `make setup` (or `make torch`) installs CPU torch")
-    folder = tmp_path_factory.mktemp("inductor-mlp")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
-    exported = torch.export.export(model, (torch.zeros(4, 8),))
-    (name,) = [s.arg.name for s in exported.graph_signature.input_specs
-               if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
-    torch.export.save(exported, str(folder / "model.pt2"))
-    for i in range(PAIRS):
-        x = np.random.default_rng(i).standard_normal((4, 8)).astype(np.float32)
-        with torch.no_grad():
-            y = model(torch.from_numpy(x)).numpy()
-        np.savez(folder / f"inputs-{i}.npz", **{name: x})
-        np.savez(folder / f"references-{i}.npz", output=y)
-    for bucket in (MODELS_BUCKET, RUNS_BUCKET):
-        if not s3.bucket_exists(bucket):
-            s3.make_bucket(bucket)
-    for file in ["model.pt2", *(f"{kind}-{i}.npz" for kind in ("inputs", "references") for i in range(PAIRS))]:
-        s3.fput_object(MODELS_BUCKET, f"inductor/{file}", str(folder / file))
-    return folder
-
-
-def inductor_run(name: str, mode: str, **search) -> dict:
-    return {"apiVersion": "tuning.enginewright.io/v1alpha1", "kind": "TuningRun", "metadata": {"name": name},
-            "spec": {
-                "model": {"uri": f"s3://{MODELS_BUCKET}/inductor/model.pt2", "format": "torch-export"},
-                "compiler": {"name": "inductor", "settings": {"device": "cpu"}},
-                "search": {"mode": mode, "knobs": KNOBS, "routesPerJob": 8, "confirm": {"topK": 2, "rounds": 3},
-                           **search},
-                "accuracy": {"metric": "cosine", "threshold": THRESHOLD, "pairs": [
-                    {"inputs": f"s3://{MODELS_BUCKET}/inductor/inputs-{i}.npz",
-                     "references": f"s3://{MODELS_BUCKET}/inductor/references-{i}.npz"} for i in range(PAIRS)]},
-                "timing": TIMING,
-                "publish": {"modelName": name},
-                "targets": [{"gpuType": "cpu", "gpusPerJob": 0}]}}
+    return put_mlp(s3, tmp_path_factory.mktemp("inductor-mlp"), MODELS_BUCKET, RUNS_BUCKET)
 
 
 def probe_of(s3, run_namespace: str, name: str) -> ProbeResult:
@@ -79,7 +37,7 @@ def probe_of(s3, run_namespace: str, name: str) -> ProbeResult:
 
 
 def test_full_search_never_combines_the_exclusive_eager_route(cluster, operator, run_namespace, s3, mlp_in_store):
-    apply(cluster, run_namespace, inductor_run("inductor-plan", "full", dryRun=True))
+    apply(cluster, run_namespace, inductor_run("inductor-plan", "full", KNOBS, MODELS_BUCKET, dryRun=True))
     wait_condition(cluster, run_namespace, "inductor-plan", "Ready", 180)
     plan = get_json(cluster, "cm", "inductor-plan-plan-cpu", "-n", run_namespace)["data"]["routes.txt"]
     routes = [line.split(" ", 2)[2] for line in plan.splitlines() if line]
@@ -93,7 +51,7 @@ def test_mixed_run_with_the_eager_route_publishes_an_engine_that_fetch_brings_ba
         cluster, operator, run_namespace, s3, mlp_in_store, tmp_path):
     from enginewright.accuracy.metrics import loss
     from enginewright.backends import get_backend
-    apply(cluster, run_namespace, inductor_run("inductor-mlp", "mixed"))
+    apply(cluster, run_namespace, inductor_run("inductor-mlp", "mixed", KNOBS, MODELS_BUCKET))
     status = wait_condition(cluster, run_namespace, "inductor-mlp", "Ready", 420)
     assert status["phase"] == "Succeeded"
     (target,) = status["targets"]
