@@ -15,10 +15,12 @@
 # - `buildah --storage-driver=vfs bud --isolation=chroot` builds each Containerfile as root; the image
 #   is pushed to the OCI layout $CACHE/images/oci under its name (enginewright/operator:<version>).
 # - worker-inductor-cpu: PyPI's torch (a CUDA build whose libraries link the CUDA runtime libraries,
-#   installed with --no-deps from images/worker-inductor-cpu/torch-cpu.txt: no triton, it runs on CPU)
+#   installed with --no-deps from images/worker-inductor-cpu/torch.txt: no triton, it runs on CPU)
 #   on a base that also has g++ and python3-dev (Inductor's CPU code generation compiles C++). The
-#   torch layer is its own image, enginewright/torch-cpu:<key>, keyed by that list and the base only,
-#   so a change of the package's sources rebuilds only the small layer above it.
+#   torch layer is its own image, enginewright/torch-cpu:<key> (images/torch.Containerfile), keyed by
+#   that list and the base only, so a change of the package's sources rebuilds only the layer above it.
+#   worker-inductor-cuda (on demand: `bash images/build.sh worker-inductor-cuda`, not in CI): the same
+#   with torch's own dependencies (CUDA libraries, triton), images/worker-inductor-cuda/torch.txt.
 # - Cache: each image is keyed by the sha256 of its Containerfile, this script, the base recipe,
 #   pyproject.toml and the package sources; a warm run only checks the keys.
 # Installs buildah and mmdebstrap with apt-get when they are missing (needs root, as the build does).
@@ -42,16 +44,21 @@ sha() { sha256sum | cut -c1-16; }
 key_of_base() { printf '%s %s %s' "$SUITE" "$1" "minbase-v2" | sha; }
 base_key="$(key_of_base "$BASE_PACKAGES")"
 cc_base_key="$(key_of_base "$CC_PACKAGES")"
-TORCH_LIST="$REPO/images/worker-inductor-cpu/torch-cpu.txt"
-torch_key="$( (cat "$TORCH_LIST" "$REPO/images/worker-inductor-cpu/Containerfile.torch"; echo "$cc_base_key") | sha)"
+# The Inductor workers' torch layer: images/<image>/torch.txt, installed --no-deps for the CPU variant
+# (its list names every package) and with its dependencies for the CUDA one (torch's own pins).
+torch_list() { echo "$REPO/images/$1/torch.txt"; }
+torch_deps() { case "$1" in worker-inductor-cpu) echo --no-deps ;; *) echo "" ;; esac; }
+torch_key_of() { (cat "$(torch_list "$1")" "$REPO/images/torch.Containerfile"; echo "$cc_base_key $(torch_deps "$1")") | sha; }
+is_torch_image() { case "$1" in worker-inductor-cpu|worker-inductor-cuda) return 0 ;; *) return 1 ;; esac; }
 source_key="$( (cd "$REPO" && cat pyproject.toml images/build.sh \
   && find operator -type f \( -name '*.py' -o -name '*.json' -o -name '*.yaml' \) -not -path '*/__pycache__/*' \
      -not -path '*.egg-info*' | LC_ALL=C sort | xargs cat) | sha)"
 
-key_of() { (cat "$REPO/images/$1/Containerfile"; echo "$base_key $source_key $torch_key") | sha; }
+key_of() { (cat "$REPO/images/$1/Containerfile"; echo "$base_key $source_key"; ! is_torch_image "$1" || torch_key_of "$1") | sha; }
 extra_of() { case "$1" in operator) echo operator ;; worker-onnxruntime) echo onnxruntime ;;
-             worker-inductor-cpu) echo worker ;; *) echo "no CI build for $1" >&2; exit 2 ;; esac; }
-base_of() { case "$1" in worker-inductor-cpu) echo "enginewright/torch-cpu:$torch_key" ;; *) echo "enginewright/base:$base_key" ;; esac; }
+             worker-inductor-cpu|worker-inductor-cuda) echo worker ;; *) echo "no CI build for $1" >&2; exit 2 ;; esac; }
+torch_ref_of() { echo "enginewright/torch-${1#worker-inductor-}:$(torch_key_of "$1")"; }
+base_of() { if is_torch_image "$1"; then torch_ref_of "$1"; else echo "enginewright/base:$base_key"; fi; }
 
 # One build at a time per cache: builds share buildah's storage and the OCI layout.
 mkdir -p "$STORE"
@@ -98,7 +105,7 @@ make_base() {
 }
 make_base "$base_key" "$BASE_PACKAGES"
 base_ref="enginewright/base:$base_key"
-if printf '%s\n' "${missing[@]}" | grep -qx worker-inductor-cpu; then make_base "$cc_base_key" "$CC_PACKAGES"; fi
+if printf '%s\n' "${missing[@]}" | grep -q '^worker-inductor-'; then make_base "$cc_base_key" "$CC_PACKAGES"; fi
 # Older bases (another recipe) go: vfs keeps every layer as a full copy.
 for old in $("${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '/base:' | grep -v -e ":$base_key\$" -e ":$cc_base_key\$" || true); do
   "${BUILDAH[@]}" rmi "$old" >/dev/null 2>&1 || true
@@ -112,26 +119,32 @@ target=(--only-binary=:all: --python-version "$PYTHON_VERSION" --implementation 
 for minor in $(seq 28 -1 5); do target+=(--platform "manylinux_2_${minor}_x86_64"); done
 for platform in manylinux2014 manylinux2010 manylinux1 linux; do target+=(--platform "${platform}_x86_64"); done
 
-# ---------------------------------------------------------------- torch (CPU-usable, from PyPI)
-torch_ref="enginewright/torch-cpu:$torch_key"
-if printf '%s\n' "${missing[@]}" | grep -qx worker-inductor-cpu \
-   && ! "${BUILDAH[@]}" inspect --type image "$torch_ref" >/dev/null 2>&1; then
+# ---------------------------------------------------------------- torch layers (from PyPI)
+make_torch() {
+  local image="$1" ref list deps began context old
+  ref="$(torch_ref_of "$image")" list="$(torch_list "$image")" deps="$(torch_deps "$image")"
+  "${BUILDAH[@]}" inspect --type image "$ref" >/dev/null 2>&1 && return 0
   began=$(date +%s)
-  context="$STORE/context/torch-cpu"
+  context="$STORE/context/torch-$image"
   rm -rf "$context" && mkdir -p "$context/wheels"
-  cp "$REPO/images/worker-inductor-cpu/Containerfile.torch" "$TORCH_LIST" "$context/"
-  mapfile -t torch_requirements < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$TORCH_LIST")
-  "$PYTHON" -m pip download -q --no-deps "${target[@]}" -d "$CACHE/wheelhouse/$PYTHON_VERSION" "${torch_requirements[@]}" >/dev/null
-  "$PYTHON" -m pip download -q --no-deps "${target[@]}" --no-index --find-links "$CACHE/wheelhouse/$PYTHON_VERSION" \
+  cp "$REPO/images/torch.Containerfile" "$context/Containerfile"
+  cp "$list" "$context/torch.txt"
+  mapfile -t torch_requirements < <(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$list")
+  # shellcheck disable=SC2086  # $deps is empty or one flag
+  "$PYTHON" -m pip download -q $deps "${target[@]}" -d "$CACHE/wheelhouse/$PYTHON_VERSION" "${torch_requirements[@]}" >/dev/null
+  "$PYTHON" -m pip download -q $deps "${target[@]}" --no-index --find-links "$CACHE/wheelhouse/$PYTHON_VERSION" \
     -d "$context/wheels" "${torch_requirements[@]}" >/dev/null
-  "${BUILDAH[@]}" bud --quiet --isolation=chroot --layers=false -f "$context/Containerfile.torch" \
-    --build-arg BASE="enginewright/base:$cc_base_key" -t "$torch_ref" "$context" >/dev/null
+  "${BUILDAH[@]}" bud --quiet --isolation=chroot --layers=false -f "$context/Containerfile" \
+    --build-arg BASE="enginewright/base:$cc_base_key" --build-arg DEPS="$deps" -t "$ref" "$context" >/dev/null
   rm -rf "$context"
-  for old in $("${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '/torch-cpu:' | grep -v ":$torch_key\$" || true); do
+  for old in $("${BUILDAH[@]}" images --format '{{.Name}}:{{.Tag}}' | grep "${ref%%:*}:" | grep -v ":${ref##*:}\$" || true); do
     "${BUILDAH[@]}" rmi "$old" >/dev/null 2>&1 || true
   done
-  log "$torch_ref in $(( $(date +%s) - began )) s"
-fi
+  log "$ref in $(( $(date +%s) - began )) s"
+}
+for image in "${missing[@]}"; do
+  if is_torch_image "$image"; then make_torch "$image"; fi
+done
 
 # ---------------------------------------------------------------- images
 for image in "${missing[@]}"; do
