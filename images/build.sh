@@ -190,6 +190,26 @@ PY
   log "$ref built in $(( $(date +%s) - began )) s (key $key)"
 done
 "${BUILDAH[@]}" rm --all >/dev/null 2>&1 || true
+# A push of a name again leaves the manifest it replaced in the layout, unnamed, with its blobs (2.6 GB
+# for an Inductor worker whose torch layer changed): they go, and so do blobs no named manifest uses.
+"$PYTHON" - "$OCI" <<'PY'
+import json, os, sys
+from pathlib import Path
+root = Path(sys.argv[1])
+index = json.loads((root / "index.json").read_text())
+named = [m for m in index["manifests"] if (m.get("annotations") or {}).get("org.opencontainers.image.ref.name")]
+keep = set()
+for entry in named:
+    digest = entry["digest"].split(":", 1)[1]
+    manifest = json.loads((root / "blobs" / "sha256" / digest).read_text())
+    keep |= {digest, manifest["config"]["digest"].split(":", 1)[1],
+             *(layer["digest"].split(":", 1)[1] for layer in manifest["layers"])}
+(root / "index.json.tmp").write_text(json.dumps({**index, "manifests": named}))
+os.replace(root / "index.json.tmp", root / "index.json")
+for blob in (root / "blobs" / "sha256").iterdir():
+    if blob.name not in keep:
+        blob.unlink()
+PY
 # Unpacked root filesystems of replaced images (the node agent unpacks the new ones on first use).
 rm -rf "$STORE/rootfs"
 echo "$OCI"
