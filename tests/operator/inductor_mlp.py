@@ -47,8 +47,8 @@ def inductor_run(name: str, mode: str, knobs: list[dict], models_bucket: str, **
             "spec": {
                 "model": {"uri": f"s3://{models_bucket}/inductor/model.pt2", "format": "torch-export"},
                 "compiler": {"name": "inductor", "settings": {"device": "cpu"}},
-                "search": {"mode": mode, "knobs": knobs, "routesPerJob": 8, "confirm": {"topK": 2, "rounds": 3},
-                           **search},
+                "search": {"mode": mode, "knobs": knobs, "routesPerJob": 8,
+                           "confirm": {"topK": 2, "rounds": 3, "loads": 2}, **search},
                 "accuracy": {"metric": "cosine", "threshold": THRESHOLD, "pairs": [
                     {"inputs": f"s3://{models_bucket}/inductor/inputs-{i}.npz",
                      "references": f"s3://{models_bucket}/inductor/references-{i}.npz"} for i in range(PAIRS)]},
