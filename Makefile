@@ -6,9 +6,9 @@ VENV := $(CACHE)/venv-$(DEPS_KEY)
 PY := $(VENV)/bin/python
 export ENGINEWRIGHT_CACHE := $(CACHE)
 
-.PHONY: setup venv binaries images test unit e2e chart-test crds cluster-up demo demo-local operator clean-cache
+.PHONY: setup venv torch binaries images test unit e2e chart-test crds cluster-up demo demo-local operator clean-cache
 
-setup: venv binaries images
+setup: venv torch binaries images
 
 venv: $(VENV)/.installed
 	@$(PY) -m pip install -q --no-deps --no-build-isolation -e . >/dev/null
@@ -18,17 +18,33 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q 'setuptools>=68' -e '.[test]'
 	touch $@
 
+# CPU-usable PyTorch in the test venv, for the Inductor tests (the operator test's worker Jobs, fetch
+# and load of the published engine): PyPI's torch with --no-deps and the libraries it links, from
+# images/worker-inductor-cpu/torch.txt (no triton, no cuda-bindings). Wheels cached in $(CACHE).
+TORCH_LIST := images/worker-inductor-cpu/torch.txt
+TORCH_KEY := $(shell cat $(TORCH_LIST) | sha256sum | cut -c1-12)
+torch: $(VENV)/.torch-$(TORCH_KEY)
+
+$(VENV)/.torch-$(TORCH_KEY): $(VENV)/.installed $(TORCH_LIST)
+	$(PY) -m pip download -q --no-deps -d $(CACHE)/wheelhouse/torch -r $(TORCH_LIST)
+	$(PY) -m pip install -q --no-index --no-deps --find-links $(CACHE)/wheelhouse/torch -r $(TORCH_LIST)
+	rm -f $(VENV)/.torch-*
+	touch $@
+
 binaries:
 	bash tests/cluster/build.sh
 
-# The operator and ONNX Runtime worker images, built without a daemon (buildah + mmdebstrap, installed
+# The operator, ONNX Runtime and Inductor (CPU) worker images, built without a daemon (buildah + mmdebstrap, installed
 # with apt-get when missing) into the OCI store $(CACHE)/images/oci; cached by content hash.
 images: venv
 	PYTHON=$(PY) bash images/build.sh
 
 # The test command CI runs: unit tests, then end-to-end tests against the real local cluster.
+# tests/gpu runs on CPU here (make torch), less its whole-`tune` round trip (73 s on 2 cores): CI's
+# Inductor operator test covers build -> store -> load elsewhere; the GPU machine runs all of it.
 test: venv
-	$(PY) -m pytest -ra --durations=15 tests
+	$(PY) -m pytest -ra --durations=15 tests \
+	  --deselect tests/gpu/test_inductor_engine_roundtrip.py::test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache
 
 unit: venv
 	$(PY) -m pytest -q tests/unit

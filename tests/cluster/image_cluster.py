@@ -11,7 +11,7 @@ from tests.cluster.harness import LocalCluster
 from tests.cluster.images import ImageStore, default_store, image_name
 from tests.cluster.operator_process import create_store_secret, upload_example
 
-CI_IMAGES = ("operator", "worker-onnxruntime")
+CI_IMAGES = ("operator", "worker-onnxruntime", "worker-inductor-cpu")
 
 
 def require_images(store: Path | None = None) -> ImageStore:

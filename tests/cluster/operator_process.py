@@ -49,7 +49,10 @@ def start_operator(cluster, log: Path, buckets: str = "enginewright", wait_healt
     """Start the operator with the cluster's kubeconfig and store; workers run the venv's Python.
     With `wait_healthy`, return once its health endpoint answers."""
     metrics_port, health_port = free_port(), free_port()
-    env = {**cluster.env, "ENGINEWRIGHT_WORKER_COMMAND": f"{sys.executable} -m enginewright.worker",
+    # Worker pods get only their own env: PYTHONPATH in the command makes them run this checkout's
+    # package, as the operator does (not whichever checkout the venv's editable install points at).
+    worker = f"env PYTHONPATH={REPO / 'operator'} {sys.executable} -m enginewright.worker"
+    env = {**cluster.env, "ENGINEWRIGHT_WORKER_COMMAND": worker,
            "ENGINEWRIGHT_RECONCILE_INTERVAL": "1", "ENGINEWRIGHT_METRICS_PORT": str(metrics_port),
            "ENGINEWRIGHT_HEALTH_PORT": str(health_port), "ENGINEWRIGHT_RUNS_BUCKET": buckets,
            "ENGINEWRIGHT_CATALOG_BUCKET": buckets, **extra_env}

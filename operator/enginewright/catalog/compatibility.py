@@ -103,12 +103,14 @@ class Offer:
             level = int(settings.get("hardware_compatibility_level", 0))
         except (TypeError, ValueError):
             level = 0
+        from enginewright.api.contracts import IndexEntry
+        item = IndexEntry.model_validate(entry)
         return cls(
-            gpu_product=entry["gpuProduct"], compiler_version=entry["compilerVersion"], run_uid=entry["runUid"],
-            run=entry.get("run", ""), published_at=entry.get("publishedAt", ""), sha256=entry["sha256"],
-            engine=entry["engine"], folder=entry["folder"], speedup=entry.get("speedup"),
-            confirmed=entry.get("confirmed"),
-            compute_capability=entry.get("computeCapability") or (prov.get("gpu") or {}).get("computeCapability"),
+            gpu_product=item.gpu_product, compiler_version=item.compiler_version, run_uid=item.run_uid,
+            run=item.run, published_at=item.published_at, sha256=item.sha256,
+            engine=item.engine, folder=item.folder, speedup=item.speedup,
+            confirmed=item.confirmed,
+            compute_capability=item.compute_capability or (prov.get("gpu") or {}).get("computeCapability"),
             cuda=versions.get("cuda"),
             accuracy_validated=(not accuracy["disabled"]) if "disabled" in accuracy else None,
             worst_loss=max(losses) if losses else None,

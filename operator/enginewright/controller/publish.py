@@ -16,6 +16,8 @@ import threading
 from collections import defaultdict
 
 from enginewright import failpoints
+from enginewright.api.contracts import (AccuracyFacts, CompilerFacts, EngineFacts, GpuFacts, ModelFacts,
+                                        ProbeResult, Provenance, RouteFacts, RunFacts, SearchFacts, TimingFacts)
 from enginewright.controller.settings import Settings
 from enginewright.controller.tenancy import Refusal, claimed, model_refusal
 from enginewright.search.flow import Decided
@@ -48,53 +50,52 @@ def shapes_hash(shapes: dict) -> str:
     return hashlib.sha256(json.dumps(shapes, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def provenance(*, run: dict, spec, target, step: Decided, probe: dict, node: dict, keys: CatalogKeys,
+def provenance(*, run: dict, spec, target, step: Decided, probe: ProbeResult, node: dict, keys: CatalogKeys,
                engine_uri: str, operator_version: str, published_at: str) -> dict:
-    """Everything the engine's result depends on and how it was measured (plain data)."""
+    """Everything the engine's result depends on and how it was measured (`api.contracts.Provenance`,
+    as written to `provenance.json`)."""
     winner, default, decision = step.winner, step.default, step.decision
     accuracy = spec.accuracy
-    return {
-        "schema": "enginewright.io/provenance/v1",
-        "engine": {"uri": engine_uri, "sha256": winner.engine_sha256, "size": winner.engine_size},
-        "model": {"uri": spec.model.uri, "sha256": probe.get("model_sha256"), "format": spec.model.format.value,
-                  "name": keys.model, "inputShapes": probe.get("input_shapes"),
-                  "declaredShapes": [s.wire() for s in spec.compiler.input_shapes]},
-        "accuracy": {"disabled": accuracy.disabled, "reason": accuracy.reason, "metric": accuracy.metric.value,
-                     "threshold": accuracy.threshold, "atol": accuracy.atol, "rtol": accuracy.rtol,
-                     "pairs": [p.wire() for p in accuracy.pairs], "dataDigests": probe.get("data_sha256"),
-                     "lossPerOutput": winner.loss},
-        "route": {"id": winner.route_id, "route": winner.route, "knobs": winner.knobs,
-                  "baseSettings": dict(spec.compiler.settings), "pinned": dict(spec.search.pinned)},
-        "compiler": {"name": spec.compiler.name.value, "versions": (winner.versions or default.versions).wire()
-                     if (winner.versions or default.versions) else probe.get("versions")},
-        "gpu": {"product": keys.gpu_product, **node},
-        "timing": {
-            "objective": spec.timing.objective.value,
-            "winnerMs": winner.median_ms, "defaultMs": default.median_ms, "speedup": decision.speedup,
-            "speedupName": step.headline()["name"], "sweepSpeedup": winner.speedup,
-            "speedupInterval": ([step.headline()["low"], step.headline()["high"]]
-                                if step.headline()["low"] is not None else None),
-            "loads": decision.loads or None, "timesMs": decision.times or None,
-            "host": {"note": step.headline()["host"],
-                     "default": default.host.wire() if default.host else None,
-                     "hostCpuMs": {"default": default.measurements.host_cpu_ms if default.measurements else None,
-                                   "winner": winner.measurements.host_cpu_ms if winner.measurements else None}},
-            "confirmed": decision.confirmed,
-            "measurements": {"winner": winner.measurements.wire() if winner.measurements else None,
-                             "default": default.measurements.wire() if default.measurements else None},
-            "howMeasured": (decision.reason + f"; each route timed against the default in paired rounds of "
-                            f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
-                            f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
-                            f"spread across loads), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
-                            f"round: {spec.search.confirm.loads} loads of each"),
-            "confirmationRatios": decision.ratios or None, "noiseMargin": decision.margin,
-        },
-        "search": {"mode": spec.search.mode.value, "routesPlanned": step.planned, "routesMeasured": len(step.entries),
-                   "outcomes": step.summary()["routes"], "cutShort": step.cut_short},
-        "run": run,
-        "operatorVersion": operator_version,
-        "publishedAt": published_at,
-    }
+    versions = winner.versions or default.versions or probe.versions
+    return Provenance(
+        engine=EngineFacts(uri=engine_uri, sha256=winner.engine_sha256, size=winner.engine_size),
+        model=ModelFacts(uri=spec.model.uri, sha256=probe.model_sha256, format=spec.model.format.value,
+                         name=keys.model, input_shapes=probe.input_shapes,
+                         declared_shapes=[s.wire() for s in spec.compiler.input_shapes]),
+        accuracy=AccuracyFacts(disabled=accuracy.disabled, reason=accuracy.reason, metric=accuracy.metric.value,
+                               threshold=accuracy.threshold, atol=accuracy.atol, rtol=accuracy.rtol,
+                               pairs=[p.wire() for p in accuracy.pairs], data_digests=probe.data_sha256,
+                               loss_per_output=winner.loss),
+        route=RouteFacts(id=winner.route_id, route=winner.route, knobs=winner.knobs,
+                         base_settings=dict(spec.compiler.settings), pinned=dict(spec.search.pinned)),
+        compiler=CompilerFacts(name=spec.compiler.name.value, versions=versions.wire() if versions else None),
+        gpu=GpuFacts(product=keys.gpu_product, **node),
+        timing=TimingFacts(
+            objective=spec.timing.objective.value,
+            winner_ms=winner.median_ms, default_ms=default.median_ms, speedup=decision.speedup,
+            speedup_name=step.headline()["name"], sweep_speedup=winner.speedup,
+            speedup_interval=([step.headline()["low"], step.headline()["high"]]
+                              if step.headline()["low"] is not None else None),
+            loads=decision.loads or None, times_ms=decision.times or None,
+            host={"note": step.headline()["host"],
+                  "default": default.host.wire() if default.host else None,
+                  "hostCpuMs": {"default": default.measurements.host_cpu_ms if default.measurements else None,
+                                "winner": winner.measurements.host_cpu_ms if winner.measurements else None}},
+            confirmed=decision.confirmed,
+            measurements={"winner": winner.measurements.wire() if winner.measurements else None,
+                          "default": default.measurements.wire() if default.measurements else None},
+            how_measured=(decision.reason + f"; each route timed against the default in paired rounds of "
+                          f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
+                          f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
+                          f"spread across loads), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
+                          f"round: {spec.search.confirm.loads} loads of each"),
+            confirmation_ratios=decision.ratios or None, noise_margin=decision.margin),
+        search=SearchFacts(mode=spec.search.mode.value, routes_planned=step.planned, routes_measured=len(step.entries),
+                           outcomes=step.summary()["routes"], cut_short=step.cut_short),
+        run=RunFacts(**run),
+        operator_version=operator_version,
+        published_at=published_at,
+    ).model_dump(mode="json", by_alias=True)
 
 
 def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engine_suffix: str, expected_sha256: str,

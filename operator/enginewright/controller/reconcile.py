@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from enginewright import failpoints, report
 from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, ProbeResult
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
                                     SECRET_SECRET_ACCESS_KEY)
@@ -37,10 +38,8 @@ from enginewright.controller.tenancy import bucket_refusal, image_refusal, model
 from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
                                       next_step)
 from enginewright.search.planners import PlanError
-from enginewright.search.routes import Knob
 from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefix
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
-from enginewright.worker.job import BatchRequest
 
 log = logging.getLogger("enginewright.controller")
 
@@ -272,6 +271,19 @@ class Reconciler:
             except (MissingObject, json.JSONDecodeError):
                 return None
 
+    def _get_typed(self, store: S3Store, key: str, contract):
+        """The object at `key` read as `contract` (api.contracts); None when it is not there yet, and
+        the validation error as text when it is there but does not fit (a worker of another release)."""
+        with store_errors():
+            try:
+                raw = store.get(key)
+            except MissingObject:
+                return None
+        try:
+            return contract.model_validate_json(raw)
+        except ValidationError as exc:
+            return f"{store.uri(key)} is not a {contract.__name__}: {str(exc).splitlines()[0:3]}"
+
     # ================================================================== one target
     def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
                 emit: Emit) -> TargetStatus:
@@ -282,7 +294,7 @@ class Reconciler:
         keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
         runs = self.store(self.settings.runs_bucket)
         jobs = self._jobs(run, target)  # before the store: a finished Job's entries are already there
-        probe = self._get_json(runs, keys.probe)
+        probe = self._get_typed(runs, keys.probe, ProbeResult)
         deadline = self._deadline(spec, meta)
         out_of_time = deadline is not None and time.time() >= deadline
         status = TargetStatus(gpu_type=target.gpu_type, stage="probing",
@@ -297,17 +309,18 @@ class Reconciler:
             self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
             return self._moved(status.model_copy(update={"message": "probing the compiler on a node of this type"}),
                                before, emit)
-        if not probe.get("ok"):
-            return self._failed(status, "InvalidInput", str(probe.get("error")), emit)
-        knobs = [Knob(k["name"], tuple(k["values"]) if k.get("values") is not None else None, k["default"],
-                      k.get("help", "")) for k in probe["knobs"]]
+        if isinstance(probe, str):
+            return self._failed(status, "InvalidProbe", probe, emit)
+        if not probe.ok:
+            return self._failed(status, "InvalidInput", str(probe.error), emit)
+        knobs = probe.compiler_knobs()
         entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
                                                         before.refused if before else [])
         confirmations = {}
         for key in self._list(runs, keys.confirmations):
-            result = self._get_json(runs, key)
-            if result and "rounds" in result:
-                confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result["rounds"]
+            result = self._get_typed(runs, key, ConfirmationResult)
+            if isinstance(result, ConfirmationResult):
+                confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result.rounds
         given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
         try:
             step = next_step(FlowSpec.of(spec), Observed(knobs, entries, confirmations, given_up, out_of_time))
@@ -566,7 +579,7 @@ class Reconciler:
                           f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built "
                           f"(ConfigMap {name})")
 
-    def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
+    def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
                  step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
         from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
@@ -587,20 +600,20 @@ class Reconciler:
         return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
                           f"{result}; published {engine_uri}")
 
-    def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: dict,
+    def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
                  step: Decided, emit: Emit) -> str:
         winner = step.winner
         if not winner.engine_sha256:
             raise Problem("NoEngine", f"{target.gpu_type}: the winning route {winner.route_id} has no measured engine")
         versions = winner.versions or step.default.versions
-        compiler_version = versions.compiler if versions else probe["versions"]["compiler"]
+        compiler_version = versions.compiler if versions else probe.versions.compiler
         catalog = CatalogKeys(model=spec.publish.model_name or run.name, gpu_product=target.gpu_type,
-                              compiler_version=compiler_version, model_sha256=probe["model_sha256"],
-                              shapes_hash=shapes_hash(probe.get("input_shapes") or {}), run_uid=run.uid)
+                              compiler_version=compiler_version, model_sha256=probe.model_sha256,
+                              shapes_hash=shapes_hash(probe.input_shapes), run_uid=run.uid)
         node = self._node_facts(versions.node if versions else None)
         published_at = now()
         catalog_store = self.store(publish_bucket(spec, self.settings))
-        engine_uri = catalog_store.uri(catalog.engine(probe["engine_suffix"]))
+        engine_uri = catalog_store.uri(catalog.engine(probe.engine_suffix))
         run_facts = {"namespace": run.namespace, "name": run.name, "uid": run.uid,
                      "generation": meta.get("generation"), "target": target.gpu_type}
         doc = provenance(run=run_facts, spec=spec, target=target, step=step, probe=probe, node=node, keys=catalog,
@@ -608,16 +621,15 @@ class Reconciler:
                          published_at=published_at)
         summary = {"model": catalog.model, "backend": spec.compiler.name.value, "mode": spec.search.mode.value,
                    "metric": spec.accuracy.metric.value, "threshold": spec.accuracy.threshold, **step.summary()}
-        index_entry = {"gpuProduct": target.gpu_type, "compilerVersion": compiler_version, "folder": catalog.folder,
-                       "engine": engine_uri, "sha256": winner.engine_sha256, "route": winner.route,
-                       "speedup": step.decision.speedup, "confirmed": step.decision.confirmed,
-                       "modelSha256": probe["model_sha256"], "run": f"{run.namespace}/{run.name}", "runUid": run.uid,
-                       "publishedAt": published_at, **({"computeCapability": node["computeCapability"]}
-                                                       if node.get("computeCapability") else {})}
+        index_entry = IndexEntry(gpu_product=target.gpu_type, compiler_version=compiler_version, folder=catalog.folder,
+                                 engine=engine_uri, sha256=winner.engine_sha256, route=winner.route,
+                                 speedup=step.decision.speedup, confirmed=step.decision.confirmed,
+                                 model_sha256=probe.model_sha256, run=f"{run.namespace}/{run.name}", run_uid=run.uid,
+                                 published_at=published_at, compute_capability=node.get("computeCapability")).wire()
         try:
             with store_errors():
                 publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
-                        keys.engine(winner.route_id, probe["engine_suffix"]), probe["engine_suffix"],
+                        keys.engine(winner.route_id, probe.engine_suffix), probe.engine_suffix,
                         winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry,
                         run.namespace, self.settings)
         except PublishRefused as exc:

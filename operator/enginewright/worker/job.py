@@ -25,33 +25,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from typing import Literal
+from pydantic import ValidationError
 
-from pydantic import Field, ValidationError
-
-from enginewright.api.models import TuningRunSpec, WireModel
+from enginewright.api.contracts import BatchRequest, ConfirmationResult, KnobInfo, ProbeResult
 from enginewright.search.routes import Route, parse_route
 
 log = logging.getLogger("enginewright.worker")
-
-
-class BatchRequest(WireModel):
-    """What the controller hands a worker Job (the same fields `enginewright tune` fills locally)."""
-
-    target: str = Field(description="GPU type this batch runs on.")
-    mode: Literal["sweep", "confirm", "probe"] = Field(
-        "sweep", description="sweep: build and measure `routes`; confirm: re-measure the kept engines of "
-        "`routes` against the default, interleaved, and decide; probe: check the inputs and write the "
-        "compiler's knobs and versions to `<prefix>/probe.json`.")
-    stage: str = "stage1"
-    batch: str = Field("probe", description="Deterministic batch name, e.g. stage1-b003.")
-    bucket: str = Field(description="Bucket for entries and engines.")
-    prefix: str = Field(description="Key prefix of this run and target, runs/<ns>/<run>-<uid8>/<gpu-type>.")
-    routes: list[str] = Field(default_factory=list,
-                              description="Canonical route strings of the batch (confirm: the candidates).")
-    default_route: str = Field("", description="The run's default route (pinned knobs only).")
-    deadline: float | None = Field(None, description="Epoch seconds: routes not started by then are skipped.")
-    spec: TuningRunSpec
 
 
 class InputError(Exception):
@@ -115,22 +94,22 @@ def probe(request: BatchRequest, workdir: Path) -> int:
     try:
         backend, model, accuracy = prepare_inputs(request, workdir)
     except InputError as exc:
-        store.put(key, json.dumps({"ok": False, "error": str(exc)}).encode())
+        store.put(key, ProbeResult(ok=False, error=str(exc)).model_dump_json(by_alias=True).encode())
         raise
     with np.load(accuracy.inputs[0], allow_pickle=False) as data:
         shapes = {name: list(data[name].shape) for name in sorted(data.files)}
     versions = backend.versions()
     if os.environ.get("NODE_NAME"):
         versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-    result = {"ok": True, "knobs": [{"name": k.name, "values": list(k.values) if k.values is not None else None,
-                                     "default": k.default, "help": k.help} for k in backend.knobs()],
-              "versions": versions.wire(), "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
-              "model_size": model.stat().st_size, "input_shapes": shapes, "engine_suffix": backend.engine_suffix,
-              "data_sha256": {f"pairs[{i}].{kind}": hashlib.sha256(path.read_bytes()).hexdigest()
-                              for kind, paths in (("inputs", accuracy.inputs), ("references", accuracy.references))
-                              for i, path in enumerate(paths)}}
-    store.put(key, json.dumps(result).encode())
-    print(json.dumps({"probe": key, "knobs": len(result["knobs"]), "versions": result["versions"]}), flush=True)
+    result = ProbeResult(
+        ok=True, knobs=[KnobInfo.of(k) for k in backend.knobs()], versions=versions,
+        model_sha256=hashlib.sha256(model.read_bytes()).hexdigest(), model_size=model.stat().st_size,
+        input_shapes=shapes, engine_suffix=backend.engine_suffix,
+        data_sha256={f"pairs[{i}].{kind}": hashlib.sha256(path.read_bytes()).hexdigest()
+                     for kind, paths in (("inputs", accuracy.inputs), ("references", accuracy.references))
+                     for i, path in enumerate(paths)})
+    store.put(key, result.model_dump_json(by_alias=True).encode())
+    print(json.dumps({"probe": key, "knobs": len(result.knobs), "versions": versions.wire()}), flush=True)
     return 0
 
 
@@ -174,10 +153,11 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
                             spec.search.confirm.loads)
     margin = noise_margin(list(entries.values()), spec.search.noise_margin)
     decision = confirm(rounds, default.id, margin)
-    result = {"batch": request.batch, "rounds": rounds, "winner_id": decision.winner_id,
-              "speedup": decision.speedup, "margin": margin, "reason": decision.reason, "ratios": decision.ratios}
-    worker.ctx.store.put(worker.ctx.keys.confirmation(request.batch), json.dumps(result).encode())
-    print(json.dumps({k: v for k, v in result.items() if k != "rounds"}), flush=True)
+    result = ConfirmationResult(batch=request.batch, rounds=rounds, winner_id=decision.winner_id,
+                                speedup=decision.speedup, margin=margin, reason=decision.reason,
+                                ratios=decision.ratios)
+    worker.ctx.store.put(worker.ctx.keys.confirmation(request.batch), result.model_dump_json(by_alias=True).encode())
+    print(result.model_dump_json(by_alias=True, exclude={"rounds"}), flush=True)
     return 0
 
 

@@ -1,0 +1,240 @@
+"""What crosses a process or the object store, typed: one writer and one reader each.
+
+| contract | written by | read by | where it travels |
+| --- | --- | --- | --- |
+| `BatchRequest` | controller (`controller/reconcile.py`) | worker Job (`worker/job.py`) | the Job's env / file |
+| `ProbeResult` | worker Job, probe mode | controller | `<prefix>/probe.json` |
+| `ConfirmationResult` | worker Job, confirm mode | controller | `<prefix>/confirm/<batch>.json` |
+| `Provenance` | controller (`controller/publish.py`) | `catalog/` (`fetch`, `list`) | `<folder>/provenance.json` |
+| `CatalogIndex` / `IndexEntry` | controller | `catalog/` | `catalog/<model>/index.json` |
+
+Cache entries have their own model (`api.cache.CacheEntry`). The serving process's JSON lines
+(`worker/child.py`) are not here yet: that protocol is being changed on its own.
+
+In-run messages (request, probe, confirmation) refuse unknown fields: writer and reader are the same
+release, and a field that is not read is a bug. Catalog documents outlive the operator that wrote
+them, so their readers ignore fields a newer writer added.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from enginewright.api.cache import Versions
+from enginewright.api.models import TuningRunSpec, WireModel
+from enginewright.search.routes import Knob
+
+
+class BatchRequest(WireModel):
+    """What the controller hands a worker Job (the same fields `enginewright tune` fills locally)."""
+
+    target: str = Field(description="GPU type this batch runs on.")
+    mode: Literal["sweep", "confirm", "probe"] = Field(
+        "sweep", description="sweep: build and measure `routes`; confirm: re-measure the kept engines of "
+        "`routes` against the default, interleaved, and decide; probe: check the inputs and write the "
+        "compiler's knobs and versions to `<prefix>/probe.json`.")
+    stage: str = "stage1"
+    batch: str = Field("probe", description="Deterministic batch name, e.g. stage1-b003.")
+    bucket: str = Field(description="Bucket for entries and engines.")
+    prefix: str = Field(description="Key prefix of this run and target, runs/<ns>/<run>-<uid8>/<gpu-type>.")
+    routes: list[str] = Field(default_factory=list,
+                              description="Canonical route strings of the batch (confirm: the candidates).")
+    default_route: str = Field("", description="The run's default route (pinned knobs only).")
+    deadline: float | None = Field(None, description="Epoch seconds: routes not started by then are skipped.")
+    spec: TuningRunSpec
+
+
+# ------------------------------------------------------------------------------------ probe
+
+
+class KnobInfo(WireModel):
+    """One compiler knob as the probe saw it (`search.routes.Knob` on the wire, `exclusive` included)."""
+
+    name: str
+    values: list[str] | None = Field(None, description="None: open-ended, swept only with values the user gives.")
+    default: str
+    help: str = ""
+    exclusive: bool = Field(False, description="Its non-default values are never combined with other knobs "
+                            "(Inductor's compile=false).")
+
+    @classmethod
+    def of(cls, knob: Knob) -> "KnobInfo":
+        return cls(name=knob.name, values=list(knob.values) if knob.values is not None else None,
+                   default=knob.default, help=knob.help, exclusive=knob.exclusive)
+
+    def knob(self) -> Knob:
+        return Knob(self.name, tuple(self.values) if self.values is not None else None, self.default, self.help,
+                    self.exclusive)
+
+
+class ProbeResult(WireModel):
+    """What the controller plans a target from: the compiler's knobs, its versions on a node of the
+    target's type, the model's digest and input shapes. Bad inputs are written too (`ok: false`), so
+    the controller can say why without reading pod logs."""
+
+    ok: bool
+    error: str | None = Field(None, description="Why the inputs are unusable (ok: false).")
+    knobs: list[KnobInfo] = Field(default_factory=list)
+    versions: Versions | None = None
+    model_sha256: str | None = None
+    model_size: int | None = None
+    input_shapes: dict[str, list[int]] = Field(default_factory=dict)
+    engine_suffix: str = ""
+    data_sha256: dict[str, str] = Field(default_factory=dict, description="`pairs[i].inputs|references` -> sha256.")
+
+    def compiler_knobs(self) -> list[Knob]:
+        return [k.knob() for k in self.knobs]
+
+
+# ------------------------------------------------------------------------------- confirmation
+
+
+class ConfirmationResult(WireModel):
+    """One confirmation round: per-round milliseconds of each engine it timed, and the worker's
+    decision. Keys of `rounds` are opaque strings chosen by the worker (a route id, or `<route-id>@<n>`
+    for a second load of one engine); the flow reads them."""
+
+    batch: str
+    rounds: dict[str, list[float]]
+    winner_id: str
+    speedup: float
+    margin: float
+    reason: str
+    ratios: dict[str, float] = Field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------ catalog
+
+
+class CatalogModel(WireModel):
+    """A document of the catalog: camelCase, and fields a newer writer added are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class IndexEntry(CatalogModel):
+    """One published engine in `catalog/<model>/index.json`."""
+
+    gpu_product: str
+    compiler_version: str
+    folder: str = Field(description="Key of the engine's catalog folder, relative to the bucket.")
+    engine: str = Field(description="s3:// URI of the engine.")
+    sha256: str
+    route: str = ""
+    speedup: float | None = None
+    confirmed: bool | None = None
+    model_sha256: str | None = None
+    run: str = ""
+    run_uid: str
+    published_at: str = ""
+    compute_capability: str | None = None
+
+
+class CatalogIndex(CatalogModel):
+    model: str
+    entries: list[IndexEntry] = Field(default_factory=list)
+
+
+class EngineFacts(CatalogModel):
+    uri: str
+    sha256: str
+    size: int | None = None
+
+
+class ModelFacts(CatalogModel):
+    uri: str
+    sha256: str | None = None
+    format: str
+    name: str
+    input_shapes: dict[str, list[int]] | None = None
+    declared_shapes: list[dict] = Field(default_factory=list)
+
+
+class AccuracyFacts(CatalogModel):
+    disabled: bool
+    reason: str | None = None
+    metric: str
+    threshold: float | None = None
+    atol: float | None = None
+    rtol: float | None = None
+    pairs: list[dict] = Field(default_factory=list)
+    data_digests: dict[str, str] | None = None
+    loss_per_output: dict[str, float] | None = None
+
+
+class RouteFacts(CatalogModel):
+    id: str
+    route: str
+    knobs: dict[str, str] = Field(default_factory=dict)
+    base_settings: dict[str, str] = Field(default_factory=dict)
+    pinned: dict[str, str] = Field(default_factory=dict)
+
+
+class CompilerFacts(CatalogModel):
+    name: str
+    versions: dict[str, str | None] | None = Field(None, description="`api.cache.Versions` of the winner's "
+                                                   "measurement, as written then.")
+
+
+class GpuFacts(CatalogModel):
+    product: str
+    node: str | None = None
+    compute_capability: str | None = None
+    driver: str | None = None
+
+
+class TimingFacts(CatalogModel):
+    objective: str
+    winner_ms: float | None = None
+    default_ms: float | None = None
+    speedup: float
+    speedup_name: str
+    sweep_speedup: float | None = None
+    speedup_interval: list[float] | None = Field(None, description="The headline speedup's 95% interval "
+                                                 "across loads [low, high], where it was measured.")
+    loads: int | None = Field(None, description="Loads of each engine behind a confirmed decision.")
+    times_ms: dict[str, float] | None = Field(None, description="ms per call of each engine in the rounds "
+                                              "decided on.")
+    host: dict | None = Field(None, description="What the host has to do with the speedup: a note, the "
+                              "default's host facts, host CPU ms per call.")
+    confirmed: bool = False
+    measurements: dict[str, dict | None] = Field(default_factory=dict)
+    how_measured: str = ""
+    confirmation_ratios: dict[str, float] | None = None
+    noise_margin: float | None = None
+
+
+class SearchFacts(CatalogModel):
+    mode: str
+    routes_planned: int
+    routes_measured: int
+    outcomes: dict[str, int] = Field(default_factory=dict)
+    cut_short: str | None = None
+
+
+class RunFacts(CatalogModel):
+    namespace: str
+    name: str
+    uid: str
+    generation: int | None = None
+    target: str
+
+
+class Provenance(CatalogModel):
+    """`provenance.json` beside a published engine: everything its result depends on and how it was
+    measured."""
+
+    schema_: Literal["enginewright.io/provenance/v1"] = Field("enginewright.io/provenance/v1", alias="schema")
+    engine: EngineFacts
+    model: ModelFacts
+    accuracy: AccuracyFacts
+    route: RouteFacts
+    compiler: CompilerFacts
+    gpu: GpuFacts
+    timing: TimingFacts
+    search: SearchFacts
+    run: RunFacts
+    operator_version: str
+    published_at: str
