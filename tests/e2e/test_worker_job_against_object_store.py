@@ -138,10 +138,12 @@ def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3
     assert swept.returncode == 0, swept.stderr
     confirmed = worker({**batch, "mode": "confirm", "batch": "confirm-0", "routes": routes})
     assert confirmed.returncode == 0, confirmed.stderr
-    result = json.loads(s3.get_object("enginewright", "runs/confirm/r/cpu/confirm/confirm-0.json").read())
+    from enginewright.api.contracts import ConfirmationResult
+    result = ConfirmationResult.model_validate_json(
+        s3.get_object("enginewright", "runs/confirm/r/cpu/confirm/confirm-0.json").read())
     ids = {Route.of(parse_route(r)).id for r in ["", *routes]}
     # every engine, the default too, loaded `confirm.loads` times and every load timed in every round
-    assert set(result["rounds"]) == {load_key(i, n) for i in ids for n in range(3)}
-    assert all(len(v) == 4 for v in result["rounds"].values())
-    assert result["winner_id"] in ids and result["reason"]
-    assert set(result["ratios"]) == ids - {Route.of({}).id}
+    assert set(result.rounds) == {load_key(i, n) for i in ids for n in range(3)}
+    assert all(len(v) == 4 for v in result.rounds.values())
+    assert result.winner_id in ids and result.reason
+    assert set(result.ratios) == ids - {Route.of({}).id}

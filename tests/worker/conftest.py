@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-FAST_TIMING = ["--warmup", "2", "--round-seconds", "0.01", "--min-rounds", "2", "--max-rounds", "3"]
+FAST_TIMING = ["--warmup", "2", "--round-seconds", "0.01", "--min-rounds", "2", "--max-rounds", "3", "--confirm-loads", "2"]
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,8 @@ import re
 
 from tests.worker.conftest import run_tune
 
-KNOBS = ["--search", "mixed", "--knob", "enable_mem_pattern=0", "--knob", "session.intra_op.allow_spinning=0"]
+KNOBS = ["--search", "mixed", "--knob", "enable_mem_pattern=0", "--knob", "session.intra_op.allow_spinning=0",
+         "--confirm-loads", "5"]  # the product's default, not the other tests' shortcut
 
 
 def check_printed_figures(stdout: str) -> None:
