@@ -35,15 +35,10 @@ LEVEL = 0.95  # two-sided confidence of the ratio's interval
 
 
 def interval(route_ms: Sequence[float], default_ms: Sequence[float]) -> tuple[float, float, float]:
-    """Geometric mean of route/default over the rounds, and its 95% interval (Student t on logs)."""
-    if len(route_ms) != len(default_ms) or not route_ms:
-        raise ValueError(f"paired rounds need equal, non-zero counts (got {len(route_ms)} and {len(default_ms)})")
-    logs = [math.log(r / d) for r, d in zip(route_ms, default_ms)]
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(mean), 0.0, math.inf
-    half = t_quantile(1 - (1 - LEVEL) / 2, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    """Geometric mean of route/default over the rounds of one load each, and its 95% interval
+    (Student t on the per-round log ratios): `compare` of one load against one."""
+    c = compare([route_ms], [default_ms])
+    return c.ratio, c.low, c.high
 
 
 LOAD_MARK = "@"  # a load's key: "<engine>@<n>" for the n-th load (n >= 2); the first load is "<engine>"
@@ -129,10 +124,9 @@ def compare(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], prior: S
     if not a or not b or len(rounds) != 1 or 0 in rounds:
         raise ValueError(f"a comparison needs loads timed in the same, non-zero number of rounds (got "
                          f"{sorted(len(v) for v in [*a, *b])})")
-    a_mean = statistics.fmean(_mean_log(v) for v in a)
-    b_mean = statistics.fmean(_mean_log(v) for v in b)
-    a_ms, b_ms = math.exp(_mean_of_rounds(a)), math.exp(_mean_of_rounds(b))
-    diff = a_mean - b_mean
+    a_log, b_log = _mean_of_rounds(a), _mean_of_rounds(b)  # (every load has the same rounds: the mean of
+    a_ms, b_ms = math.exp(a_log), math.exp(b_log)           # the loads' means is the mean of all rounds)
+    diff = a_log - b_log
     pooled = Spread.of(a) + Spread.of(b) + prior
     share = _round_share(a, b, pooled)
     if pooled.df == 0:
@@ -212,21 +206,11 @@ def rounds_until(time_round: Callable[[int], Mapping[str, float]],
 
 def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margin: float, precision: float,
                 min_rounds: int, max_rounds: int) -> str | None:
-    """Why to stop adding rounds now, or None to go on."""
-    rounds = len(route_ms)
-    if rounds < min_rounds:
+    """Why to stop adding rounds of one load each now, or None to go on (`stop_after`)."""
+    if len(route_ms) < min_rounds:
         return None
-    _, low, high = interval(route_ms, default_ms)
-    line = 1.0 - margin
-    if high < line:
-        return "faster"
-    if low > line:
-        return "not-faster"
-    if high / low <= (1.0 + precision) ** 2:
-        return "precise"
-    if rounds >= max_rounds:
-        return "max-rounds"
-    return None
+    return stop_after(compare([route_ms], [default_ms]), len(route_ms), margin=margin, precision=precision,
+                      min_rounds=min_rounds, max_rounds=max_rounds)
 
 
 def alternate(time_round: Callable[[bool], tuple[float, float]],
