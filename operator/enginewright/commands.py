@@ -97,50 +97,131 @@ def cmd_report(args) -> int:
 
 
 def cmd_cache_import(args) -> int:
-    """A trtexec tuning cache -> one cache entry per route under OUT/runs/<target>/entries/, where
-    `enginewright tune --cache OUT` finds them (target `local`) and does not measure them again."""
-    from enginewright.api.cache import import_trtexec
-    from enginewright.store import LocalStore
+    """A trtexec tuning cache -> an import under OUT/runs/<target>/imports/ (`store.imports`), where
+    `enginewright tune --cache OUT` finds it (target `local`) and does not measure its routes again
+    when it tunes with the compiler the file came from."""
+    from enginewright.catalog.compatibility import compiler_name
+    from enginewright.report import load_entries
+    from enginewright.store.imports import ImportRefused, import_file
     from enginewright.store.keys import safe_segment
+    source, out = Path(args.file), Path(args.out)
     try:
-        knobs = _knob_file(args.knobs)
-        header, entries = import_trtexec(Path(args.file).read_text(), target=args.target, threshold=args.threshold,
-                                         knobs=knobs)
-    except (OSError, ValueError) as exc:
-        print(f"enginewright cache import: {args.file}: {exc}", file=sys.stderr)
+        knobs_version, knobs = _knob_file_with_version(args.knobs)
+        measured = load_entries(out / "runs" / safe_segment(args.target)) if out.exists() else []
+        own = sorted({compiler_name(e.versions.compiler) for e in measured if e.versions})
+        imported, cache, new = import_file(out, source, target=args.target, threshold=args.threshold, knobs=knobs,
+                                           knobs_version=knobs_version, force=args.force, replace=args.replace,
+                                           own_compilers=own)
+    except ImportRefused as exc:
+        print(f"enginewright cache import: {source}: refused: {exc}", file=sys.stderr)
         return 2
-    if not knobs and not header.get("default_build_route"):
+    except (OSError, ValueError) as exc:
+        print(f"enginewright cache import: {source}: {exc}", file=sys.stderr)
+        return 2
+    for number, why in cache.damaged[:20]:
+        print(f"enginewright cache import: warning: {source}: line {number} skipped ({why}); the other lines are "
+              f"imported", file=sys.stderr)
+    if len(cache.damaged) > 20:
+        print(f"enginewright cache import: warning: {source}: {len(cache.damaged) - 20} more damaged lines skipped",
+              file=sys.stderr)
+    if not knobs and not cache.header.get("default_build_route"):
         print("enginewright cache import: the header has no default_build_route and no --knobs was given: "
               "knobs at their default stay in the routes, so their ids differ from ours", file=sys.stderr)
-    store, prefix = LocalStore(Path(args.out)), f"runs/{safe_segment(args.target)}"
-    written, kept = 0, 0
-    for entry in entries:
-        key = f"{prefix}/entries/{entry.route_id}.json"
-        if store.exists(key) and not args.replace:
-            kept += 1
-            continue
-        store.put(key, entry.to_json().encode())
-        written += 1
-    store.put(f"{prefix}/trtexec-header.json", json.dumps(header, indent=2).encode())
-    counts = ", ".join(f"{n} {o}" for o, n in sorted(Counter(e.outcome.value for e in entries).items()))
-    print(f"imported {written} routes ({counts}) into {Path(args.out) / prefix / 'entries'}"
-          + (f"; kept {kept} entries already there (--replace overwrites them)" if kept else ""))
-    if args.target == "local":
-        print(f"seed a local run with: enginewright tune ... --cache {args.out}")
+    routes = sum(cache.outcomes.values())
+    counts = ", ".join(f"{n} {o}" for o, n in sorted(cache.outcomes.items()))
+    if not new:
+        print(f"{source} was imported before ({imported.folder}): nothing to do")
+    elif cache.lines == 0:
+        print(f"imported the header of {source} into {imported.folder}: it has no iteration lines (trtexec stopped "
+              f"before its first route finished); 0 routes, nothing for a run to reuse")
+    else:
+        print(f"imported {routes} routes ({counts}) from {cache.lines} lines of {source} into {imported.folder} "
+              f"({imported.compiler})"
+              + (f"; {cache.repeats} repeated routes keep their first result" if cache.repeats else "")
+              + (f"; {len(cache.damaged)} damaged lines skipped" if cache.damaged else ""))
+    if args.target == "local" and routes:
+        print(f"seed a local run with: enginewright tune ... --cache {args.out} (used only by "
+              f"{compiler_name(imported.compiler)} runs of {imported.compiler})")
     return 0
 
 
 def cmd_cache_export(args) -> int:
     """Cache entries under DIRECTORY (a `tune --out` directory, a cache, an import) -> trtexec's
-    tuning cache. Metric, threshold, tolerances and search mode come from the options, else the
-    directory's summary.json, else an imported trtexec header."""
-    from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
+    tuning cache. An import is written back as it was imported, byte for byte, followed by the
+    routes measured since with its compiler. Otherwise metric, threshold, tolerances and search
+    mode come from the options, else the directory's summary.json."""
     from enginewright.report import load_entries
+    from enginewright.store.imports import imports_under
     directory = Path(args.directory)
-    entries = load_entries(directory)
-    if not entries:
-        print(f"enginewright cache export: no cache entries (entries/*.json) under {directory}", file=sys.stderr)
+    imports = [i for i in imports_under(directory) if args.compiler in (None, i.compiler)]
+    compilers = sorted({i.compiler for i in imports})
+    if len(compilers) > 1:
+        print(f"enginewright cache export: {directory} holds imports from {', '.join(compilers)}: one trtexec file "
+              f"has one tuner version; choose one with --compiler", file=sys.stderr)
         return 2
+    entries = load_entries(directory)
+    if imports:
+        return _export_imports(args, imports, entries)
+    if not entries:
+        print(f"enginewright cache export: no cache entries (entries/*.json) or imports under {directory}",
+              file=sys.stderr)
+        return 2
+    return _export_entries(args, directory, entries)
+
+
+def _export_imports(args, imports, entries) -> int:
+    """The imported files as they were, then the routes measured since with that compiler."""
+    import shutil
+    from enginewright.api.cache import export_trtexec, trtexec_metric
+    from enginewright.catalog.compatibility import compiler_name
+    first, compiler = imports[0], imports[0].compiler
+    out = Path(args.out)
+    shutil.copyfile(first.path, out)
+    lines = first.meta.get("lines", 0)
+    with open(out, "ab") as f:
+        if out.stat().st_size and not _ends_with_newline(first.path):
+            f.write(b"\n")  # a truncated last line: trtexec's --continue appends after it
+        for other in imports[1:]:
+            with open(other.path, "rb") as lines_in:
+                next(lines_in, None)  # its header: the first import's stands for all
+                for line in lines_in:
+                    f.write(line if line.endswith(b"\n") else line + b"\n")
+            lines += other.meta.get("lines", 0)
+        since = [e for e in entries if e.stage != "imported" and e.versions
+                 and compiler_name(e.versions.compiler) == compiler_name(compiler)]
+        if since:
+            known = set().union(*(i.read(keep_entries=False).route_ids for i in imports))
+            since = [e for e in since if e.route_id not in known]
+        if since:
+            header = first.read(keep_entries=False).header
+            parameters = header.get("accuracy_parameter") or {}
+            text = export_trtexec(
+                sorted(since, key=lambda e: (e.stage, e.started_at or "", e.route)),
+                metric=args.metric or trtexec_metric(header.get("accuracy_algorithm", "")) or "cosine",
+                atol=parameters.get("atol", 1e-5), rtol=parameters.get("rtol", 1e-5),
+                search_mode=header.get("searching_algorithm", "fast"), header=header, first_iter=lines)
+            f.write("".join(line + "\n" for line in text.splitlines()[1:]).encode())
+    damaged = [f"line {n}" for i in imports for n, _ in i.meta.get("damaged", [])]
+    print(f"wrote {out}: {len(imports)} import(s) from {compiler} as imported, byte for byte"
+          + (f" (damaged lines kept as they were: {', '.join(damaged[:10])}; trtexec --continue counts a line it "
+             f"cannot read as a crashed iteration, and leaving one out would shift every later iteration)"
+             if damaged else "")
+          + (f", then {len(since)} routes measured since" if since else ""))
+    return 0
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
+def _export_entries(args, directory: Path, entries) -> int:
+    """Our own entries, written as trtexec writes its cache."""
+    from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
     summary = _json_or_empty(directory / "summary.json")
     options = summary.get("options", {})
     header = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
@@ -182,8 +263,13 @@ def _json_or_empty(path: Path) -> dict:
 
 def _knob_file(path: str | None):
     """Knobs from TensorRT's knob JSON (`trtexec --helpBuildRoute`, `all_build_routes`)."""
+    return _knob_file_with_version(path)[1]
+
+
+def _knob_file_with_version(path: str | None):
+    """(tuner version, knobs) from TensorRT's knob JSON; (None, None) without one."""
     from enginewright.search.routes import parse_tensorrt_knobs
-    return parse_tensorrt_knobs(Path(path).read_text())[1] if path else None
+    return parse_tensorrt_knobs(Path(path).read_text()) if path else (None, None)
 
 
 def _backend_knobs(backend: str | None):
@@ -264,7 +350,11 @@ def register(sub) -> None:
                      help="accuracy threshold (default: the header's accuracy_parameter.epsilon)")
     imp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute), for the knobs' defaults "
                                      "(default: the header's default_build_route)")
-    imp.add_argument("--replace", action="store_true", help="overwrite entries already in OUT")
+    imp.add_argument("--replace", action="store_true",
+                     help="this file's results win over those of earlier imports of the same compiler")
+    imp.add_argument("--force", action="store_true",
+                     help="import even when the file's tuner version or compiler differs from --knobs or from what "
+                          "OUT already holds (kept apart: a run uses only the imports of its own compiler)")
     imp.set_defaults(func=cmd_cache_import)
     exp = actions.add_parser("export", help="cache entries under DIR -> trtexec JSON Lines")
     exp.add_argument("directory", help="a `tune --out` directory, a cache directory or an import")
@@ -276,4 +366,6 @@ def register(sub) -> None:
     exp.add_argument("--search", choices=["fast", "full", "mixed"])
     exp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
                                      "(default: the run's compiler when installed)")
+    exp.add_argument("--compiler", help="with imports from several compilers or versions: the one to export, "
+                                        "e.g. tensorrt-tuner-2.19.15")
     exp.set_defaults(func=cmd_cache_export)

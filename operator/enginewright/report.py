@@ -16,7 +16,7 @@ from enginewright.api.cache import CacheEntry, Outcome
 
 
 def max_loss(entry: CacheEntry) -> float | None:
-    return max(entry.loss.values()) if entry.loss else None
+    return entry.max_loss
 
 
 def _fmt(value, spec: str, missing: str = "—") -> str:

@@ -1,6 +1,8 @@
 """A trtexec tuning cache brought in with `enginewright cache import` seeds `enginewright tune
---cache`: routes it holds are not measured again, the others are; and the run's cache goes back
-out with `enginewright cache export`, every route with the id it had."""
+--cache` when it comes from the compiler the run tunes with: routes it holds are not measured again,
+the others are; and the run's cache goes back out with `enginewright cache export`, the imported
+lines as they were and every route with the id it had. A cache of another compiler (trtexec's own,
+for an ONNX Runtime run) is not used."""
 
 import json
 import subprocess
@@ -9,14 +11,16 @@ import sys
 from enginewright.api.cache import CacheEntry, import_trtexec
 from enginewright.backends import get_backend
 from enginewright.search.routes import Route, route_id
+from enginewright.store.imports import imports_under
 from tests.worker.conftest import tune_args
 
 KNOBS = get_backend("onnxruntime").knobs()
+ORT = get_backend("onnxruntime").cache_compiler()  # e.g. onnxruntime-1.23.2: what our exports write as tuner_version
 
 
-def trtexec_cache() -> str:
+def trtexec_cache(tuner_version: str = ORT) -> str:
     """As trtexec writes it: the default route lists every knob; each route every tuned knob."""
-    header = {"tuner_version": "unknown", "accuracy_algorithm": "Cosine",
+    header = {"tuner_version": tuner_version, "accuracy_algorithm": "Cosine",
               "accuracy_parameter": {"atol": 1e-5, "rtol": 1e-5, "epsilon": 1e-4}, "searching_algorithm": "fast",
               "command_line": "trtexec ...", "default_build_route": " ".join(f"-{k.name}={k.default}" for k in KNOBS),
               "tuning_expr": "-graph_optimization_level=[all|basic] -enable_mem_pattern=[1|0]", "files": {},
@@ -39,14 +43,17 @@ def test_imported_routes_are_not_measured_again(example, tmp_path):
     assert imported.returncode == 0, imported.stderr
     entries_dir = seed / "runs/local/entries"
     mem_pattern_off = Route.of({"enable_mem_pattern": "0"}).id
-    assert sorted(p.stem for p in entries_dir.glob("*.json")) == sorted([route_id(""), mem_pattern_off])
+    (imported_file,) = imports_under(seed)  # one import: the file itself, not a file per route
+    assert imported_file.path.read_text() == trtexec_cache() and not entries_dir.exists()
+    assert [e.route_id for e in imported_file.entries()] == [route_id(""), mem_pattern_off]
 
     out = tmp_path / "out"
     result = subprocess.run(tune_args(example, out, "--search", "fast", "--knob", "graph_optimization_level=basic,all",
                                       "--knob", "enable_mem_pattern=0", "--cache", str(seed), "--no-confirm"),
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    found = {p.stem: CacheEntry.from_json(p.read_text()) for p in entries_dir.glob("*.json")}
+    found = {e.route_id: e for e in imported_file.entries()}
+    found.update({p.stem: CacheEntry.from_json(p.read_text()) for p in entries_dir.glob("*.json")})
     basic = Route.of({"graph_optimization_level": "basic"}).id
     assert set(found) == {route_id(""), mem_pattern_off, basic}
     # The imported routes keep trtexec's result; only the route it lacked was measured.
@@ -57,9 +64,30 @@ def test_imported_routes_are_not_measured_again(example, tmp_path):
 
     exported = enginewright("cache", "export", str(seed), "--out", str(tmp_path / "again.jsonl"))
     assert exported.returncode == 0, exported.stderr
-    header, again = import_trtexec((tmp_path / "again.jsonl").read_text(), target="local")
+    text = (tmp_path / "again.jsonl").read_text()
+    assert text.startswith(trtexec_cache())  # the import as it was, then the route measured since
+    header, again = import_trtexec(text, target="local")
     assert header["accuracy_algorithm"] == "Cosine" and header["accuracy_parameter"]["epsilon"] == 1e-4
     assert sorted(e.route_id for e in again) == sorted(found)
+    assert [json.loads(line)["iter"] for line in text.splitlines()[1:]] == [0, 1, 2]
+
+
+def test_a_tensorrt_cache_is_not_used_by_an_onnxruntime_run(example, tmp_path):
+    (tmp_path / "best_config.json").write_text(trtexec_cache("2.19.15"))  # trtexec's own: a TensorRT tuner
+    seed = tmp_path / "seed"
+    imported = enginewright("cache", "import", str(tmp_path / "best_config.json"), "--out", str(seed))
+    assert imported.returncode == 0, imported.stderr
+    out = tmp_path / "out"
+    result = subprocess.run(tune_args(example, out, "--search", "fast", "--knob", "enable_mem_pattern=0",
+                                      "--cache", str(seed), "--no-confirm"), capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "is from tensorrt-tuner-2.19.15; this run is onnxruntime-" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    entries = {p.stem: CacheEntry.from_json(p.read_text()) for p in (seed / "runs/local/entries").glob("*.json")}
+    # Both routes measured by ONNX Runtime, the default among them: trtexec's 0.5 ms is not its default.
+    assert {e.stage for e in entries.values()} == {"stage1"} and set(entries) == {
+        route_id(""), Route.of({"enable_mem_pattern": "0"}).id}
+    assert summary["default_ms"] == entries[route_id("")].median_ms != 0.5
 
 
 def test_a_tune_directory_exports_as_trtexec_writes_it(example, tmp_path):

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from enum import Enum
+from collections import Counter
 from typing import Iterable, Sequence
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from enginewright.api.models import WireModel
 from enginewright.search.routes import Knob
@@ -130,7 +132,9 @@ class CacheEntry(WireModel):
     measure_seconds: float | None = Field(None, description="Wall time spent timing this route, the "
                                           "default's paired rounds included.")
     build_seconds: float | None = None
-    loss: dict[str, float] | None = Field(None, description="Accuracy loss per output tensor (worst pair).")
+    loss: dict[str, float | None] | None = Field(None, description="Accuracy loss per output tensor (worst pair); "
+                                                 "null: not finite (NaN or infinite, as trtexec writes it), failing "
+                                                 "any threshold.")
     load_info: dict[str, float] | None = Field(None, description="How the engine loaded in the measuring "
                                                "process: seconds, compile-cache hits/misses.")
     engine_sha256: str | None = None
@@ -140,6 +144,21 @@ class CacheEntry(WireModel):
     host: Host | None = None
     started_at: str | None = None
     finished_at: str | None = None
+
+    @field_validator("loss")
+    @classmethod
+    def _finite_or_null(cls, loss: dict[str, float | None] | None) -> dict[str, float | None] | None:
+        """A non-finite loss is stored as null: strict JSON has no NaN or Infinity."""
+        if loss is None:
+            return None
+        return {name: value if value is not None and math.isfinite(value) else None for name, value in loss.items()}
+
+    @property
+    def max_loss(self) -> float | None:
+        """The worst output's loss (infinite when one is not finite); None when not checked."""
+        if not self.loss:
+            return None
+        return max(math.inf if value is None else value for value in self.loss.values())
 
     @property
     def median_ms(self) -> float | None:
@@ -268,15 +287,18 @@ def _defaults(knobs: Sequence[Knob] | None, header: dict) -> dict[str, str]:
 
 def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, rtol: float,
                    search_mode: str, threshold: float | None = None, knobs: Sequence[Knob] | None = None,
-                   tuner_version: str | None = None, files: dict | None = None, header: dict | None = None) -> str:
+                   tuner_version: str | None = None, files: dict | None = None, header: dict | None = None,
+                   first_iter: int = 0) -> str:
     """Our entries as trtexec's tuning cache: a header line, then one line per route.
 
     `knobs` (the compiler's knob list) gives `default_build_route` and lets each `build_route` list
     every tuned knob with its default, as trtexec does; without it routes are written canonical
     (non-default knobs only), which trtexec's --setBuildRoute reads the same way. `header` is an
     imported trtexec header: its command_line, tuning_expr, files and argv are kept. The tuner
-    version is `tuner_version`, else the one recorded by an import, else "unknown" (trtexec's own
-    value when it has none). `gpu_time` is our mean, as trtexec's is a mean.
+    version is `tuner_version`, else the header's, else the one recorded by an import, else the
+    compiler of the entries when they share one (`onnxruntime-1.23.2`: an import of the file is
+    then used only by that compiler), else "unknown" (trtexec's own value when it has none).
+    `gpu_time` is our mean, as trtexec's is a mean. `iter` starts at `first_iter`.
     """
     entries = list(entries)
     source = header or {}
@@ -288,7 +310,9 @@ def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, r
     if tuner_version is None:
         recorded = [e.versions.compiler[len(_TUNER_PREFIX):] for e in entries
                     if e.versions and e.versions.compiler.startswith(_TUNER_PREFIX)]
-        tuner_version = source.get("tuner_version") or (recorded[0] if recorded else "unknown")
+        compilers = {e.versions.compiler for e in entries if e.versions}
+        tuner_version = source.get("tuner_version") or (recorded[0] if recorded else None) \
+            or (compilers.pop() if len(compilers) == 1 else "unknown")
     seen: dict[str, list[str]] = {name: [] for name in tuned_order}
     for e in entries:
         for name in tuned_order:
@@ -308,7 +332,7 @@ def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, r
         "argv": source.get("argv", []),
     }
     lines = [_dump(out_header)]
-    iteration, stage = 0, None
+    iteration, stage = first_iter, None
     for entry in entries:
         if stage is not None and entry.stage != stage:
             iteration = 0  # trtexec restarts `iter` for the second phase of a mixed search
@@ -330,69 +354,161 @@ def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, r
     return "\n".join(lines) + "\n"
 
 
+TRTEXEC_FIELDS = ("iter", "build_route", "crash", "error_message", "accuracy_loss", "gpu_time")
+"""An iteration line's keys, in the order writeTuningCacheIteration writes them."""
+
+
+def trtexec_compiler(header: dict) -> str:
+    """The compiler a trtexec-format cache came from, as our entries name it: `tensorrt-tuner-<v>` for
+    trtexec's own files; our exports of other compilers write their compiler (`onnxruntime-1.23.2`,
+    `inductor-...`) as tuner_version."""
+    version = str(header.get("tuner_version") or "unknown")
+    if version.split("-", 1)[0] in ("onnxruntime", "inductor", "tensorrt") and "-" in version:
+        return version
+    return f"{_TUNER_PREFIX}{version}"
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON (nlohmann writes NaN and infinities as null)")
+
+
+def _strict(line: str):
+    return json.loads(line, parse_constant=_no_constant)
+
+
+def _iteration(row) -> str | None:
+    """Why `row` is not an iteration line as writeTuningCacheIteration writes it (None: it is)."""
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    missing = [k for k in TRTEXEC_FIELDS if k not in row]
+    if missing:
+        return f"no {', '.join(missing)}"
+    if not isinstance(row["iter"], int) or isinstance(row["iter"], bool) or row["iter"] < 0:
+        return f"iter {row['iter']!r} is not a count"
+    if not isinstance(row["build_route"], str) or not isinstance(row["error_message"], str):
+        return "build_route and error_message must be strings"
+    if not isinstance(row["crash"], bool):
+        return f"crash {row['crash']!r} is not true or false"
+    loss, gpu_time = row["accuracy_loss"], row["gpu_time"]
+    if loss is not None and not (isinstance(loss, dict) and all(
+            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in loss.values())):
+        return "accuracy_loss must be null or {tensor: number or null}"
+    if gpu_time is not None and (not isinstance(gpu_time, (int, float)) or isinstance(gpu_time, bool)):
+        return f"gpu_time {gpu_time!r} is not a number"
+    return None
+
+
+def trtexec_entry(row: dict, *, target: str, compiler: str, defaults: dict[str, str],
+                  threshold: float | None) -> CacheEntry:
+    """Our cache entry for one iteration line, inventing nothing: knobs at their default are dropped
+    (so trtexec's all-default route is our default route `""`); `crash` is a crash with trtexec's
+    message; a route trtexec did not crash gets its gpu_time as its time when it is > 0 (none when it
+    is null or 0: such a route is not a measurement and is measured again when used); a null loss
+    (NaN or infinite) fails, and so does a loss >= `threshold`."""
+    from enginewright.search.routes import canonical_route, route_id
+    # Interned: 100,000 routes of a few knobs share a handful of names and values.
+    knob_values = {sys.intern(k): sys.intern(v) for k, v in parse_trtexec_route(row["build_route"])
+                   if defaults.get(k) != v}
+    route = canonical_route(knob_values)
+    raw_loss = row["accuracy_loss"]
+    loss = {name: None if value is None else float(value) for name, value in raw_loss.items()} \
+        if isinstance(raw_loss, dict) else None
+    gpu_time = row["gpu_time"]
+    measured = gpu_time is not None and gpu_time > 0 and not row["crash"]
+    if row["crash"]:
+        outcome = Outcome.crash
+    elif loss and (any(v is None for v in loss.values())
+                   or (threshold is not None and any(v >= threshold for v in loss.values()))):
+        outcome = Outcome.accuracy_rejected
+    else:
+        outcome = Outcome.ok
+    timing = TimingStats(median_ms=gpu_time, mean_ms=gpu_time, p90_ms=gpu_time, min_ms=gpu_time, n=1) \
+        if measured else None
+    return CacheEntry(target=target, route_id=route_id(route), route=route, knobs=knob_values, stage="imported",
+                      batch="trtexec", outcome=outcome, error=row["error_message"] or None, timing=timing,
+                      loss=loss, versions=Versions(compiler=compiler))
+
+
+def trtexec_threshold(header: dict, threshold: float | None = None) -> float | None:
+    """`threshold`, else the header's accuracy_parameter.epsilon when > 0 (0: none was given)."""
+    if threshold is not None:
+        return threshold
+    epsilon = (header.get("accuracy_parameter") or {}).get("epsilon")
+    return epsilon if isinstance(epsilon, (int, float)) and epsilon > 0 else None
+
+
+class TrtexecCache:
+    """A trtexec tuning cache read line by line: the header, then every iteration line either
+    turned into a cache entry (`entries`, one per route: a route that a mixed search repeats keeps
+    its first result) or, when it is damaged, listed in `damaged` as (line number, why) and skipped."""
+
+    def __init__(self, lines: Iterable[str | bytes], *, target: str = "local", threshold: float | None = None,
+                 knobs: Sequence[Knob] | None = None, defaults: dict[str, str] | None = None,
+                 keep_entries: bool = True):
+        lines = iter(lines)
+        first = next(lines, None)
+        if first is None or not _text(first).strip():
+            raise ValueError("empty trtexec tuning cache (no header line)")
+        try:
+            header = _strict(_text(first))
+        except ValueError as exc:
+            raise ValueError(f"line 1 is not trtexec's header: {exc}") from None
+        if not isinstance(header, dict) or "tuner_version" not in header:
+            raise ValueError("line 1 is not trtexec's header (it has no tuner_version"
+                             + ("; it is an iteration line)" if isinstance(header, dict) and "build_route" in header
+                                else ")"))
+        self.header = header
+        self.compiler = trtexec_compiler(header)
+        self.threshold = trtexec_threshold(header, threshold)
+        self.defaults = defaults if defaults is not None else _defaults(knobs, header)
+        self.entries: list[CacheEntry] = []
+        self.outcomes: Counter = Counter()
+        self.damaged: list[tuple[int, str]] = []
+        self.lines = 0  # iteration lines, damaged ones included
+        self.repeats = 0
+        seen: set[str] = set()
+        for number, raw in enumerate(lines, 2):
+            try:
+                line = _text(raw)
+            except UnicodeDecodeError as exc:
+                self.lines += 1
+                self.damaged.append((number, f"not UTF-8 ({exc.reason} at byte {exc.start})"))
+                continue
+            if not line.strip():
+                continue
+            self.lines += 1
+            try:
+                row = _strict(line)
+                why = _iteration(row)
+                if why is None:
+                    entry = trtexec_entry(row, target=target, compiler=self.compiler, defaults=self.defaults,
+                                          threshold=self.threshold)
+            except ValueError as exc:
+                why = str(exc).splitlines()[0]
+            if why is not None:
+                self.damaged.append((number, why if line.endswith("}") else f"truncated or damaged: {why}"))
+                continue
+            if entry.route_id in seen:
+                self.repeats += 1
+                continue
+            seen.add(entry.route_id)
+            self.outcomes[entry.outcome.value] += 1
+            if keep_entries:
+                self.entries.append(entry)
+        self.route_ids = seen
+        baseline = next((e for e in self.entries if e.route == ""), None)
+        if baseline is not None and baseline.passed:
+            for e in self.entries:  # in place: a copy of 100,000 entries would double the peak memory
+                e.baseline_ms = baseline.median_ms
+
+
+def _text(line: str | bytes) -> str:
+    return (line.decode("utf-8") if isinstance(line, bytes) else line).rstrip("\r\n")
+
+
 def import_trtexec(text: str, *, target: str, threshold: float | None = None,
                    knobs: Sequence[Knob] | None = None) -> tuple[dict, list[CacheEntry]]:
-    """Parse a trtexec tuning cache into (header, entries), one entry per route.
-
-    Routes are canonicalised: a knob at its default (from `knobs`, else the header's
-    `default_build_route`) is dropped, so trtexec's baseline is our default route `""` and a route
-    gets the same id from either tool. The threshold is `threshold`, else the header's
-    `accuracy_parameter.epsilon` when > 0; a route whose loss reaches it on any tensor is
-    accuracy-rejected, and so is a route with a null loss (nlohmann writes NaN as null). A route
-    that appears twice (mixed search repeats routes in its second phase) keeps its first result.
-    Every entry's baseline is the default route's time in the same file, when the file has it.
-    """
-    from enginewright.search.routes import canonical_route, route_id
-
-    rows = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"line {number} of the trtexec tuning cache is not JSON: {exc}") from None
-    if not rows:
-        raise ValueError("empty trtexec tuning cache")
-    header = rows[0]
-    if not isinstance(header, dict) or ("tuner_version" not in header and "build_route" in header):
-        raise ValueError("trtexec tuning cache has no header line (first line is a route)")
-    if threshold is None:
-        epsilon = (header.get("accuracy_parameter") or {}).get("epsilon")
-        threshold = epsilon if isinstance(epsilon, (int, float)) and epsilon > 0 else None
-    defaults = _defaults(knobs, header)
-    versions = Versions(compiler=f"{_TUNER_PREFIX}{header.get('tuner_version') or 'unknown'}")
-    entries: dict[str, CacheEntry] = {}
-    for number, row in enumerate(rows[1:], 2):
-        knob_values = {k: v for k, v in parse_trtexec_route(row.get("build_route", "")) if defaults.get(k) != v}
-        route = canonical_route(knob_values)
-        rid = route_id(route)
-        if rid in entries:
-            continue
-        raw_loss = row.get("accuracy_loss")
-        loss = {name: math.inf if value is None else float(value) for name, value in raw_loss.items()} \
-            if isinstance(raw_loss, dict) else None
-        gpu_time = row.get("gpu_time")
-        measured = isinstance(gpu_time, (int, float)) and gpu_time > 0
-        error = row.get("error_message") or None
-        if row.get("crash"):
-            outcome = Outcome.crash
-        elif not measured:
-            outcome, error = Outcome.crash, error or f"line {number}: trtexec recorded no gpu_time"
-        elif loss and any(not math.isfinite(v) for v in loss.values()):
-            outcome = Outcome.accuracy_rejected
-            error = error or (f"accuracy loss of {', '.join(sorted(k for k, v in loss.items() if not math.isfinite(v)))} "
-                              f"is null in the trtexec cache (NaN or infinite): treated as failing")
-        elif threshold is not None and loss and any(v >= threshold for v in loss.values()):
-            outcome = Outcome.accuracy_rejected
-        else:
-            outcome = Outcome.ok
-        timing = None
-        if measured and outcome is not Outcome.crash:
-            timing = TimingStats(median_ms=gpu_time, mean_ms=gpu_time, p90_ms=gpu_time, min_ms=gpu_time, n=1)
-        entries[rid] = CacheEntry(
-            target=target, route_id=rid, route=route, knobs=knob_values, stage="imported", batch="trtexec",
-            outcome=outcome, error=error, timing=timing, loss=loss, versions=versions)
-    baseline = entries.get(route_id(""))
-    if baseline is not None and baseline.passed:
-        entries = {rid: e.model_copy(update={"baseline_ms": baseline.median_ms}) for rid, e in entries.items()}
-    return header, list(entries.values())
+    """Parse a trtexec tuning cache into (header, entries), one entry per route (`TrtexecCache`;
+    damaged lines are skipped)."""
+    cache = TrtexecCache(text.splitlines(), target=target, threshold=threshold, knobs=knobs)
+    return cache.header, cache.entries

@@ -161,7 +161,7 @@ class AccuracyFacts(CatalogModel):
     rtol: float | None = None
     pairs: list[dict] = Field(default_factory=list)
     data_digests: dict[str, str] | None = None
-    loss_per_output: dict[str, float] | None = None
+    loss_per_output: dict[str, float | None] | None = None
 
 
 class RouteFacts(CatalogModel):

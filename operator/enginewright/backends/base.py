@@ -198,6 +198,11 @@ class Backend(abc.ABC):
     def versions(self) -> Versions:
         """Compiler, CUDA, driver and GPU versions, for provenance and catalog keys."""
 
+    def cache_compiler(self) -> str:
+        """The compiler as a trtexec-format tuning cache names it (its `tuner_version`): a cache
+        imported from a file is used only by the compiler that wrote it."""
+        return self.versions().compiler
+
     @abc.abstractmethod
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
         """Build the route into engine bytes (raises on a build failure)."""

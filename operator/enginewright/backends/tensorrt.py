@@ -206,6 +206,11 @@ class TensorRTBackend(Backend):
             raise BackendUnavailable("this TensorRT build reports no build-route knobs (all_build_routes is empty)")
         return knobs
 
+    def cache_compiler(self) -> str:
+        """trtexec's files name the tuner, not TensorRT: `tensorrt-tuner-<tuner_version>`."""
+        self.knobs()
+        return f"tensorrt-tuner-{parse_tensorrt_knobs(self._knobs_json)[0]}"
+
     def versions(self) -> Versions:
         trt = _trt()
         import torch

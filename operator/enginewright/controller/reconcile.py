@@ -376,7 +376,7 @@ class Reconciler:
             "default_ms": default.median_ms if default else None,
             "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
                                 speedup=round(best.speedup, 4),
-                                max_loss=max(best.loss.values()) if best.loss else None) if best else None,
+                                max_loss=best.max_loss) if best else None,
             "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values), 3),
         })
 
@@ -588,7 +588,7 @@ class Reconciler:
         status = status.model_copy(update={
             "winner": RouteResult(route_id=winner.route_id, route=winner.route, median_ms=winner.median_ms,
                                   speedup=decision.speedup, speedup_low=headline["low"], speedup_high=headline["high"],
-                                  max_loss=max(winner.loss.values()) if winner.loss else None),
+                                  max_loss=winner.max_loss),
             "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
             "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
         metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)

@@ -81,6 +81,8 @@ class WorkerContext:
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
     measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
+    compiler: str | None = None  # set: entries of another compiler (a shared or imported cache) are not used
+    seeds: dict[str, CacheEntry] = field(default_factory=dict)  # imported entries of this compiler, by route id
     progress: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -204,9 +206,12 @@ class Worker:
     def existing(self) -> dict[str, CacheEntry]:
         """Entries already in the store; one that does not parse (truncated, corrupt) counts as
         missing, so its route is measured again and the entry rewritten; so does one timed for
-        another objective (a shared `tune --cache`). Entries that name no objective (imported from
-        trtexec, whose tuning cache keeps GPU time) are kept."""
-        entries = {}
+        another objective (a shared `tune --cache`), and, when the context names its compiler, one
+        measured or imported with another compiler. Entries that name no objective (imported from
+        trtexec, whose tuning cache keeps GPU time) are kept. The context's `seeds` (imported
+        entries) count too, under the entries measured here."""
+        from enginewright.catalog.compatibility import compiler_name
+        entries = dict(self.ctx.seeds)
         objective = self.ctx.timing.objective.value
         for key in self.ctx.store.list(self.ctx.keys.entries):
             try:
@@ -215,6 +220,8 @@ class Worker:
                 log.warning("ignoring unreadable cache entry %s: %s", key, str(exc)[:200])
                 continue
             if entry.objective not in (None, objective):
+                continue
+            if self.ctx.compiler and entry.versions and compiler_name(entry.versions.compiler) != self.ctx.compiler:
                 continue
             entries[entry.route_id] = entry
         return entries
@@ -744,7 +751,7 @@ def describe(entry: CacheEntry) -> str:
         elif entry.baseline_ms:
             parts.append(f"({entry.baseline_ms / entry.timing.median_ms:.3f}x vs default)")
     if entry.loss:
-        parts.append(f"max loss {max(entry.loss.values()):.3g}")
+        parts.append(f"max loss {entry.max_loss:.3g}")
     if entry.build_seconds is not None:
         parts.append(f"build {entry.build_seconds:.1f}s")
     return ", ".join(parts)

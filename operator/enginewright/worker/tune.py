@@ -80,18 +80,27 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     routes planned so far (after stage 1, and again after mixed's stage 2). The steps come from
     `search.flow.next_step`, the same function the controller executes as Jobs."""
     from enginewright.backends import get_backend
+    from enginewright.catalog.compatibility import compiler_name
+    from enginewright.store.imports import usable_entries
     began = time.monotonic()
     opts.out.mkdir(parents=True, exist_ok=True)
     _check_resume(opts)
     backend = get_backend(opts.backend, **opts.backend_options)
+    cache_dir = opts.cache or opts.out / "store"
+    compiler = backend.cache_compiler()
+    seeds, not_used = usable_entries(cache_dir, TARGET, compiler)
+    for note in not_used:
+        say(note)
+    if seeds:
+        say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
     ctx = WorkerContext(
-        backend=opts.backend, model=opts.model, store=LocalStore(opts.cache or opts.out / "store"), prefix=LOCAL_PREFIX,
+        backend=opts.backend, model=opts.model, store=LocalStore(cache_dir), prefix=LOCAL_PREFIX,
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
         save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
         build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
-        progress=say)
+        progress=say, compiler=compiler_name(compiler), seeds=seeds)
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
                     pinned=opts.pinned, max_routes=opts.max_routes, routes_per_batch=opts.routes_per_batch,
@@ -131,7 +140,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     (opts.out / "trtexec-cache.jsonl").write_text(export_trtexec(
         sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")), metric=opts.metric, atol=opts.atol,
-        rtol=opts.rtol, search_mode=opts.mode, threshold=opts.threshold, knobs=knobs,
+        rtol=opts.rtol, search_mode=opts.mode, threshold=opts.threshold, knobs=knobs, tuner_version=compiler.removeprefix("tensorrt-tuner-"),
         files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None)))
     from enginewright.report import render
     render(opts.out, summary, all_entries)
