@@ -31,9 +31,18 @@ def _knobs(values: list[str] | None) -> list[tuple[str, list[str]]]:
 
 def cmd_tune(args) -> int:
     from enginewright.api.models import Timing
+    from enginewright.backends import BACKENDS, BackendUnavailable, misfit
     from enginewright.search.planners import PlanError
     from enginewright.worker.tune import TuneError, TuneOptions, tune
     from enginewright import report
+
+    if not Path(args.model).is_file():
+        print(f"enginewright tune: {args.model}: no such model file", file=sys.stderr)
+        return 2
+    wrong = misfit(args.backend, args.model)
+    if wrong:
+        print(f"enginewright tune: {wrong}", file=sys.stderr)
+        return 2
 
     if len(args.inputs) != len(args.references) and args.references:
         raise SystemExit(f"--inputs and --references pair up by order: got {len(args.inputs)} and {len(args.references)}")
@@ -71,6 +80,13 @@ def cmd_tune(args) -> int:
 
     try:
         result = tune(opts, say, on_plan)
+    except BackendUnavailable as exc:
+        others = [b for b in BACKENDS if b != args.backend and not misfit(b, args.model)]
+        print(f"enginewright tune: the {args.backend} backend is not available on this machine: {exc}"
+              + (f". {Path(args.model).name} can also be tuned with --backend {' or --backend '.join(others)}"
+                 if others else ""),
+              file=sys.stderr)
+        return 2
     except (TuneError, PlanError) as exc:
         print(f"enginewright tune: {exc}", file=sys.stderr)
         return 3

@@ -9,6 +9,29 @@ from __future__ import annotations
 from enginewright.backends.base import Backend, BackendUnavailable, Runner
 
 BACKENDS = ("onnxruntime", "inductor", "tensorrt")
+READS = {"onnxruntime": "onnx", "tensorrt": "onnx", "inductor": "torch-export"}
+"""What model file each backend builds from."""
+KIND_NAMES = {"onnx": "an ONNX model (.onnx)", "torch-export": "a torch.export program (torch.export.save, .pt2)"}
+
+
+def model_kind(path) -> str:
+    """`torch-export` for a torch.export program (a zip archive, whatever its name), else `onnx`."""
+    import zipfile
+    return "torch-export" if zipfile.is_zipfile(path) else "onnx"
+
+
+def misfit(backend: str, path) -> str | None:
+    """Why `backend` cannot build the model file at `path`, naming the backends that can; None
+    when it can (or `backend` is not one of ours)."""
+    from pathlib import Path
+    if backend not in READS:
+        return None
+    kind = model_kind(path)
+    if READS[backend] == kind:
+        return None
+    fits = [name for name in BACKENDS if READS[name] == kind]
+    return (f"{Path(path).name} is {KIND_NAMES[kind]}, and the {backend} backend builds from "
+            f"{KIND_NAMES[READS[backend]]}: use --backend {' or --backend '.join(fits)}")
 
 
 def get_backend(name: str, **options) -> Backend:
@@ -30,4 +53,4 @@ def get_backend(name: str, **options) -> Backend:
     raise ValueError(f"unknown compiler {name!r} (one of {', '.join(BACKENDS)})")
 
 
-__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Runner", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendUnavailable", "Runner", "get_backend", "misfit", "model_kind"]

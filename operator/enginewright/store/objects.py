@@ -58,6 +58,9 @@ class LocalStore:
     def exists(self, key: str) -> bool:
         return self._path(key).exists()
 
+    def delete(self, key: str) -> None:
+        self._path(key).unlink(missing_ok=True)
+
     def list(self, prefix: str) -> Iterator[str]:
         base = self.root
         for path in sorted(base.rglob("*")):

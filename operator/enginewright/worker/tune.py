@@ -15,7 +15,7 @@ from enginewright.api.models import Timing
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
-from enginewright.store.layout import LOCAL_PREFIX
+from enginewright.store.layout import LOCAL_PREFIX, RunKeys
 from enginewright.worker.batch import Accuracy, Worker, WorkerContext, measuring_cpus
 
 TARGET = "local"
@@ -79,14 +79,45 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     """Run the whole flow in local processes; `say` gets progress lines, `on_plan` the number of
     routes planned so far (after stage 1, and again after mixed's stage 2). The steps come from
     `search.flow.next_step`, the same function the controller executes as Jobs."""
+    opts.out.mkdir(parents=True, exist_ok=True)
+    first_attempt = _check_resume(opts)
+    store = LocalStore(opts.cache or opts.out / "store")
+    before = set(store.list(RunKeys(LOCAL_PREFIX).entries))
+    try:
+        return _tune(opts, store, say, on_plan)
+    except Exception:
+        if first_attempt:
+            _forget_failed_attempt(opts, store, before, say)
+        raise
+
+
+def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str], say) -> None:
+    """A first attempt that failed (a wrong input, a model the backend cannot load) and measured no
+    route that passed leaves nothing behind: neither the lock that would refuse the corrected
+    command on the same --out nor its failed entries, which a rerun would otherwise take as the
+    routes' results."""
+    written = [key for key in store.list(RunKeys(LOCAL_PREFIX).entries) if key not in before]
+    for key in written:
+        try:
+            if CacheEntry.from_json(store.get(key)).passed:
+                return  # results worth resuming: the lock stays
+        except ValueError:
+            pass
+    for key in written:
+        store.delete(key)
+    (opts.out / "run.json").unlink(missing_ok=True)
+    say(f"this first attempt failed and measured nothing usable: nothing of it was kept in {opts.out}; fix the "
+        f"problem and run the same command again")
+
+
+def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
+          on_plan: Callable[[int], None] | None) -> TuneResult:
     from enginewright.backends import get_backend
     from enginewright.catalog.compatibility import compiler_name
     from enginewright.store.imports import usable_entries
     began = time.monotonic()
-    opts.out.mkdir(parents=True, exist_ok=True)
-    _check_resume(opts)
     backend = get_backend(opts.backend, **opts.backend_options)
-    cache_dir = opts.cache or opts.out / "store"
+    cache_dir = store.root
     compiler = backend.cache_compiler()
     seeds, not_used = usable_entries(cache_dir, TARGET, compiler)
     for note in not_used:
@@ -94,7 +125,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     if seeds:
         say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
     ctx = WorkerContext(
-        backend=opts.backend, model=opts.model, store=LocalStore(cache_dir), prefix=LOCAL_PREFIX,
+        backend=opts.backend, model=opts.model, store=store, prefix=LOCAL_PREFIX,
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
@@ -156,7 +187,8 @@ def _saved_confirmations(out: Path) -> dict[str, dict[str, list[float]]]:
     return {saved["name"]: saved["rounds"]} if "name" in saved else {}
 
 
-def _check_resume(opts: TuneOptions) -> None:
+def _check_resume(opts: TuneOptions) -> bool:
+    """Refuse an --out that holds a run of other inputs; True when this is its first attempt."""
     path = opts.out / "run.json"
     fingerprint = opts.fingerprint()
     if path.exists():
@@ -165,7 +197,9 @@ def _check_resume(opts: TuneOptions) -> None:
         if changed:
             raise TuneError(f"{opts.out} holds a run with different {', '.join(changed)}: its cache cannot be "
                             f"reused. Use another --out directory (or delete this one).")
+        return False
     path.write_text(json.dumps(fingerprint, indent=2))
+    return True
 
 
 def _summary(opts, step: Decided, began: float) -> dict:
