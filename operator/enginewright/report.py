@@ -160,8 +160,9 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
     if host:
         lines.append(f"- **host**: {host}")
     if summary.get("confirmation"):
+        routes = {e.route_id: e.route or "(default)" for e in entries}
         lines.append("- **confirmation ratios** (candidate/default, geometric mean): "
-                     + ", ".join(f"`{k}` {v:.3f}" for k, v in summary["confirmation"].items()))
+                     + ", ".join(f"`{routes.get(k, k)}` {v:.3f}" for k, v in summary["confirmation"].items()))
     for key in ("build_seconds", "measure_seconds", "wall_seconds"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
@@ -203,14 +204,29 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    default_id = summary["default_id"]
+    default_id, winner_id = summary["default_id"], summary.get("winner_id")
     measured = [e for e in entries if e.timing and e.outcome in (Outcome.ok, Outcome.accuracy_rejected)
                 and (e.route_id == default_id or e.speedup)]
     positive = [max_loss(e) for e in measured if (max_loss(e) or 0.0) > 0.0]
     floor = min(positive) / 10 if positive else 1e-12
+    # The winner sits at the headline speedup, with the headline's interval: the figure says what the
+    # headline says (the sweep's figure for it is in the report's table).
+    headline_speedup = (summary.get("headline") or {}).get("speedup") if winner_id != default_id else None
 
     def x(e: CacheEntry) -> float:
-        return 1.0 if e.route_id == default_id else e.speedup
+        if e.route_id == default_id:
+            return 1.0
+        if e.route_id == winner_id and headline_speedup:
+            return headline_speedup
+        return e.speedup
+
+    def interval(e: CacheEntry) -> tuple[float, float] | None:
+        if e.route_id == winner_id and headline_speedup:
+            low, high = summary.get("speedup_low"), summary.get("speedup_high")
+            return (low, high) if low and high else None
+        if e.paired and e.paired.low > 0 and e.route_id != default_id:
+            return 1 / e.paired.high, 1 / e.paired.low
+        return None
 
     def y(e: CacheEntry) -> float:
         loss = max_loss(e)
@@ -221,8 +237,9 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
                                    (Outcome.accuracy_rejected, "tab:red", "rejected by accuracy")):
         group = [e for e in measured if e.outcome is outcome]
         for e in group:
-            if e.paired and e.paired.low > 0 and e.route_id != default_id:
-                ax.errorbar([x(e)], [y(e)], xerr=[[x(e) - 1 / e.paired.high], [1 / e.paired.low - x(e)]],
+            bounds = interval(e)
+            if bounds:
+                ax.errorbar([x(e)], [y(e)], xerr=[[max(0.0, x(e) - bounds[0])], [max(0.0, bounds[1] - x(e))]],
                             fmt="none", ecolor=colour, alpha=0.5, linewidth=1)
         shown = [e for e in group if (max_loss(e) or 0.0) > 0.0]
         zero = [e for e in group if e not in shown]
@@ -237,16 +254,13 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
         ax.scatter([1.0], [y(default)], s=200, marker="s", facecolors="none", edgecolors="black",
                    linewidths=2, zorder=5, label="default = winner" if winner is default else "default")
     if winner and winner is not default:
-        headline = summary.get("headline") or {}
-        value = headline.get("speedup") or x(winner)
-        ax.scatter([value], [y(winner)], s=120, marker="*", facecolors="gold", edgecolors="black", zorder=6,
-                   label=f"winner: headline {value:.3f}x")
+        ax.scatter([x(winner)], [y(winner)], s=120, marker="*", facecolors="gold", edgecolors="black", zorder=6,
+                   label=f"winner: headline {x(winner):.3f}x")
     ax.axvline(1.0, color="0.5", linewidth=0.8)
     fastest = sorted((e for e in measured if e.passed), key=lambda e: -x(e))[:labelled]
     to_label = list({e.route_id: e for e in [e for e in (default, winner) if e] + fastest}.values())
-    for i, e in enumerate(to_label):
-        ax.annotate(_short(e.route), (x(e), y(e)), xytext=(8, 10 + 11 * (i % 3)), textcoords="offset points",
-                    fontsize=7, arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.6})
+    labels = [ax.annotate(_short(e.route), (x(e), y(e)), xytext=(8, 8), textcoords="offset points", fontsize=7,
+                          arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.6}) for e in to_label]
     if summary.get("threshold"):
         ax.axhline(summary["threshold"], color="tab:red", linestyle="--", linewidth=1,
                    label=f"threshold {summary['threshold']:g}")
@@ -257,7 +271,28 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
+    _spread_labels(fig, labels)
     return fig
+
+
+def _spread_labels(fig, labels) -> None:
+    """Move labels up, one line at a time, until none overlaps another (routes close in speedup and
+    loss would otherwise print over each other)."""
+    from matplotlib.text import Text
+    renderer = fig.canvas.get_renderer()
+
+    def box(label):  # the text alone, not its leader line
+        label.update_positions(renderer)
+        return Text.get_window_extent(label, renderer)
+    placed = []
+    for label in labels:
+        dx, dy = label.xyann
+        for _ in range(60):
+            if not any(box(label).expanded(1.02, 1.15).overlaps(other) for other in placed):
+                break
+            dy += 9
+            label.xyann = (dx, dy)
+        placed.append(box(label))
 
 
 def plot(summary: dict, entries: Sequence[CacheEntry], path: Path) -> Path:
