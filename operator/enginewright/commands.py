@@ -187,52 +187,16 @@ def cmd_cache_export(args) -> int:
 
 def _export_imports(args, imports, entries) -> int:
     """The imported files as they were, then the routes measured since with that compiler."""
-    import shutil
-    from enginewright.api.cache import export_trtexec, trtexec_metric
-    from enginewright.catalog.compatibility import compiler_name
-    first, compiler = imports[0], imports[0].compiler
+    from enginewright.store.imports import export_imports
     out = Path(args.out)
-    shutil.copyfile(first.path, out)
-    lines = first.meta.get("lines", 0)
-    with open(out, "ab") as f:
-        if out.stat().st_size and not _ends_with_newline(first.path):
-            f.write(b"\n")  # a truncated last line: trtexec's --continue appends after it
-        for other in imports[1:]:
-            with open(other.path, "rb") as lines_in:
-                next(lines_in, None)  # its header: the first import's stands for all
-                for line in lines_in:
-                    f.write(line if line.endswith(b"\n") else line + b"\n")
-            lines += other.meta.get("lines", 0)
-        since = [e for e in entries if e.stage != "imported" and e.versions
-                 and compiler_name(e.versions.compiler) == compiler_name(compiler)]
-        if since:
-            known = set().union(*(i.read(keep_entries=False).route_ids for i in imports))
-            since = [e for e in since if e.route_id not in known]
-        if since:
-            header = first.read(keep_entries=False).header
-            parameters = header.get("accuracy_parameter") or {}
-            text = export_trtexec(
-                sorted(since, key=lambda e: (e.stage, e.started_at or "", e.route)),
-                metric=args.metric or trtexec_metric(header.get("accuracy_algorithm", "")) or "cosine",
-                atol=parameters.get("atol", 1e-5), rtol=parameters.get("rtol", 1e-5),
-                search_mode=header.get("searching_algorithm", "fast"), header=header, first_iter=lines)
-            f.write("".join(line + "\n" for line in text.splitlines()[1:]).encode())
+    since = export_imports(out, imports, entries, metric=args.metric)
     damaged = [f"line {n}" for i in imports for n, _ in i.meta.get("damaged", [])]
-    print(f"wrote {out}: {len(imports)} import(s) from {compiler} as imported, byte for byte"
+    print(f"wrote {out}: {len(imports)} import(s) from {imports[0].compiler} as imported, byte for byte"
           + (f" (damaged lines kept as they were: {', '.join(damaged[:10])}; trtexec --continue counts a line it "
              f"cannot read as a crashed iteration, and leaving one out would shift every later iteration)"
              if damaged else "")
-          + (f", then {len(since)} routes measured since" if since else ""))
+          + (f", then {since} routes measured since" if since else ""))
     return 0
-
-
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as f:
-        f.seek(0, 2)
-        if f.tell() == 0:
-            return True
-        f.seek(-1, 2)
-        return f.read(1) == b"\n"
 
 
 def _export_entries(args, directory: Path, entries) -> int:

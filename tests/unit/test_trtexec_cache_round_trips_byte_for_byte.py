@@ -178,3 +178,14 @@ def test_a_file_of_another_compiler_than_the_entries_there_is_refused(tmp_path):
     refused = enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", cache)
     assert refused.returncode == 2 and "onnxruntime" in refused.stderr and "tensorrt-tuner-2.19.15" in refused.stderr
     assert enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", cache, "--force").returncode == 0
+
+
+def test_a_file_without_a_readable_header_is_refused(tmp_path):
+    lines = (WRITTEN / "fast.jsonl").read_text().splitlines()
+    for name, text in (("cut.jsonl", lines[0][:60] + "\n" + "\n".join(lines[1:])), ("empty.jsonl", ""),
+                       ("no-header.jsonl", "\n".join(lines[1:]))):
+        (tmp_path / name).write_text(text)
+        result = enginewright("cache", "import", tmp_path / name, "--out", tmp_path / "cache")
+        assert result.returncode == 2 and "Traceback" not in result.stderr, name
+        assert "header" in result.stderr, name
+    assert not (tmp_path / "cache").exists() or not imports_under(tmp_path / "cache")

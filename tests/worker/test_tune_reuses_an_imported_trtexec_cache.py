@@ -61,6 +61,9 @@ def test_imported_routes_are_not_measured_again(example, tmp_path):
     assert found[route_id("")].stage == "imported"
     assert found[basic].stage == "stage1" and found[basic].versions.compiler.startswith("onnxruntime-")
     assert "enable_mem_pattern=0:" not in result.stdout and "graph_optimization_level=basic:" in result.stdout
+    # The run's own trtexec-format cache: the imported file as it was, then the route it measured.
+    run_cache = (out / "trtexec-cache.jsonl").read_text()
+    assert run_cache.startswith(trtexec_cache()) and len(run_cache.splitlines()) == 4
 
     exported = enginewright("cache", "export", str(seed), "--out", str(tmp_path / "again.jsonl"))
     assert exported.returncode == 0, exported.stderr

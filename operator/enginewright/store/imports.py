@@ -143,6 +143,52 @@ def usable_entries(root: Path, target: str, compiler: str) -> tuple[dict[str, Ca
     return entries, notes
 
 
+def export_imports(out: Path, imports: Sequence[Import], entries: Sequence[CacheEntry],
+                   metric: str | None = None) -> int:
+    """Write `imports` (of one compiler) to `out` as they were imported, byte for byte: the first
+    one whole, the iteration lines of the others after it; then, as trtexec's writer lays them out
+    with `iter` counting on, the `entries` measured since with that compiler that the imports do not
+    hold. Returns how many of those were written."""
+    from enginewright.api.cache import export_trtexec, trtexec_metric
+    from enginewright.catalog.compatibility import compiler_name
+    first, compiler = imports[0], imports[0].compiler
+    shutil.copyfile(first.path, out)
+    lines = first.meta.get("lines", 0)
+    with open(out, "ab") as f:
+        if out.stat().st_size and not _ends_with_newline(first.path):
+            f.write(b"\n")  # a truncated last line: trtexec's --continue appends after it
+        for other in imports[1:]:
+            with open(other.path, "rb") as lines_in:
+                next(lines_in, None)  # its header: the first import's stands for all
+                for line in lines_in:
+                    f.write(line if line.endswith(b"\n") else line + b"\n")
+            lines += other.meta.get("lines", 0)
+        since = [e for e in entries if e.stage != "imported" and e.versions
+                 and compiler_name(e.versions.compiler) == compiler_name(compiler)]
+        if since:
+            known = set().union(*(i.read(keep_entries=False).route_ids for i in imports))
+            since = [e for e in since if e.route_id not in known]
+        if since:
+            header = first.read(keep_entries=False).header
+            parameters = header.get("accuracy_parameter") or {}
+            text = export_trtexec(
+                sorted(since, key=lambda e: (e.stage, e.started_at or "", e.route)),
+                metric=metric or trtexec_metric(header.get("accuracy_algorithm", "")) or "cosine",
+                atol=parameters.get("atol", 1e-5), rtol=parameters.get("rtol", 1e-5),
+                search_mode=header.get("searching_algorithm", "fast"), header=header, first_iter=lines)
+            f.write("".join(line + "\n" for line in text.splitlines()[1:]).encode())
+    return len(since)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as f:
+        f.seek(0, 2)
+        if f.tell() == 0:
+            return True
+        f.seek(-1, 2)
+        return f.read(1) == b"\n"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:

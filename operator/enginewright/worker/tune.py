@@ -114,7 +114,7 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
           on_plan: Callable[[int], None] | None) -> TuneResult:
     from enginewright.backends import get_backend
     from enginewright.catalog.compatibility import compiler_name
-    from enginewright.store.imports import usable_entries
+    from enginewright.store.imports import export_imports, imports_under, usable_entries
     began = time.monotonic()
     backend = get_backend(opts.backend, **opts.backend_options)
     cache_dir = store.root
@@ -169,10 +169,15 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     all_entries = list(step.entries)
     summary = _summary(opts, step, began)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (opts.out / "trtexec-cache.jsonl").write_text(export_trtexec(
-        sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")), metric=opts.metric, atol=opts.atol,
-        rtol=opts.rtol, search_mode=opts.mode, threshold=opts.threshold, knobs=knobs, tuner_version=compiler.removeprefix("tensorrt-tuner-"),
-        files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None)))
+    used = [i for i in imports_under(store.root / LOCAL_PREFIX, TARGET) if i.compiler == compiler]
+    if used:  # the imported files as they were, then this run's routes
+        export_imports(opts.out / "trtexec-cache.jsonl", used, all_entries, metric=opts.metric)
+    else:
+        (opts.out / "trtexec-cache.jsonl").write_text(export_trtexec(
+            sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")), metric=opts.metric, atol=opts.atol,
+            rtol=opts.rtol, search_mode=opts.mode, threshold=opts.threshold, knobs=knobs,
+            tuner_version=compiler.removeprefix("tensorrt-tuner-"),
+            files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None)))
     from enginewright.report import render
     render(opts.out, summary, all_entries)
     return TuneResult(summary, all_entries, step.decision)
