@@ -398,13 +398,12 @@ def _iteration(row) -> str | None:
     return None
 
 
-def trtexec_entry(row: dict, *, target: str, compiler: str, defaults: dict[str, str],
-                  threshold: float | None) -> CacheEntry:
-    """Our cache entry for one iteration line, inventing nothing: knobs at their default are dropped
-    (so trtexec's all-default route is our default route `""`); `crash` is a crash with trtexec's
-    message; a route trtexec did not crash gets its gpu_time as its time when it is > 0 (none when it
-    is null or 0: such a route is not a measurement and is measured again when used); a null loss
-    (NaN or infinite) fails, and so does a loss >= `threshold`."""
+def trtexec_reading(row: dict, *, defaults: dict[str, str], threshold: float | None) -> dict:
+    """What one iteration line says, as the fields of our cache entry, inventing nothing: knobs at
+    their default are dropped (so trtexec's all-default route is our default route `""`); `crash`
+    is a crash with trtexec's message; a route trtexec did not crash gets its gpu_time as its time
+    when it is > 0 (none when it is null or 0: such a route is not a measurement and is measured
+    again when used); a null loss (NaN or infinite) fails, and so does a loss >= `threshold`."""
     from enginewright.search.routes import canonical_route, route_id
     # Interned: 100,000 routes of a few knobs share a handful of names and values.
     knob_values = {sys.intern(k): sys.intern(v) for k, v in parse_trtexec_route(row["build_route"])
@@ -414,7 +413,6 @@ def trtexec_entry(row: dict, *, target: str, compiler: str, defaults: dict[str, 
     loss = {name: None if value is None else float(value) for name, value in raw_loss.items()} \
         if isinstance(raw_loss, dict) else None
     gpu_time = row["gpu_time"]
-    measured = gpu_time is not None and gpu_time > 0 and not row["crash"]
     if row["crash"]:
         outcome = Outcome.crash
     elif loss and (any(v is None for v in loss.values())
@@ -422,11 +420,18 @@ def trtexec_entry(row: dict, *, target: str, compiler: str, defaults: dict[str, 
         outcome = Outcome.accuracy_rejected
     else:
         outcome = Outcome.ok
-    timing = TimingStats(median_ms=gpu_time, mean_ms=gpu_time, p90_ms=gpu_time, min_ms=gpu_time, n=1) \
-        if measured else None
-    return CacheEntry(target=target, route_id=route_id(route), route=route, knobs=knob_values, stage="imported",
-                      batch="trtexec", outcome=outcome, error=row["error_message"] or None, timing=timing,
-                      loss=loss, versions=Versions(compiler=compiler))
+    measured = gpu_time is not None and gpu_time > 0 and not row["crash"]
+    return {"route_id": route_id(route), "route": route, "knobs": knob_values, "outcome": outcome,
+            "error": row["error_message"] or None, "loss": loss, "gpu_time": gpu_time if measured else None}
+
+
+def trtexec_entry(reading: dict, *, target: str, versions: Versions) -> CacheEntry:
+    """The cache entry of a `trtexec_reading`."""
+    ms = reading["gpu_time"]
+    timing = TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=1) if ms is not None else None
+    return CacheEntry(target=target, route_id=reading["route_id"], route=reading["route"], knobs=reading["knobs"],
+                      stage="imported", batch="trtexec", outcome=reading["outcome"], error=reading["error"],
+                      timing=timing, loss=reading["loss"], versions=versions)
 
 
 def trtexec_threshold(header: dict, threshold: float | None = None) -> float | None:
@@ -467,6 +472,7 @@ class TrtexecCache:
         self.lines = 0  # iteration lines, damaged ones included
         self.repeats = 0
         seen: set[str] = set()
+        versions = Versions(compiler=self.compiler)  # one for all: 100,000 copies would cost memory
         for number, raw in enumerate(lines, 2):
             try:
                 line = _text(raw)
@@ -481,20 +487,19 @@ class TrtexecCache:
                 row = _strict(line)
                 why = _iteration(row)
                 if why is None:
-                    entry = trtexec_entry(row, target=target, compiler=self.compiler, defaults=self.defaults,
-                                          threshold=self.threshold)
+                    reading = trtexec_reading(row, defaults=self.defaults, threshold=self.threshold)
             except ValueError as exc:
                 why = str(exc).splitlines()[0]
             if why is not None:
                 self.damaged.append((number, why if line.endswith("}") else f"truncated or damaged: {why}"))
                 continue
-            if entry.route_id in seen:
+            if reading["route_id"] in seen:
                 self.repeats += 1
                 continue
-            seen.add(entry.route_id)
-            self.outcomes[entry.outcome.value] += 1
+            seen.add(reading["route_id"])
+            self.outcomes[reading["outcome"].value] += 1
             if keep_entries:
-                self.entries.append(entry)
+                self.entries.append(trtexec_entry(reading, target=target, versions=versions))
         self.route_ids = seen
         baseline = next((e for e in self.entries if e.route == ""), None)
         if baseline is not None and baseline.passed:
