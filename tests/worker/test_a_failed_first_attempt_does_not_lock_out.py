@@ -1,7 +1,7 @@
 """A first `enginewright tune` that fails before any route passes (here: inputs named after tensors
 the model does not have, so the default route cannot run) leaves neither the lock that would refuse
-the corrected command on the same --out nor failed entries a rerun would take as results; a run
-that measured something keeps its lock."""
+the corrected command on the same --out nor failed entries a rerun would take as results (they are
+moved to OUT/failed-attempt/); a run that measured something keeps its lock."""
 
 import json
 
@@ -27,6 +27,7 @@ def test_the_corrected_command_runs_on_the_same_out(example, tmp_path):
                       "--no-confirm")
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     assert not (out / "run.json").exists() and not list(out.rglob("entries/*.json"))
+    assert list((out / "failed-attempt").glob("*.json"))  # kept aside, to be read
     fixed = run_tune(example, out, "--search", "fast", "--knob", "enable_mem_pattern=0", "--no-confirm")
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert json.loads((out / "summary.json").read_text())["default_ms"] > 0

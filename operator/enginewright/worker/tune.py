@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -91,11 +92,14 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
         raise
 
 
+FAILED_ATTEMPT = "failed-attempt"  # OUT/failed-attempt/<route-id>.json: what a failed first attempt measured
+
+
 def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str], say) -> None:
-    """A first attempt that failed (a wrong input, a model the backend cannot load) and measured no
-    route that passed leaves nothing behind: neither the lock that would refuse the corrected
-    command on the same --out nor its failed entries, which a rerun would otherwise take as the
-    routes' results."""
+    """A first attempt that failed (a wrong input, references of another model, a model the backend
+    cannot load) and measured no route that passed leaves behind neither the lock that would refuse
+    the corrected command on the same --out nor its entries, which a rerun would take as the
+    routes' results: they are moved to OUT/failed-attempt/ to be read."""
     written = [key for key in store.list(RunKeys(LOCAL_PREFIX).entries) if key not in before]
     for key in written:
         try:
@@ -103,11 +107,16 @@ def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str
                 return  # results worth resuming: the lock stays
         except ValueError:
             pass
+    aside = opts.out / FAILED_ATTEMPT
+    shutil.rmtree(aside, ignore_errors=True)
+    if written:
+        aside.mkdir(parents=True)
     for key in written:
+        (aside / key.rsplit("/", 1)[-1]).write_bytes(store.get(key))
         store.delete(key)
     (opts.out / "run.json").unlink(missing_ok=True)
-    say(f"this first attempt failed and measured nothing usable: nothing of it was kept in {opts.out}; fix the "
-        f"problem and run the same command again")
+    say(f"this first attempt failed and measured nothing usable: {opts.out} is not kept for it (fix the problem "
+        f"and run the same command again)" + (f"; its {len(written)} entries are in {aside}" if written else ""))
 
 
 def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
