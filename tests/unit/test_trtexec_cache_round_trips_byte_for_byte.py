@@ -141,6 +141,10 @@ def test_another_tuner_version_is_refused_unless_forced_and_then_kept_apart(tmp_
     assert enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", cache).returncode == 0
     again = enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", cache)
     assert again.returncode == 0 and "imported before" in again.stdout
+    stricter = enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", cache, "--threshold", "3e-4")
+    assert stricter.returncode == 0 and "1 ok" in stricter.stdout  # the same file, read with the new threshold
+    (imported,) = imports_under(cache)
+    assert imported.meta["threshold"] == 3e-4 and sum(e.passed for e in imported.entries()) == 1
     refused = enginewright("cache", "import", other_version(tmp_path), "--out", cache)
     assert refused.returncode == 2
     assert "tensorrt-tuner-2.19.15" in refused.stderr and "tensorrt-tuner-2.20.1" in refused.stderr

@@ -109,7 +109,15 @@ def import_file(root: Path, source: Path, *, target: str = "local", threshold: f
                             "keep it beside them (each compiler's entries stay apart and are used only by it).")
     folder = imports_folder(root, target) / safe_segment(cache.compiler) / digest[:12]
     if (folder / META_FILE).exists():
-        return Import(folder, json.loads((folder / META_FILE).read_text())), cache, False
+        meta = json.loads((folder / META_FILE).read_text())
+        if (meta.get("threshold"), meta.get("defaults"), meta.get("replace")) == \
+                (cache.threshold, cache.defaults, replace):
+            return Import(folder, meta), cache, False
+        # The same file with other options (--threshold, --knobs, --replace): read it their way from now on.
+        meta.update({"threshold": cache.threshold, "defaults": cache.defaults, "replace": replace,
+                     "outcomes": dict(cache.outcomes), "importedAt": now_iso()})
+        _write_json(folder / META_FILE, meta)
+        return Import(folder, meta), cache, True
     meta = {"target": target, "compiler": cache.compiler, "tunerVersion": version, "source": str(source.resolve()),
             "sha256": digest, "importedAt": now_iso(), "lines": cache.lines, "outcomes": dict(cache.outcomes),
             "repeats": cache.repeats, "damaged": [list(d) for d in cache.damaged], "threshold": cache.threshold,
@@ -187,6 +195,12 @@ def _ends_with_newline(path: Path) -> bool:
             return True
         f.seek(-1, 2)
         return f.read(1) == b"\n"
+
+
+def _write_json(path: Path, data: dict) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    os.replace(tmp, path)
 
 
 def _sha256(path: Path) -> str:
