@@ -198,8 +198,7 @@ class LocalCluster:
     def start(self) -> LocalCluster:
         began = time.monotonic()
         self.binaries = self.binaries or bin_dir()
-        from tests.cluster.pki import write_pki  # needs cryptography, only for a real cluster
-        pki = write_pki(self.workdir / "pki")
+        pki = self._pki()
         try:
             self._start_etcd()
             self._start_apiserver(pki)
@@ -213,6 +212,16 @@ class LocalCluster:
             raise
         self.timings["up_seconds"] = time.monotonic() - began
         return self
+
+    def _pki(self) -> dict[str, Path]:
+        """The cluster's certificates and keys: written afresh, or copied from ENGINEWRIGHT_PKI (a folder
+        `python -m tests.cluster.pki DIR` wrote) on a machine without the `cryptography` package."""
+        made = os.environ.get("ENGINEWRIGHT_PKI")
+        if not made:
+            from tests.cluster.pki import write_pki  # needs cryptography, only for a real cluster
+            return write_pki(self.workdir / "pki")
+        shutil.copytree(made, self.workdir / "pki", dirs_exist_ok=True)
+        return {file.name: file for file in (self.workdir / "pki").iterdir()}
 
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()

@@ -83,3 +83,9 @@ def write_pki(directory: Path) -> dict[str, Path]:
     write("sa.pub", sa_key.public_key().public_bytes(serialization.Encoding.PEM,
                                                       serialization.PublicFormat.SubjectPublicKeyInfo))
     return files
+
+
+if __name__ == "__main__":  # python -m tests.cluster.pki DIR: for a machine without cryptography (ENGINEWRIGHT_PKI)
+    import sys
+    for role, path in write_pki(Path(sys.argv[1])).items():
+        print(role, path)
