@@ -306,6 +306,11 @@ class Accuracy(WireModel):
                            "says the winner was not validated.")
     reason: str | None = Field(None, description="Why validation is off.", max_length=1024)
     pairs: list[ReferencePair] = Field(default_factory=list, max_length=64, description="Reference pairs.")
+    outputs: list[Annotated[str, Field(min_length=1, max_length=KEY_LENGTH)]] = Field(
+        default_factory=list, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="The model outputs accuracy is checked on; empty = every output of the model. Every output "
+                    "checked needs a tensor in every references file (the probe refuses the run otherwise, with "
+                    "InvalidInput naming the file and the output).")
     metric: Metric = Field(Metric.cosine, description="abs: mean absolute error; squared: mean squared error; "
                            "max: max absolute error; cosine: 1 - cosine similarity; l0: fraction of elements "
                            "with |d| > atol + rtol*|ref| (trtexec parity).")
@@ -323,6 +328,8 @@ class Accuracy(WireModel):
             raise ValueError(f"spec.accuracy.pairs needs at least 2 reference pairs (got {len(self.pairs)})")
         if self.threshold is None:
             raise ValueError("spec.accuracy.threshold is required unless accuracy is disabled")
+        if twice := duplicated(self.outputs):
+            raise ValueError(f"spec.accuracy.outputs lists an output twice: {twice}")
         return self
 
 

@@ -51,10 +51,11 @@ def fetch(uri: str, dest: Path) -> Path:
 
 
 def prepare_inputs(request: BatchRequest, workdir: Path):
-    """Download the model and the reference pairs once; verify the digest and that the inputs fit."""
-    import numpy as np
+    """Download the model and the reference pairs once; verify the digest, and that the inputs and
+    references fit the model's signature (`worker.reference_data`)."""
     from enginewright.backends import get_backend
     from enginewright.worker.batch import Accuracy
+    from enginewright.worker.reference_data import check_pairs
     spec = request.spec
     suffix = ".onnx" if spec.model.format.value == "onnx" else ".pt2"
     model = fetch(spec.model.uri, workdir / f"model{suffix}")
@@ -71,16 +72,21 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
         if spec.compiler.name.value == "onnxruntime":
             import onnx
             onnx.checker.check_model(str(model))
-        for path in inputs:
-            with np.load(path, allow_pickle=False) as data:
-                backend.check_inputs(model, {k: data[k] for k in data.files})
-    except ValueError as exc:
-        raise InputError(f"{spec.model.uri}: {exc}") from None
+        signature = backend.signature(model, spec.compiler.settings)
     except Exception as exc:  # the parser's own error for a corrupt model
         raise InputError(f"{spec.model.uri} is not a valid {spec.model.format.value} model: {exc}") from None
     accuracy = spec.accuracy
+    if signature is not None:
+        labels = [(f"spec.accuracy.pairs[{i}].inputs ({pair.inputs})",
+                   f"spec.accuracy.pairs[{i}].references ({pair.references})")
+                  for i, pair in enumerate(spec.accuracy.pairs)]
+        found = check_pairs(signature, inputs, None if accuracy.disabled else references, labels, accuracy.outputs)
+        if found:
+            raise InputError(f"{spec.model.uri}: the reference data does not fit the model: {found}")
     return backend, model, Accuracy(inputs, [] if accuracy.disabled else references, accuracy.metric.value,
-                                    None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol)
+                                    None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol,
+                                    list(accuracy.outputs))
+
 
 
 def probe(request: BatchRequest, workdir: Path) -> int:
