@@ -11,6 +11,7 @@ and publishing is idempotent.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import time
@@ -422,8 +423,20 @@ class Reconciler:
             return
         ApiException = _api_exception()
         left = None if deadline is None else deadline - time.time()
-        manifest = job_manifest(run, spec, target, stage, batch, request.wire(), self.settings,
-                                active_deadline(spec, routes, left))
+        text = json.dumps(request.wire(), sort_keys=True).encode()
+        runs, key = self.store(self.settings.runs_bucket), RunKeys(request.prefix).request(batch)
+        try:
+            with store_errors():
+                runs.put(key, text)  # the same bytes on every pass: rewriting it before a retried create is harmless
+        except Exception as exc:
+            if type(exc).__name__ != "S3Error":
+                raise
+            reason = "StoreBucketMissing" if exc.code == "NoSuchBucket" else "StoreAccessDenied"
+            raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
+                          f"({exc.code}): the operator's administrators must create the runs bucket "
+                          f"{self.settings.runs_bucket!r} or grant the key access to it") from None
+        manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
+                                self.settings, active_deadline(spec, routes, left))
         name = manifest["metadata"]["name"]
         try:
             created = self.k8s.batch.create_namespaced_job(run.namespace, manifest)

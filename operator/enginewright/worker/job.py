@@ -1,7 +1,9 @@
 """The tuning Job's entrypoint: one batch of routes for one target, one confirmation round, or a
 probe, against the object store.
 
-    python -m enginewright.worker --batch FILE.json     (or the JSON in $ENGINEWRIGHT_BATCH)
+    python -m enginewright.worker --batch FILE.json
+    (or the store object $ENGINEWRIGHT_BATCH_URI, whose sha256 is $ENGINEWRIGHT_BATCH_SHA256: what the
+    operator's Jobs pass; or the JSON itself in $ENGINEWRIGHT_BATCH, for small requests by hand)
 
 The worker has no Kubernetes credentials and needs none: it reads the model and the reference data
 from the object store, writes one cache entry per route there as soon as it is known, and keeps the
@@ -167,6 +169,31 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
     return 0
 
 
+def read_request(batch_file: str | None) -> str:
+    """The batch request's JSON: `--batch FILE`, else the store object at $ENGINEWRIGHT_BATCH_URI (its
+    bytes must have the sha256 in $ENGINEWRIGHT_BATCH_SHA256, the Job's own), else $ENGINEWRIGHT_BATCH."""
+    if batch_file:
+        return Path(batch_file).read_text()
+    uri = os.environ.get("ENGINEWRIGHT_BATCH_URI")
+    if not uri:
+        text = os.environ.get("ENGINEWRIGHT_BATCH", "")
+        if not text:
+            raise InputError("no batch request: pass --batch FILE, or set ENGINEWRIGHT_BATCH_URI (or ENGINEWRIGHT_BATCH)")
+        return text
+    from enginewright.store import parse_s3_uri, store_from_env
+    from enginewright.store.objects import MissingObject
+    bucket, key = parse_s3_uri(uri)
+    try:
+        data = store_from_env(bucket).get(key)
+    except MissingObject:
+        raise InputError(f"the batch request {uri} is not in the store") from None
+    expected = os.environ.get("ENGINEWRIGHT_BATCH_SHA256")
+    if expected and hashlib.sha256(data).hexdigest() != expected:
+        raise InputError(f"the batch request {uri} has sha256 {hashlib.sha256(data).hexdigest()}, not this Job's "
+                         f"{expected}: it was replaced after the Job was made")
+    return data.decode()
+
+
 def _termination_message(message: str) -> None:
     try:
         Path("/dev/termination-log").write_text(message[:4000])
@@ -176,19 +203,16 @@ def _termination_message(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m enginewright.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH)")
+    parser.add_argument("--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH_URI, else "
+                        "$ENGINEWRIGHT_BATCH)")
     parser.add_argument("--workdir", help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     # A deleted pod gets SIGTERM: exit through the normal path, so the route's child process group
     # is killed too (run_child's finally) instead of running on as an orphan.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    text = Path(args.batch).read_text() if args.batch else os.environ.get("ENGINEWRIGHT_BATCH", "")
-    if not text:
-        print("no batch request: pass --batch FILE or set ENGINEWRIGHT_BATCH", file=sys.stderr)
-        return 2
     try:
-        request = BatchRequest.model_validate_json(text)
+        request = BatchRequest.model_validate_json(read_request(args.batch))
         workdir = Path(args.workdir or tempfile.mkdtemp(prefix="enginewright-job-"))
         workdir.mkdir(parents=True, exist_ok=True)
         return run(request, workdir)
