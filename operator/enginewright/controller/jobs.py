@@ -128,6 +128,9 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
         "name": "worker", "image": settings.image(spec.compiler.name.value, spec.compiler.image),
         "command": [*settings.worker_command, "--workdir", f"{WORKDIR}/job"], "env": env,
         "volumeMounts": [{"name": "work", "mountPath": WORKDIR}],
+        # The worker writes why it failed to /dev/termination-log; a crash that could not is told by
+        # its log's end. Either is the pod's terminated message, which the controller puts in the status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }
