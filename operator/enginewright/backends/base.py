@@ -219,11 +219,12 @@ class Backend(abc.ABC):
 
 def onnx_signature(model_path: Path) -> "Signature":
     """Inputs (initializers left out) and outputs of an ONNX model, with their element types and
-    dimensions (a dim_param is a named dynamic size)."""
+    dimensions (a dim_param is a named dynamic size). Raises on a file that is not a valid ONNX model."""
     import onnx
     from onnx import helper
 
     from enginewright.accuracy.signature import Signature, TensorSpec
+    onnx.checker.check_model(str(model_path))
     model = onnx.load(str(model_path), load_external_data=False)
 
     def spec(value) -> TensorSpec:

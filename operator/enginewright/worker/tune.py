@@ -87,7 +87,9 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     `search.flow.next_step`, the same function the controller executes as Jobs. The reference data is
     checked against the model's signature first: a misfit is refused before --out is touched."""
     from enginewright.backends import get_backend
-    _check_data(opts, get_backend(opts.backend, **opts.backend_options))
+    backend = get_backend(opts.backend, **opts.backend_options)
+    backend.knobs()  # a compiler that is not installed says so (BackendUnavailable) before the data is read
+    _check_data(opts, backend)
     opts.out.mkdir(parents=True, exist_ok=True)
     first_attempt = _check_resume(opts)
     store = LocalStore(opts.cache or opts.out / "store")
