@@ -3,7 +3,6 @@ built (accuracy.signature.mismatches, the one check of the probe and of `enginew
 mismatch names the file and the tensor and says what the model declares."""
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -162,6 +162,8 @@ class AccuracyFacts(CatalogModel):
     pairs: list[dict] = Field(default_factory=list)
     data_digests: dict[str, str] | None = None
     loss_per_output: dict[str, float | None] | None = None
+    outputs: list[str] | None = Field(None, description="The outputs accuracy was checked on when the run named "
+                                      "them (spec.accuracy.outputs); absent: every output of the model.")
 
 
 class RouteFacts(CatalogModel):
