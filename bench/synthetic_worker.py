@@ -24,7 +24,7 @@ from enginewright.search.routes import Route, parse_route  # noqa: E402
 from enginewright.store import parse_s3_uri, store_from_env  # noqa: E402
 from enginewright.store.layout import RunKeys  # noqa: E402
 from enginewright.worker.batch import Accuracy, Worker, WorkerContext  # noqa: E402
-from enginewright.worker.job import BatchRequest  # noqa: E402
+from enginewright.worker.job import BatchRequest, read_request  # noqa: E402
 
 SUFFIX = ".syn"
 
@@ -40,7 +40,7 @@ def synthetic_ms(knobs: dict[str, str]) -> float:
 
 
 def main() -> int:
-    request = BatchRequest.model_validate_json(os.environ["ENGINEWRIGHT_BATCH"])
+    request = BatchRequest.model_validate_json(read_request(None))
     store = store_from_env(request.bucket)
     keys = RunKeys(request.prefix)
     node = os.environ.get("NODE_NAME", "")

@@ -53,7 +53,7 @@ def cmd_tune(args) -> int:
     opts = TuneOptions(
         backend=args.backend, model=Path(args.model), out=Path(args.out), inputs=[Path(p) for p in args.inputs],
         references=[Path(p) for p in args.references], metric=args.metric, threshold=args.threshold,
-        atol=args.atol, rtol=args.rtol, mode=args.search, knobs=_knobs(args.knob), pinned=_pairs(args.pin),
+        atol=args.atol, rtol=args.rtol, outputs=list(args.outputs), mode=args.search, knobs=_knobs(args.knob), pinned=_pairs(args.pin),
         settings=_pairs(args.setting), max_routes=args.max_routes, routes_per_batch=args.routes_per_batch,
         route_timeout=args.route_timeout, noise_margin=args.noise_margin,
         top_k=0 if args.no_confirm else args.top_k, confirm_rounds=args.confirm_rounds,
@@ -270,6 +270,9 @@ def register(sub) -> None:
     tune.add_argument("--search", default="fast", choices=["fast", "full", "mixed"])
     tune.add_argument("--inputs", action="append", required=True, help=".npz of named inputs (repeat per pair)")
     tune.add_argument("--references", action="append", default=[], help=".npz of reference outputs (repeat per pair)")
+    tune.add_argument("--output", action="append", default=[], dest="outputs",
+                      help="a model output accuracy is checked on (repeat; default: every output, each needing a "
+                           "reference)")
     tune.add_argument("--metric", default="cosine", choices=["abs", "squared", "max", "cosine", "l0"])
     tune.add_argument("--threshold", type=float)
     tune.add_argument("--atol", type=float, default=1e-5)

@@ -26,7 +26,8 @@ in both modes env from value, secretKeyRef, configMapKeyRef, fieldRef, envFrom a
   states with exit codes) is written to the pod's status subresource;
 - deleting a pod kills its processes (SIGTERM, then SIGKILL after the grace period) and the agent
   then removes the pod object, as the kubelet does;
-- each container's output goes to <workdir>/logs/<namespace>_<pod>_<container>.log.
+- each container's output goes to <workdir>/logs/<namespace>_<pod>_<container>.log; with
+  `terminationMessagePolicy: FallbackToLogsOnError`, a failed container's log tail is its message.
 
     python -m tests.cluster.node_agent --kubeconfig K --nodes nodes.json --workdir DIR [--images OCI_DIR]
 """
@@ -302,6 +303,7 @@ class PodRunner(threading.Thread):
         policy = self.pod.spec.restart_policy or "Always"
         while True:
             with open(logfile, "ab") as out:
+                logged_from = out.tell()
                 proc = self.agent.spawner.spawn(args=argv, env=env, cwd=str(cwd), stdout=out,
                                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             with self.lock:
@@ -314,7 +316,8 @@ class PodRunner(threading.Thread):
                 self.processes.remove(proc)
             if self.deleted.is_set():
                 return code
-            self._container_state(container.name, exit_code=code, restarts=restarts, init=init)
+            self._container_state(container.name, exit_code=code, restarts=restarts, init=init,
+                                  message=fallback_message(container, logfile, logged_from, code))
             # An init container that succeeded is done, whatever the pod's policy (as the kubelet does);
             # a failed one is retried unless the policy is Never.
             retry = (code != 0 and policy != "Never") if init else \
@@ -420,6 +423,18 @@ class PodRunner(threading.Thread):
             except subprocess.TimeoutExpired:
                 pass
             _signal_group(proc, signal.SIGKILL)
+
+
+def fallback_message(container, logfile: Path, offset: int, code: int) -> str | None:
+    """The kubelet's `terminationMessagePolicy: FallbackToLogsOnError`: a container that failed gets the
+    end of its log (at most 80 lines, 2048 bytes) as its terminated state's message. (The message file
+    at terminationMessagePath is not read: in host-process mode it would be the host's.)"""
+    if code == 0 or container.termination_message_policy != "FallbackToLogsOnError":
+        return None
+    with open(logfile, "rb") as log_file:
+        log_file.seek(offset)
+        tail = b"\n".join(log_file.read().splitlines()[-80:])[-2048:]
+    return tail.decode(errors="replace") or None
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -49,6 +49,21 @@ INVALID = {
     "input shape ranks differ": (mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1], "opt": [1, 2],
                                                                       "max": [1, 2]}]),
                                  "spec.compiler.inputShapes[0]"),
+    "input shape min above opt": (mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1, 4], "opt": [1, 2],
+                                                                        "max": [1, 8]}]),
+                                  "spec.compiler.inputShapes[0]"),
+    "input shape opt above max": (mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1], "opt": [8],
+                                                                        "max": [4]}]),
+                                  "spec.compiler.inputShapes[0]"),
+    "duplicate knob names": (mutate("spec.search.knobs", [{"name": "enable_mem_pattern", "values": ["0"]},
+                                                          {"name": "enable_mem_pattern", "values": ["1"]}]),
+                             "spec.search.knobs"),
+    "knob values over the total": (mutate("spec.search.knobs", [{"name": f"k{i}", "values": [str(v) for v in range(64)]}
+                                                                for i in range(17)]), "spec.search.knobs"),
+    "knob value too long": (mutate("spec.search.knobs", [{"name": "k", "values": ["v" * 257]}]),
+                            "spec.search.knobs[0].values[0]"),
+    "setting name too long": (mutate("spec.compiler.settings", {"s" * 257: "1"}), "spec.compiler.settings"),
+    "too many pinned knobs": (mutate("spec.search.pinned", {f"k{i}": "1" for i in range(65)}), "spec.search.pinned"),
 }
 
 

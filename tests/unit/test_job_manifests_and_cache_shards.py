@@ -1,7 +1,6 @@
 """Pure parts of the controller: deterministic Job names within 63 characters, the Job a batch gets,
 cache shards that never exceed their limit and never place an entry twice, kstatus conditions."""
 
-import json
 
 from hypothesis import given, strategies as st
 
@@ -36,7 +35,8 @@ def test_child_names_are_always_valid_labels(parts):
 
 def test_a_batch_job_carries_selector_resources_security_and_limits_from_the_spec():
     settings = Settings(s3_endpoint="minio:9000", store_secret="store")
-    job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", {"x": 1}, settings, 600)
+    job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://runs/r/requests/stage1-b000.json",
+                       "ab" * 32, settings, 600)
     pod = job["spec"]["template"]["spec"]
     assert job["metadata"]["ownerReferences"][0]["uid"] == RUN.uid and "generateName" not in job["metadata"]
     assert job["spec"]["backoffLimit"] == 3 and job["spec"]["activeDeadlineSeconds"] == 600
@@ -47,9 +47,15 @@ def test_a_batch_job_carries_selector_resources_security_and_limits_from_the_spe
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     env = {e["name"]: e for e in container["env"]}
     assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"]["secretKeyRef"]["name"] == "store"
-    assert json.loads(env["ENGINEWRIGHT_BATCH"]["value"]) == {"x": 1}
-    again = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", {"x": 1}, settings, 300)
+    # The request is an object in the store (no environment-variable size limit); its digest is the Job's.
+    assert env["ENGINEWRIGHT_BATCH_URI"]["value"] == "s3://runs/r/requests/stage1-b000.json"
+    assert env["ENGINEWRIGHT_BATCH_SHA256"]["value"] == "ab" * 32 and "ENGINEWRIGHT_BATCH" not in env
+    again = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://runs/r/requests/stage1-b000.json",
+                         "ab" * 32, settings, 300)
     assert again["metadata"]["annotations"] == job["metadata"]["annotations"]  # the deadline is not identity
+    other = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://runs/r/requests/stage1-b000.json",
+                         "cd" * 32, settings, 600)
+    assert other["metadata"]["annotations"] != job["metadata"]["annotations"]  # another request, another Job
 
 
 def test_job_state_reads_conditions():
@@ -87,7 +93,7 @@ def test_conditions_follow_kstatus_and_keep_transition_times():
 
 def test_a_selector_selects_exactly_the_labels_its_children_carry():
     from enginewright.controller.jobs import selector
-    job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", {}, Settings(), 600)
+    job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://b/k", "0" * 64, Settings(), 600)
     wanted = dict(pair.split("=", 1) for pair in selector(RUN, "NVIDIA-H200").split(","))
     assert wanted.items() <= job["metadata"]["labels"].items() and len(wanted) == 3
     assert "tuning.enginewright.io/target" not in selector(RUN)

@@ -49,6 +49,11 @@ app.kubernetes.io/component: operator
   # when it carries the run's owner reference and labels (a user's ConfigMap is left alone)
   verbs: [list, get, create, update]
 - apiGroups: [""]
+  resources: [pods]
+  # list: a probe Job that failed without a result: its pod's terminated message (the worker's error
+  # line, e.g. S3's refusal with its code) goes into the run's status instead of "see its pod's log"
+  verbs: [list]
+- apiGroups: [""]
   resources: [secrets]
   # get, of this one name only: the pre-flight check that the worker store Secret exists and has
   # both keys (the operator never reads any other Secret, and never lists them)

@@ -1,4 +1,5 @@
-"""Accuracy validation: loss metrics over named output tensors. Pure numpy."""
+"""Accuracy validation: loss metrics over named output tensors, and whether reference data fits a
+model's signature. Pure numpy."""
 
 from enginewright.accuracy.metrics import AccuracyError, Verdict, compare, loss
 

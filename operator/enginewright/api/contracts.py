@@ -2,7 +2,7 @@
 
 | contract | written by | read by | where it travels |
 | --- | --- | --- | --- |
-| `BatchRequest` | controller (`controller/reconcile.py`) | worker Job (`worker/job.py`) | the Job's env / file |
+| `BatchRequest` | controller (`controller/reconcile.py`) | worker Job (`worker/job.py`) | `<prefix>/requests/<batch>.json`, named (with its sha256) in the Job's env |
 | `ProbeResult` | worker Job, probe mode | controller | `<prefix>/probe.json` |
 | `ConfirmationResult` | worker Job, confirm mode | controller | `<prefix>/confirm/<batch>.json` |
 | `Provenance` | controller (`controller/publish.py`) | `catalog/` (`fetch`, `list`) | `<folder>/provenance.json` |
@@ -162,6 +162,8 @@ class AccuracyFacts(CatalogModel):
     pairs: list[dict] = Field(default_factory=list)
     data_digests: dict[str, str] | None = None
     loss_per_output: dict[str, float | None] | None = None
+    outputs: list[str] | None = Field(None, description="The outputs accuracy was checked on when the run named "
+                                      "them (spec.accuracy.outputs); absent: every output of the model.")
 
 
 class RouteFacts(CatalogModel):

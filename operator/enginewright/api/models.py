@@ -60,6 +60,31 @@ def cel(rule: str, message: str, field_path: str | None = None) -> dict:
     return entry
 
 
+# Size bounds. Everything in a spec is bounded, so a manifest the API server accepts fits what carries it
+# (the batch request travels through the store, not an environment variable; kopf keeps only a digest).
+KEY_LENGTH = 256  # a map key (setting, knob, label key with its prefix is at most 253 + 1 + 63)
+VALUE_LENGTH = 1024  # a setting value
+KNOB_VALUE_LENGTH = 256  # one value of a knob to try or to pin
+KNOB_VALUES_TOTAL = 1024  # values of all knobs together
+
+
+def _key_at_most(limit: int):
+    def check(key: str) -> str:
+        if len(key) > limit:
+            raise ValueError(f"key {key[:40]!r}... is {len(key)} characters long (at most {limit})")
+        return key
+    return AfterValidator(check)
+
+
+BoundedKey = Annotated[str, _key_at_most(KEY_LENGTH)]
+
+
+def keys_at_most(limit: int = KEY_LENGTH) -> dict:
+    """The CEL rule bounding a map's keys (structural schemas cannot bound property names)."""
+    return {"x-kubernetes-validations": [cel(f"self.all(k, size(k) <= {limit})",
+                                             f"keys must be at most {limit} characters long")]}
+
+
 class WireModel(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown fields refused."""
 
@@ -103,6 +128,10 @@ class InputShape(WireModel):
             "min, opt and max must have the same rank"),
         cel("self.min.all(i, i >= 0) && self.opt.all(i, i >= 1)",
             "min dimensions must be >= 0 and opt dimensions >= 1"),
+        # CEL has no zip: the dimensions are walked by index (rank <= 16, the field's maxItems).
+        cel(f"size(self.opt) != size(self.min) || size(self.max) != size(self.min) || {list(range(16))}.all(d, "
+            f"d >= size(self.min) || (self.min[d] <= self.opt[d] && self.opt[d] <= self.max[d]))",
+            "need min <= opt <= max in every dimension"),
     ]})
 
     name: str = Field(description="Input tensor name, as in the model.", min_length=1, max_length=256)
@@ -143,8 +172,8 @@ class Compiler(WireModel):
     image: str | None = Field(None, description="Worker image; defaults to the operator setting for this compiler. "
                               "Only images the operator allows are run (Helm value tenancy.allowedImages).",
                               max_length=512)
-    settings: dict[str, SettingValue] = Field(
-        default_factory=dict, max_length=128,
+    settings: dict[BoundedKey, SettingValue] = Field(
+        default_factory=dict, max_length=128, json_schema_extra=keys_at_most(),
         description="Base settings applied to every route (not tuner knobs), e.g. TensorRT "
                     "builder_optimization_level=5, tf32=false; ONNX Runtime intra_op_num_threads=2. A value "
                     "must not be a path out of the worker's work directory (absolute, ~, or a '..' segment).",
@@ -172,8 +201,8 @@ class KnobValues(WireModel):
 
     name: str = Field(description="Knob name as the compiler reports it (TensorRT: without the leading '-').",
                       min_length=1, max_length=256)
-    values: list[str] = Field(description="Values to try; the compiler's default is always measured too.",
-                              min_length=1, max_length=64)
+    values: list[Annotated[str, Field(max_length=KNOB_VALUE_LENGTH)]] = Field(
+        description="Values to try; the compiler's default is always measured too.", min_length=1, max_length=64)
 
 
 class Confirm(WireModel):
@@ -199,9 +228,17 @@ class Search(WireModel):
     mode: SearchMode = Field(SearchMode.fast, description="fast: one knob at a time from the default; "
                              "full: every combination; mixed: fast, then combinations of the improving knobs.")
     knobs: list[KnobValues] = Field(default_factory=list, max_length=256,
-                                    description="Knob space; empty = every sweepable knob the compiler reports.")
-    pinned: dict[str, str] = Field(default_factory=dict,
-                                   description="Knobs fixed in every route, the default route included.")
+                                    description="Knob space; empty = every sweepable knob the compiler reports. "
+                                    "Each knob may appear once.",
+                                    json_schema_extra={"x-kubernetes-validations": [
+                                        cel("self.all(k, self.exists_one(j, j.name == k.name))",
+                                            "each knob name may appear once in spec.search.knobs"),
+                                        cel(f"self.map(k, size(k.values)).sum() <= {KNOB_VALUES_TOTAL}",
+                                            f"spec.search.knobs may list at most {KNOB_VALUES_TOTAL} values in "
+                                            f"all")]})
+    pinned: dict[BoundedKey, Annotated[str, Field(max_length=KNOB_VALUE_LENGTH)]] = Field(
+        default_factory=dict, max_length=64, json_schema_extra=keys_at_most(),
+        description="Knobs fixed in every route, the default route included.")
     max_routes: int = Field(64, description="Budget: most routes built per target, all stages together.",
                             ge=1, le=100000)
     route_timeout_seconds: int = Field(900, description="A route still building or measuring after this is "
@@ -231,6 +268,8 @@ class Search(WireModel):
                              "its second stage depends on measurements")
         if twice := duplicated([k.name for k in self.knobs]):
             raise ValueError(f"spec.search.knobs lists a knob twice: {twice}")
+        if (total := sum(len(k.values) for k in self.knobs)) > KNOB_VALUES_TOTAL:
+            raise ValueError(f"spec.search.knobs may list at most {KNOB_VALUES_TOTAL} values in all (got {total})")
         return self
 
 
@@ -267,6 +306,11 @@ class Accuracy(WireModel):
                            "says the winner was not validated.")
     reason: str | None = Field(None, description="Why validation is off.", max_length=1024)
     pairs: list[ReferencePair] = Field(default_factory=list, max_length=64, description="Reference pairs.")
+    outputs: list[Annotated[str, Field(min_length=1, max_length=KEY_LENGTH)]] = Field(
+        default_factory=list, max_length=64, json_schema_extra={"x-kubernetes-list-type": "set"},
+        description="The model outputs accuracy is checked on; empty = every output of the model. Every output "
+                    "checked needs a tensor in every references file (the probe refuses the run otherwise, with "
+                    "InvalidInput naming the file and the output).")
     metric: Metric = Field(Metric.cosine, description="abs: mean absolute error; squared: mean squared error; "
                            "max: max absolute error; cosine: 1 - cosine similarity; l0: fraction of elements "
                            "with |d| > atol + rtol*|ref| (trtexec parity).")
@@ -284,6 +328,8 @@ class Accuracy(WireModel):
             raise ValueError(f"spec.accuracy.pairs needs at least 2 reference pairs (got {len(self.pairs)})")
         if self.threshold is None:
             raise ValueError("spec.accuracy.threshold is required unless accuracy is disabled")
+        if twice := duplicated(self.outputs):
+            raise ValueError(f"spec.accuracy.outputs lists an output twice: {twice}")
         return self
 
 
@@ -336,9 +382,9 @@ class Timing(WireModel):
 class Toleration(WireModel):
     """A pod toleration (core/v1 Toleration)."""
 
-    key: str | None = None
+    key: str | None = Field(None, max_length=KEY_LENGTH + 61)
     operator: Literal["Exists", "Equal"] | None = None
-    value: str | None = None
+    value: str | None = Field(None, max_length=KEY_LENGTH)
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = None
 
@@ -355,7 +401,9 @@ class Target(WireModel):
 
     gpu_type: str = Field(description="Value of the operator's GPU-type node label, e.g. NVIDIA-H200.",
                           min_length=1, max_length=63, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Extra node selector.")
+    node_selector: dict[Annotated[str, _key_at_most(KEY_LENGTH + 61)], Annotated[str, Field(max_length=63)]] = Field(
+        default_factory=dict, max_length=32, json_schema_extra=keys_at_most(KEY_LENGTH + 61),
+        description="Extra node selector (label key -> value).")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
     resources: Resources = Field(default_factory=Resources, description="Worker container resources.")
     gpus_per_job: int = Field(1, description="GPUs requested by each Job (nvidia.com/gpu); 0 for CPU compilers.",

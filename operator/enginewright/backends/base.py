@@ -211,6 +211,33 @@ class Backend(abc.ABC):
     def load(self, engine: bytes, workdir: Path) -> Runner:
         """Load engine bytes (possibly in a fresh process) into a runner."""
 
-    def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
-        """Raise ValueError naming the input when `inputs` cannot feed the model. Optional."""
+    def signature(self, model_path: Path, settings: Mapping[str, str]) -> "Signature | None":
+        """The model's inputs and outputs as this compiler reads them (None: not known here, nothing is
+        checked before building). Raises on a model the compiler cannot read."""
+        return None
+
+
+def onnx_signature(model_path: Path) -> "Signature":
+    """Inputs (initializers left out) and outputs of an ONNX model, with their element types and
+    dimensions (a dim_param is a named dynamic size). Raises on a file that is not a valid ONNX model."""
+    import onnx
+    from onnx import helper
+
+    from enginewright.accuracy.signature import Signature, TensorSpec
+    onnx.checker.check_model(str(model_path))
+    model = onnx.load(str(model_path), load_external_data=False)
+
+    def spec(value) -> TensorSpec:
+        tensor = value.type.tensor_type
+        try:
+            dtype = str(np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))) if tensor.elem_type else None
+        except (KeyError, TypeError, ValueError):
+            dtype = None  # a type numpy has no name for (bfloat16, float8): not checked
+        shape = None
+        if tensor.HasField("shape"):
+            shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
+        return TensorSpec(value.name, dtype, shape)
+    initializers = {i.name for i in model.graph.initializer}
+    return Signature(tuple(spec(i) for i in model.graph.input if i.name not in initializers),
+                     tuple(spec(o) for o in model.graph.output))
 

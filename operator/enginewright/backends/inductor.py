@@ -431,11 +431,37 @@ class InductorBackend(Backend):
         return self._runner(torch, workdir / "program.pt2", options, meta["device"], meta.get("input_dtype"),
                             not compiles(meta["options"]))
 
-    def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
+    def signature(self, model_path: Path, settings: Mapping[str, str]):
+        """The exported program's user inputs (placeholder names) and outputs (named as `_outputs` names
+        them), dtypes and sizes from the program's example values; a symbolic size keeps its symbol's name.
+        With the input_dtype setting, floating inputs are cast, so any floating dtype fits."""
+        from enginewright.accuracy.signature import Signature, TensorSpec
         torch = _torch()
         exported = torch.export.load(str(model_path))
-        names = [spec.arg.name for spec in exported.graph_signature.input_specs
-                 if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
-        missing = sorted(set(names) - set(inputs))
-        if missing:
-            raise ValueError(f"inputs do not match the program: missing {missing} (program inputs: {names})")
+        placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
+
+        def spec(name: str, value) -> TensorSpec:
+            if not isinstance(value, torch.Tensor):
+                return TensorSpec(name)
+            dtype = str(value.dtype).removeprefix("torch.")
+            shape = tuple(int(d) if isinstance(d, int) else str(d) for d in value.shape)
+            return TensorSpec(name, dtype, shape)
+        kinds = torch.export.graph_signature
+        inputs = tuple(spec(s.arg.name, placeholders[s.arg.name].meta.get("val") if s.arg.name in placeholders
+                            else None)
+                       for s in exported.graph_signature.input_specs if s.kind == kinds.InputKind.USER_INPUT)
+        output_node = next(n for n in exported.graph.nodes if n.op == "output")
+        flat = list(output_node.args[0]) if isinstance(output_node.args[0], (tuple, list)) else [output_node.args[0]]
+        user = [value for s, value in zip(exported.graph_signature.output_specs, flat)
+                if s.kind == kinds.OutputKind.USER_OUTPUT]
+        values = [v.meta.get("val") if hasattr(v, "meta") else None for v in user]
+        out_spec = exported.call_spec.out_spec
+        if out_spec is None or out_spec.is_leaf() or len(values) != getattr(out_spec, "num_children", -1):
+            names = ["output"] if len(values) == 1 else [f"output_{i}" for i in range(len(values))]
+        elif out_spec.type is dict:
+            names = [str(k) for k in out_spec.context]
+        else:
+            names = [f"output_{i}" for i in range(len(values))]
+        # Floating outputs come back as float32 (`_outputs`); a reference is compared in float64 anyway.
+        return Signature(inputs, tuple(spec(n, v) for n, v in zip(names, values)),
+                         casts_inputs=bool(settings.get("input_dtype")))

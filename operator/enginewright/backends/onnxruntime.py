@@ -18,7 +18,7 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import Backend, BuildRequest, Runner
+from enginewright.backends.base import Backend, BuildRequest, Runner, onnx_signature
 from enginewright.search.routes import Knob
 
 _LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
@@ -139,21 +139,5 @@ class OnnxRuntimeBackend(Backend):
         session = ort.InferenceSession(str(workdir / "model.onnx"), options, providers=["CPUExecutionProvider"])
         return OnnxRuntimeRunner(session)
 
-    def check_inputs(self, model_path: Path, inputs: Mapping[str, np.ndarray]) -> None:
-        import onnx
-        model = onnx.load(str(model_path), load_external_data=False)
-        initializers = {i.name for i in model.graph.initializer}
-        declared = {i.name: i for i in model.graph.input if i.name not in initializers}
-        missing = sorted(set(declared) - set(inputs))
-        extra = sorted(set(inputs) - set(declared))
-        if missing or extra:
-            raise ValueError(f"inputs do not match the model: missing {missing}, unexpected {extra} "
-                             f"(model inputs: {sorted(declared)})")
-        for name, spec in declared.items():
-            dims = spec.type.tensor_type.shape.dim
-            shape = inputs[name].shape
-            if len(dims) != len(shape):
-                raise ValueError(f"input {name!r}: model expects rank {len(dims)}, got shape {shape}")
-            for axis, (dim, size) in enumerate(zip(dims, shape)):
-                if dim.HasField("dim_value") and dim.dim_value != size:
-                    raise ValueError(f"input {name!r}: dimension {axis} must be {dim.dim_value}, got shape {shape}")
+    def signature(self, model_path: Path, settings: Mapping[str, str]):
+        return onnx_signature(model_path)

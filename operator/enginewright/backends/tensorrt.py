@@ -24,7 +24,7 @@ import numpy as np
 
 from enginewright.api.cache import Versions
 from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
-                                        cuda_timed_calls)
+                                        cuda_timed_calls, onnx_signature)
 from enginewright.search.routes import Knob, canonical_route, parse_tensorrt_knobs
 
 # Base settings a TuningRun may pin for every route (IBuilderConfig attributes / flags).
@@ -248,6 +248,14 @@ class TensorRTBackend(Backend):
         if serialized is None:
             raise RuntimeError(f"TensorRT could not build route {build_route_string(route) or '(default)'}")
         return bytes(serialized)
+
+    def signature(self, model_path: Path, settings: Mapping[str, str]):
+        """The ONNX model's signature: a strongly typed network takes the ONNX types as they are."""
+        try:
+            import onnx  # noqa: F401
+        except ImportError:  # an image without the onnx package: nothing is checked before building
+            return None
+        return onnx_signature(model_path)
 
     def load(self, engine: bytes, workdir: Path) -> Runner:
         trt = _trt()

@@ -4,6 +4,8 @@ events), a deletion handler stops its Jobs. The work is in `reconcile`; this mod
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import logging
 
 import kopf
@@ -39,9 +41,33 @@ def reconciler() -> Reconciler:
     return _reconciler
 
 
+class DigestDiffBase(kopf.AnnotationsDiffBaseStorage):
+    """kopf's last-handled configuration kept as a digest. kopf copies the spec, labels and annotations
+    into an annotation of its own, and an object's annotations hold 256 KiB in all: past that, kopf's
+    patch failed, and with it the patch that removes the finalizer, so `kubectl delete` hung. This
+    operator has no create or update handlers (the spec is immutable; the daemon reads the object
+    itself), so kopf needs only to know whether something changed: a digest says that in ~90 bytes.
+    For an object being deleted nothing is stored, so the patch that removes the finalizer carries
+    nothing that can be refused."""
+
+    def build(self, *, body, extra_fields=None):
+        essence = super().build(body=body, extra_fields=extra_fields)
+        annotations = (essence.get("metadata") or {}).get("annotations") or {}
+        for key in [k for k in annotations if k.startswith("kopf.zalando.org/")]:
+            del annotations[key]  # kopf's own progress, not a change of the object
+        text = json.dumps(essence, sort_keys=True, separators=(",", ":"))
+        return {"sha256": hashlib.sha256(text.encode()).hexdigest()}
+
+    def store(self, *, body, patch, essence) -> None:
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            return
+        super().store(body=body, patch=patch, essence=essence)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, **_) -> None:
     settings.persistence.finalizer = FINALIZER
+    settings.persistence.diffbase_storage = DigestDiffBase()
     settings.posting.level = logging.CRITICAL  # events are posted on purpose (kopf.event), not from log lines
     settings.watching.server_timeout = 60
     settings.execution.max_workers = 8

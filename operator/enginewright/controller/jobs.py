@@ -98,9 +98,12 @@ def active_deadline(spec: TuningRunSpec, routes: int, seconds_left: float | None
     return max(60, budget)
 
 
-def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str, request: dict,
-                 settings: Settings, deadline_seconds: int) -> dict:
-    """The Job that runs one worker request (sweep batch, confirmation or probe) on `target`'s GPUs."""
+def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str, request_uri: str,
+                 request_sha256: str, settings: Settings, deadline_seconds: int) -> dict:
+    """The Job that runs one worker request (sweep batch, confirmation or probe) on `target`'s GPUs. The
+    request itself is an object in the store (`request_uri`): it grows with the spec, and an environment
+    variable holds at most ~128 KiB; its sha256 is in the Job, so the Job's spec hash covers the request
+    and the worker refuses another one."""
     job_labels = labels(run, target.gpu_type, stage, batch)
     resources = {"requests": dict(target.resources.requests), "limits": dict(target.resources.limits)}
     if target.gpus_per_job:
@@ -109,7 +112,8 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
     resources = {k: v for k, v in resources.items() if v}
     secret = settings.store_secret
     env = [
-        {"name": "ENGINEWRIGHT_BATCH", "value": json.dumps(request, sort_keys=True)},
+        {"name": "ENGINEWRIGHT_BATCH_URI", "value": request_uri},
+        {"name": "ENGINEWRIGHT_BATCH_SHA256", "value": request_sha256},
         {"name": "ENGINEWRIGHT_S3_ENDPOINT", "value": settings.s3_endpoint},
         {"name": "ENGINEWRIGHT_S3_SECURE", "value": "true" if settings.s3_secure else "false"},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
@@ -124,6 +128,9 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
         "name": "worker", "image": settings.image(spec.compiler.name.value, spec.compiler.image),
         "command": [*settings.worker_command, "--workdir", f"{WORKDIR}/job"], "env": env,
         "volumeMounts": [{"name": "work", "mountPath": WORKDIR}],
+        # The worker writes why it failed to /dev/termination-log; a crash that could not is told by
+        # its log's end. Either is the pod's terminated message, which the controller puts in the status.
+        "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
                             "capabilities": {"drop": ["ALL"]}},
     }

@@ -65,7 +65,7 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: ProbeResult, no
         accuracy=AccuracyFacts(disabled=accuracy.disabled, reason=accuracy.reason, metric=accuracy.metric.value,
                                threshold=accuracy.threshold, atol=accuracy.atol, rtol=accuracy.rtol,
                                pairs=[p.wire() for p in accuracy.pairs], data_digests=probe.data_sha256,
-                               loss_per_output=winner.loss),
+                               loss_per_output=winner.loss, outputs=list(accuracy.outputs) or None),
         route=RouteFacts(id=winner.route_id, route=winner.route, knobs=winner.knobs,
                          base_settings=dict(spec.compiler.settings), pinned=dict(spec.search.pinned)),
         compiler=CompilerFacts(name=spec.compiler.name.value, versions=versions.wire() if versions else None),

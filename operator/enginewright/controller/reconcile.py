@@ -11,6 +11,7 @@ and publishing is idempotent.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import time
@@ -303,7 +304,8 @@ class Reconciler:
             job = jobs.get("probe")
             if job is not None and job_state(job) != "active":
                 return self._failed(status, "ProbeFailed", f"the probe Job {job['metadata']['name']} ended "
-                                    f"({job_state(job)}) without writing {keys.probe}; see its pod's log", emit)
+                                    f"({job_state(job)}) without writing {keys.probe}: "
+                                    f"{self._last_words(run.namespace, job['metadata']['name'])}", emit)
             request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
             self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
@@ -422,8 +424,20 @@ class Reconciler:
             return
         ApiException = _api_exception()
         left = None if deadline is None else deadline - time.time()
-        manifest = job_manifest(run, spec, target, stage, batch, request.wire(), self.settings,
-                                active_deadline(spec, routes, left))
+        text = json.dumps(request.wire(), sort_keys=True).encode()
+        runs, key = self.store(self.settings.runs_bucket), RunKeys(request.prefix).request(batch)
+        try:
+            with store_errors():
+                runs.put(key, text)  # the same bytes on every pass: rewriting it before a retried create is harmless
+        except Exception as exc:
+            if type(exc).__name__ != "S3Error":
+                raise
+            reason = "StoreBucketMissing" if exc.code == "NoSuchBucket" else "StoreAccessDenied"
+            raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
+                          f"({exc.code}): the operator's administrators must create the runs bucket "
+                          f"{self.settings.runs_bucket!r} or grant the key access to it") from None
+        manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
+                                self.settings, active_deadline(spec, routes, left))
         name = manifest["metadata"]["name"]
         try:
             created = self.k8s.batch.create_namespaced_job(run.namespace, manifest)
@@ -444,6 +458,25 @@ class Reconciler:
                               f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
                               f"rename the TuningRun") from None
             jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
+
+    def _last_words(self, namespace: str, job_name: str) -> str:
+        """What the Job's last failed worker said (its terminated message: the worker's error line, e.g.
+        S3's refusal with its code), or where to look when there is none."""
+        ApiException = _api_exception()
+        try:
+            pods = self.k8s.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            pods = []  # (an operator installed without the pods rule: say where to look)
+        said = sorted((str(c.state.terminated.finished_at or ""), c.state.terminated.message)
+                      for pod in pods for c in (pod.status.container_statuses or [])
+                      if c.name == "worker" and c.state and c.state.terminated and c.state.terminated.message)
+        if not said:
+            return f"see its pod's log (kubectl logs -n {namespace} job/{job_name})"
+        lines = [line.strip() for line in said[-1][1].splitlines() if line.strip()]
+        own = [line for line in lines if line.startswith("enginewright worker:")]
+        return f"its pod said: {(own or lines)[-1][:800]}"
 
     def _stop_jobs(self, run: RunRef, jobs: dict) -> None:
         """The deadline cut the target: Jobs still running are stopped."""

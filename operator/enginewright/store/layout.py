@@ -53,6 +53,10 @@ class RunKeys:
     def confirmation(self, name: str) -> str:
         return f"{self.prefix}/confirm/{safe_segment(name)}.json"
 
+    def request(self, batch: str) -> str:
+        """The batch request a Job reads (it grows with the spec: no environment variable holds it)."""
+        return f"{self.prefix}/requests/{safe_segment(batch)}.json"
+
 
 @dataclass(frozen=True)
 class CatalogKeys:

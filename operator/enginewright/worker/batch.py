@@ -53,6 +53,7 @@ class Accuracy:
     threshold: float | None = None
     atol: float = 1e-5
     rtol: float = 1e-5
+    outputs: list[str] = field(default_factory=list)  # the outputs checked; empty: every model output
 
     @property
     def enabled(self) -> bool:
@@ -626,7 +627,8 @@ class Server:
         request = ctx.child_request("serve", self.workdir, self.engine, inputs=[str(p) for p in accuracy.inputs],
                                     references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
                                     metric=accuracy.metric, threshold=accuracy.threshold, atol=accuracy.atol,
-                                    rtol=accuracy.rtol, key=self.key, check=self.references)
+                                    rtol=accuracy.rtol, outputs=list(accuracy.outputs), key=self.key,
+                                    check=self.references)
         (self.workdir / "request.json").write_text(request.model_dump_json())
         with open(self.workdir / "serve.log", "wb") as log_file:
             self.proc = subprocess.Popen(

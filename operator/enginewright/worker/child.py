@@ -52,6 +52,7 @@ class ChildRequest(BaseModel):
     route: dict[str, str] = Field(default_factory=dict)
     inputs: list[str] = Field(default_factory=list, description=".npz files of the reference inputs.")
     references: list[str] = Field(default_factory=list, description="Empty: accuracy is not checked.")
+    outputs: list[str] = Field(default_factory=list, description="The outputs checked; empty: every reference.")
     metric: str = "cosine"
     threshold: float | None = None
     atol: float = 1e-5
@@ -91,7 +92,8 @@ def check(runner, request: ChildRequest, inputs: list[dict]) -> dict:
     from enginewright.accuracy import compare
     references = [load_npz(p) for p in request.references]
     outputs = [runner.run(pair) for pair in inputs]
-    verdict = compare(outputs, references, request.metric, request.threshold, atol=request.atol, rtol=request.rtol)
+    verdict = compare(outputs, references, request.metric, request.threshold, atol=request.atol, rtol=request.rtol,
+                      checked=request.outputs)
     return {"loss": verdict.losses, "passed": verdict.passed, "failing": verdict.failing, "summary": verdict.summary()}
 
 

@@ -1,7 +1,9 @@
 """The tuning Job's entrypoint: one batch of routes for one target, one confirmation round, or a
 probe, against the object store.
 
-    python -m enginewright.worker --batch FILE.json     (or the JSON in $ENGINEWRIGHT_BATCH)
+    python -m enginewright.worker --batch FILE.json
+    (or the store object $ENGINEWRIGHT_BATCH_URI, whose sha256 is $ENGINEWRIGHT_BATCH_SHA256: what the
+    operator's Jobs pass; or the JSON itself in $ENGINEWRIGHT_BATCH, for small requests by hand)
 
 The worker has no Kubernetes credentials and needs none: it reads the model and the reference data
 from the object store, writes one cache entry per route there as soon as it is known, and keeps the
@@ -51,10 +53,11 @@ def fetch(uri: str, dest: Path) -> Path:
 
 
 def prepare_inputs(request: BatchRequest, workdir: Path):
-    """Download the model and the reference pairs once; verify the digest and that the inputs fit."""
-    import numpy as np
+    """Download the model and the reference pairs once; verify the digest, and that the inputs and
+    references fit the model's signature (`worker.reference_data`)."""
     from enginewright.backends import get_backend
     from enginewright.worker.batch import Accuracy
+    from enginewright.worker.reference_data import check_pairs
     spec = request.spec
     suffix = ".onnx" if spec.model.format.value == "onnx" else ".pt2"
     model = fetch(spec.model.uri, workdir / f"model{suffix}")
@@ -68,19 +71,21 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
         references.append(fetch(pair.references, workdir / f"references-{i}.npz"))
     backend = get_backend(spec.compiler.name.value)
     try:
-        if spec.compiler.name.value == "onnxruntime":
-            import onnx
-            onnx.checker.check_model(str(model))
-        for path in inputs:
-            with np.load(path, allow_pickle=False) as data:
-                backend.check_inputs(model, {k: data[k] for k in data.files})
-    except ValueError as exc:
-        raise InputError(f"{spec.model.uri}: {exc}") from None
+        signature = backend.signature(model, spec.compiler.settings)  # (ONNX: onnx.checker first)
     except Exception as exc:  # the parser's own error for a corrupt model
         raise InputError(f"{spec.model.uri} is not a valid {spec.model.format.value} model: {exc}") from None
     accuracy = spec.accuracy
+    if signature is not None:
+        labels = [(f"spec.accuracy.pairs[{i}].inputs ({pair.inputs})",
+                   f"spec.accuracy.pairs[{i}].references ({pair.references})")
+                  for i, pair in enumerate(spec.accuracy.pairs)]
+        found = check_pairs(signature, inputs, None if accuracy.disabled else references, labels, accuracy.outputs)
+        if found:
+            raise InputError(f"{spec.model.uri}: the reference data does not fit the model: {found}")
     return backend, model, Accuracy(inputs, [] if accuracy.disabled else references, accuracy.metric.value,
-                                    None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol)
+                                    None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol,
+                                    list(accuracy.outputs))
+
 
 
 def probe(request: BatchRequest, workdir: Path) -> int:
@@ -161,6 +166,31 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
     return 0
 
 
+def read_request(batch_file: str | None) -> str:
+    """The batch request's JSON: `--batch FILE`, else the store object at $ENGINEWRIGHT_BATCH_URI (its
+    bytes must have the sha256 in $ENGINEWRIGHT_BATCH_SHA256, the Job's own), else $ENGINEWRIGHT_BATCH."""
+    if batch_file:
+        return Path(batch_file).read_text()
+    uri = os.environ.get("ENGINEWRIGHT_BATCH_URI")
+    if not uri:
+        text = os.environ.get("ENGINEWRIGHT_BATCH", "")
+        if not text:
+            raise InputError("no batch request: pass --batch FILE, or set ENGINEWRIGHT_BATCH_URI (or ENGINEWRIGHT_BATCH)")
+        return text
+    from enginewright.store import parse_s3_uri, store_from_env
+    from enginewright.store.objects import MissingObject
+    bucket, key = parse_s3_uri(uri)
+    try:
+        data = store_from_env(bucket).get(key)
+    except MissingObject:
+        raise InputError(f"the batch request {uri} is not in the store") from None
+    expected = os.environ.get("ENGINEWRIGHT_BATCH_SHA256")
+    if expected and hashlib.sha256(data).hexdigest() != expected:
+        raise InputError(f"the batch request {uri} has sha256 {hashlib.sha256(data).hexdigest()}, not this Job's "
+                         f"{expected}: it was replaced after the Job was made")
+    return data.decode()
+
+
 def _termination_message(message: str) -> None:
     try:
         Path("/dev/termination-log").write_text(message[:4000])
@@ -170,19 +200,16 @@ def _termination_message(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m enginewright.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH)")
+    parser.add_argument("--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH_URI, else "
+                        "$ENGINEWRIGHT_BATCH)")
     parser.add_argument("--workdir", help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     # A deleted pod gets SIGTERM: exit through the normal path, so the route's child process group
     # is killed too (run_child's finally) instead of running on as an orphan.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    text = Path(args.batch).read_text() if args.batch else os.environ.get("ENGINEWRIGHT_BATCH", "")
-    if not text:
-        print("no batch request: pass --batch FILE or set ENGINEWRIGHT_BATCH", file=sys.stderr)
-        return 2
     try:
-        request = BatchRequest.model_validate_json(text)
+        request = BatchRequest.model_validate_json(read_request(args.batch))
         workdir = Path(args.workdir or tempfile.mkdtemp(prefix="enginewright-job-"))
         workdir.mkdir(parents=True, exist_ok=True)
         return run(request, workdir)

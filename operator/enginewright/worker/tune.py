@@ -37,6 +37,7 @@ class TuneOptions:
     threshold: float | None = None
     atol: float = 1e-5
     rtol: float = 1e-5
+    outputs: list[str] = field(default_factory=list)  # the outputs accuracy is checked on; empty: every one
     mode: str = "fast"
     knobs: list[tuple[str, list[str]]] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)
@@ -62,10 +63,14 @@ class TuneOptions:
 
     def fingerprint(self) -> dict:
         """What a resumed run must share with the interrupted one."""
-        return {"backend": self.backend, "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
-                "settings": self.settings, "pinned": self.pinned, "metric": self.metric, "threshold": self.threshold,
-                "timing": self.timing.model_dump(), "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
-                "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references]}
+        printed = {"backend": self.backend, "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
+                   "settings": self.settings, "pinned": self.pinned, "metric": self.metric,
+                   "threshold": self.threshold, "timing": self.timing.model_dump(),
+                   "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
+                   "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references]}
+        if self.outputs:  # (only when given: a run.json written before the option still resumes)
+            printed["outputs"] = sorted(self.outputs)
+        return printed
 
 
 @dataclass
@@ -79,7 +84,12 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
          on_plan: Callable[[int], None] | None = None) -> TuneResult:
     """Run the whole flow in local processes; `say` gets progress lines, `on_plan` the number of
     routes planned so far (after stage 1, and again after mixed's stage 2). The steps come from
-    `search.flow.next_step`, the same function the controller executes as Jobs."""
+    `search.flow.next_step`, the same function the controller executes as Jobs. The reference data is
+    checked against the model's signature first: a misfit is refused before --out is touched."""
+    from enginewright.backends import get_backend
+    backend = get_backend(opts.backend, **opts.backend_options)
+    backend.knobs()  # a compiler that is not installed says so (BackendUnavailable) before the data is read
+    _check_data(opts, backend)
     opts.out.mkdir(parents=True, exist_ok=True)
     first_attempt = _check_resume(opts)
     store = LocalStore(opts.cache or opts.out / "store")
@@ -136,7 +146,8 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     ctx = WorkerContext(
         backend=opts.backend, model=opts.model, store=store, prefix=LOCAL_PREFIX,
         target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
-        accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol),
+        accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol,
+                          list(opts.outputs)),
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
         save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
         build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
@@ -190,6 +201,22 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     from enginewright.report import render
     render(opts.out, summary, all_entries)
     return TuneResult(summary, all_entries, step.decision)
+
+
+def _check_data(opts: TuneOptions, backend) -> None:
+    """The reference pairs against the model's signature, before anything is built (the probe's check)."""
+    from enginewright.worker.reference_data import check_pairs
+    try:
+        signature = backend.signature(opts.model, opts.settings)
+    except Exception as exc:  # the parser's own error for a corrupt model
+        raise TuneError(f"{opts.model} is not a model the {opts.backend} backend can read: {exc}") from None
+    if signature is None:
+        return
+    labels = [(f"--inputs {path}", f"--references {opts.references[i]}" if i < len(opts.references) else "")
+              for i, path in enumerate(opts.inputs)]
+    found = check_pairs(signature, opts.inputs, opts.references or None, labels, opts.outputs)
+    if found:
+        raise TuneError(f"the reference data does not fit {opts.model}: {found}")
 
 
 def _saved_confirmations(out: Path) -> dict[str, dict[str, list[float]]]:
