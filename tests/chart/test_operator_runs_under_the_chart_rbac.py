@@ -80,7 +80,9 @@ def test_the_service_account_gets_only_what_it_needs(cluster, installed):
     assert not can_i(cluster, installed, "create", "jobs.batch", other)
     assert not can_i(cluster, installed, "patch", "tuningruns.tuning.enginewright.io", other)
     assert not can_i(cluster, installed, "delete", "configmaps", run)
-    assert can_i(cluster, installed, "list", "nodes", "default")
+    assert can_i(cluster, installed, "list", "pods", run)  # reads the scheduler's verdict on its pods
+    assert can_i(cluster, installed, "get", "nodes", "default")  # the measuring node's labels
+    assert not can_i(cluster, installed, "list", "nodes", "default")  # never waits for a node to exist
     assert not can_i(cluster, installed, "patch", "nodes", "default")
 
 

@@ -40,14 +40,20 @@ app.kubernetes.io/component: operator
   # create: probe, batch and confirmation Jobs; list: a run's Jobs by label each pass;
   # watch: kopf's watch of the worker Jobs, so a Job that changes wakes its run's reconcile;
   # get: read the existing Job on a 409 to adopt it only when it is this run's;
-  # delete: stop Jobs at the deadline and when the run is deleted
-  verbs: [create, list, watch, get, delete]
+  # delete: stop Jobs at the deadline and when the run is deleted;
+  # patch: give a finished run's Jobs ttlSecondsAfterFinished (workerJobs.ttlSecondsAfterFinished)
+  verbs: [create, list, watch, get, delete, patch]
 - apiGroups: [""]
   resources: [configmaps]
   # list: a run's cache shards by label; create + update: move new store entries into the shards
   # and write the dry-run plan; get: on a 409, read the ConfigMap of that name and adopt it only
   # when it carries the run's owner reference and labels (a user's ConfigMap is left alone)
   verbs: [list, get, create, update]
+- apiGroups: [""]
+  resources: [pods]
+  # list: a running target's worker pods by label, to report the scheduler's message of a pod that
+  # cannot be placed (Unschedulable) and give up after the configured wait (read only)
+  verbs: [list]
 - apiGroups: [""]
   resources: [secrets]
   # get, of this one name only: the pre-flight check that the worker store Secret exists and has

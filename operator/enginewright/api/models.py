@@ -11,7 +11,7 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 from enginewright.api.names import API_VERSION, KIND
@@ -343,11 +343,31 @@ class Toleration(WireModel):
     toleration_seconds: int | None = None
 
 
-class Resources(WireModel):
-    """Container resources (quantities as strings, e.g. '4', '16Gi')."""
+# A resource quantity as Kubernetes writes it: an integer (`cpu: 2`) or a string (`500m`, `16Gi`); the
+# pattern is apimachinery's (resource.Quantity), applied by the API server to strings only.
+_QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
-    requests: dict[str, str] = Field(default_factory=dict)
-    limits: dict[str, str] = Field(default_factory=dict)
+
+def _quantity(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and re.fullmatch(_QUANTITY_PATTERN, value):
+        return value
+    raise ValueError(f"must be a resource quantity such as 2, 500m or 16Gi (got {value!r})")
+
+
+Quantity = Annotated[str, BeforeValidator(_quantity), WithJsonSchema(
+    {"x-kubernetes-int-or-string": True, "pattern": _QUANTITY_PATTERN})]
+
+
+class Resources(WireModel):
+    """Container resources of the worker; a quantity is an integer or a string (2, 500m, 16Gi)."""
+
+    requests: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description="Requests; cpu and memory default to the operator's workerJobs.requests (a resource "
+                    "given only a limit here gets no default request: Kubernetes then requests the limit).")
+    limits: dict[str, Quantity] = Field(default_factory=dict, description="Limits.")
 
 
 class Target(WireModel):
