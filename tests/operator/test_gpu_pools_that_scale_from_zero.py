@@ -98,6 +98,9 @@ def test_a_node_added_while_the_run_waits_takes_its_pod(cluster, scaling_operato
     assert status["targets"][0]["reason"] == "Unschedulable" and status["phase"] == "Pending", status
     assert any(e["type"] == "Warning" and e["reason"] == "Unschedulable"
                for e in events(cluster, z_namespace, "from-zero"))
+    wide = cluster.kubectl("get", "trun", "from-zero", "-n", z_namespace, "-o", "wide").stdout.split()
+    assert wide[:4] == ["NAME", "PHASE", "READY", "REASON"] and wide[wide.index("from-zero") + 1:][:3] == [
+        "Pending", "False", "Unschedulable"], wide  # the printer columns say why it is Pending
     [probe] = jobs(cluster, z_namespace)  # created without any node of the GPU type
     assert probe["metadata"]["labels"][LABEL_STAGE] == "probe"
     container = probe["spec"]["template"]["spec"]["containers"][0]
