@@ -89,13 +89,16 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
 
     previous = dict(written if written is not None else body.get("status") or {})
+    meta = body["metadata"]
     try:
         status = reconciler().reconcile({**body, "status": previous}, emit)
         if status is None:
+            if meta.get("deletionTimestamp"):
+                metrics.forget_run(meta["uid"], meta["namespace"], meta["name"])
+            else:  # finished (now, or before the operator started): its result stays on the metrics port
+                metrics.observe_run(meta["uid"], meta["namespace"], meta["name"], previous, finished=True)
             return None
-        for target in status.get("targets") or []:
-            metrics.ACTIVE_JOBS.labels(namespace=body["metadata"]["namespace"], run=body["metadata"]["name"],
-                                       target=target["gpuType"]).set(target.get("activeJobs", 0))
+        metrics.observe_run(meta["uid"], meta["namespace"], meta["name"], status, finished=False)
         if status == previous:
             return status, False
         patch = {"status": {**{k: None for k in previous if k not in status}, **status}}
@@ -104,6 +107,7 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
             _content_type="application/merge-patch+json")
         return status, True
     except Exception as exc:
+        metrics.RECONCILE_ERRORS.labels(error=type(exc).__name__).inc()
         if not transient(exc):
             raise
         # The API server or the store is restarting: say so once, and retry on the next pass.
@@ -138,6 +142,8 @@ def stop(body, logger, **_) -> None:
     """A deleted run stops its Jobs; its published engines stay in the catalog."""
     meta = body["metadata"]
     stopped = reconciler().stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
+    metrics.forget_run(meta["uid"], meta["namespace"], meta["name"],
+                       [t.get("gpuType") for t in (body.get("status") or {}).get("targets") or []])
     logger.info(f"stopped {stopped} Job(s); published engines are kept")
 
 

@@ -137,9 +137,11 @@ class Reconciler:
             if exc.status != 403 or "being terminated" in str(exc.body or ""):
                 raise
             # The operator's own permissions: say so on the run (the rest of the run is fine), retry.
+            metrics.RECONCILE_ERRORS.labels(error="Forbidden").inc()
             return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {_reason(exc)}; "
                                  f"check its RBAC (the Helm chart grants what it needs)", emit)
         except StoreUnavailable as exc:
+            metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
             message = f"waiting for the object store: {exc}"
             if previous.get("message") != message:
                 emit("Warning", "StoreUnavailable", message)
@@ -545,6 +547,7 @@ class Reconciler:
                 continue
             new[name] = entry.to_json()
             metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
+            metrics.GPU_SECONDS.labels(gpu_type=target.gpu_type).inc((entry.build_seconds or 0) + entry.spent_seconds)
             if entry.build_seconds:
                 metrics.BUILD_SECONDS.observe(entry.build_seconds)
             if entry.timing:
@@ -633,7 +636,6 @@ class Reconciler:
                                   max_loss=max(winner.loss.values()) if winner.loss else None),
             "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
             "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
-        metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
         engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
