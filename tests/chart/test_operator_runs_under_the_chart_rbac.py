@@ -86,6 +86,25 @@ def test_the_service_account_gets_only_what_it_needs(cluster, installed):
     assert not can_i(cluster, installed, "patch", "nodes", "default")
 
 
+def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed):
+    """The chart's ClusterRoles aggregate into edit/view: a RoleBinding to `edit` lets a user create
+    runs in that namespace, one to `view` only read them (the API server's aggregation, then can-i)."""
+    run = installed["run"]
+    for user, role in (("alice", "edit"), ("bob", "view")):
+        cluster.kubectl("create", "rolebinding", f"{user}-{role}", f"--clusterrole={role}", f"--user={user}", "-n", run)
+
+    def can(user: str, verb: str) -> bool:
+        done = cluster.kubectl("auth", "can-i", verb, "tuningruns.tuning.enginewright.io", "-n", run,
+                               f"--as={user}", check=False)
+        return done.stdout.strip() == "yes"
+    wait_for(lambda: can("alice", "create") and can("bob", "list"), 30, "the aggregated roles", 0.5)
+    assert can("alice", "delete") and not can("bob", "create") and not can("bob", "delete")
+    assert can("alice", "list")
+    other = cluster.kubectl("auth", "can-i", "create", "tuningruns.tuning.enginewright.io", "-n", installed["other"],
+                            "--as=alice", check=False)
+    assert other.stdout.strip() == "no"  # a RoleBinding is one namespace
+
+
 def operator_as_service_account(cluster, installed, tmp_path: Path):
     kubeconfig = service_account_kubeconfig(cluster, installed["release"], SERVICE_ACCOUNT, tmp_path / "sa.kubeconfig")
     return start_operator(cluster, tmp_path / "operator.log", RUNS_BUCKET, KUBECONFIG=str(kubeconfig),
