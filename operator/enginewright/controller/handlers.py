@@ -108,6 +108,11 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
         return status, True
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(error=type(exc).__name__).inc()
+        if went_away(exc):
+            # The run (or a child) was deleted while this pass ran in its thread: a deleted run's daemon
+            # is stopped, a live one's next pass sees what is left. Not an error of the handler.
+            log.info(f"{where}: an object went away during the pass (404); the next pass sees what is left")
+            return previous, False
         if not transient(exc):
             raise
         # The API server or the store is restarting: say so once, and retry on the next pass.
@@ -122,6 +127,12 @@ async def job_changed(body, **_) -> None:
     for owner in body.get("metadata", {}).get("ownerReferences") or []:
         if owner.get("kind") == KIND and owner.get("uid") in _wake:
             _wake[owner["uid"]].set()
+
+
+def went_away(exc: Exception) -> bool:
+    """A 404 from the API server: what the pass read or wrote was deleted under it."""
+    from kubernetes.client.exceptions import ApiException
+    return isinstance(exc, ApiException) and exc.status == 404
 
 
 def transient(exc: Exception) -> bool:
