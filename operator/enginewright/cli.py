@@ -199,13 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     crds = sub.add_parser("crds", help="generate crds/ from the API models")
-    crds.add_argument("--out", default="crds")
+    crds.add_argument("--out", default="crds", help="folder to write the CRD YAML to (default: crds)")
     crds.add_argument("--also", action="append", help="another folder to write the same files to")
     crds.add_argument("--check", action="store_true", help="exit 1 when the files differ from the models")
     crds.set_defaults(func=cmd_crds)
 
     plan = sub.add_parser("plan", help="dry run: list the candidate routes of a TuningRun manifest")
-    plan.add_argument("manifest")
+    plan.add_argument("manifest", help="a TuningRun manifest (YAML), as you would kubectl apply it")
     plan.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) instead of the installed compiler")
     plan.add_argument("--json", action="store_true", help="plain data for scripts: the Jobs and their routes")
     plan.set_defaults(func=cmd_plan)

@@ -264,7 +264,7 @@ def register(sub) -> None:
     tune.set_defaults(func=cmd_tune)
 
     rep = sub.add_parser("report", help="re-render report.md / report.png from a cache directory")
-    rep.add_argument("directory")
+    rep.add_argument("directory", help="a `tune --out` directory (its entries/ and summary.json)")
     rep.set_defaults(func=cmd_report)
 
     cache = sub.add_parser("cache", help="trtexec's tuning cache (--tuningCacheFile) in and out")

@@ -24,10 +24,19 @@ def test_version():
     assert done.returncode == 0 and done.stdout.strip() == f"enginewright {__version__}", done
 
 
-def test_every_tune_option_has_help():
-    parser = build_parser()
-    tune = next(a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == "tune")[1]
-    bare = [a.option_strings or [a.dest] for a in tune._actions if not a.help]
+def options_without_help(parser, path="enginewright"):
+    import argparse
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from options_without_help(sub, f"{path} {name}")
+        elif not action.help:
+            yield f"{path} {'/'.join(action.option_strings) or action.dest}"
+
+
+def test_every_option_has_help():
+    # (`cache export`'s tolerance options are left to the trtexec cache work, issue 22)
+    bare = [o for o in options_without_help(build_parser()) if not o.startswith("enginewright cache export")]
     assert bare == [], bare
 
 
