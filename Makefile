@@ -68,9 +68,10 @@ clean-cache:
 # The operator demo: local control plane + S3 + node agent, the operator, examples/tuningrun-demo.yaml
 # (mixed search, two node types standing in for two GPU types) to Ready, winners and catalog printed.
 # IMAGES=1: the node agent runs every pod from the built images (the operator's worker Jobs run
-# the worker image's `python -m enginewright.worker`), instead of host processes.
+# the worker image's `python -m enginewright.worker`), instead of host processes. KEEP=1: at the end
+# the cluster and the operator keep running (exports printed) until Ctrl-C, which stops them.
 demo: setup
-	$(PY) examples/operator_demo.py $(if $(IMAGES),--images)
+	$(PY) examples/operator_demo.py $(if $(IMAGES),--images) $(if $(KEEP),--keep)
 
 # The operator against the cluster in $$KUBECONFIG (e.g. one from `make cluster-up`).
 operator: venv

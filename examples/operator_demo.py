@@ -3,15 +3,21 @@ for two GPU types), the operator as a process of its own, and `examples/tuningru
 with kubectl; live progress, then each target's winner, speedup and catalog location, and what the
 operator cost.
 
-    python examples/operator_demo.py [--keep] [--images]    (`make demo [IMAGES=1]` runs it; --keep leaves
-    the cluster up; --images runs every pod from the built images, `make images`, not host processes)
+    python examples/operator_demo.py [--keep] [--images]    (`make demo [KEEP=1] [IMAGES=1]` runs it)
+
+--keep: at the end the demo stays in the foreground with the cluster, the store and the operator
+running (it prints the exports to reach them) until Ctrl-C or SIGTERM, then stops them all and removes
+the work directory; without it, everything stops when the run is done. --images runs every pod from
+the built images (`make images`), not host processes.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import tempfile
 import time
 from datetime import datetime
@@ -49,7 +55,9 @@ def worker_chain_seconds(jobs: list[dict]) -> float:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--keep", action="store_true", help="leave the cluster and operator running at the end")
+    parser.add_argument("--keep", action="store_true",
+                        help="at the end, keep the cluster, store and operator running until Ctrl-C (or SIGTERM), "
+                             "then stop them")
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--images", action="store_true",
                         help="run the pods from the built images (make images) instead of host processes")
@@ -60,11 +68,11 @@ def main() -> int:
     worker_env = {}
     if args.images:
         from tests.cluster.image_cluster import ImageCluster, require_images
-        cluster = ImageCluster(die_with_parent=not args.keep, images=require_images().layout)
+        cluster = ImageCluster(images=require_images().layout)
         worker_env = {"ENGINEWRIGHT_WORKER_COMMAND": "python -m enginewright.worker"}  # the image's Python
         print(f"[demo] pods run from the images in {cluster.images}", flush=True)
     else:
-        cluster = LocalCluster(die_with_parent=not args.keep)
+        cluster = LocalCluster()
     cluster.start()
     print(f"[demo] cluster up in {cluster.timings['up_seconds']:.1f}s; nodes: "
           + ", ".join(f"{n['name']} ({n['labels']['nvidia.com/gpu.product']})" for n in cluster.nodes), flush=True)
@@ -118,16 +126,35 @@ def main() -> int:
                   f"(Job times have 1 s resolution, so ±{len(jobs) / wall:.0%})")
         print(f"[demo] operator peak RSS {operator.peak_rss_mib():.0f} MiB; largest cache shard {largest} bytes")
         print(f"[demo] kubectl get trun -n {NAMESPACE}:\n" + cluster.kubectl("get", "trun", "-n", NAMESPACE).stdout)
+        outcome = 0 if status.get("phase") == "Succeeded" else 1
         if args.keep:
-            print(f"[demo] left running: export KUBECONFIG={cluster.kubeconfig}; stop with kill {operator.process.pid} "
-                  f"and the cluster's processes (workdir {cluster.workdir})")
-        return 0 if status.get("phase") == "Succeeded" else 1
+            keep_running(cluster, operator)
+        return outcome
     finally:
-        if not args.keep:
-            if operator:
-                operator.stop()
-            cluster.stop()
-            cluster.remove()
+        if operator:
+            operator.stop()
+        cluster.stop()
+        cluster.remove()
+
+
+def keep_running(cluster, operator) -> None:
+    """--keep: hold the cluster and the operator (whose processes end with this one) until Ctrl-C or
+    SIGTERM, or until the operator exits."""
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    env = cluster.env
+    print(f"[demo] kept running: the cluster, the store and the operator (pid {operator.process.pid}, "
+          f"log {operator.log}); in another shell:")
+    for key in ("KUBECONFIG", "ENGINEWRIGHT_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        print(f"export {key}={env[key]}")
+    print(f"export PATH={cluster.binaries}:$PATH")
+    print("[demo] Ctrl-C (or SIGTERM) stops them all and removes the work directory", flush=True)
+    while not stopping.wait(1):
+        if operator.process.poll() is not None:
+            print(f"[demo] the operator exited ({operator.process.returncode}); stopping", flush=True)
+            return
+    print("[demo] stopping", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -76,6 +77,13 @@ def cmd_plan(args) -> int:
         print(f"enginewright plan: {exc}", file=sys.stderr)
         return 2
     batches = make_batches(routes, search.routes_per_job, "stage1")
+    if args.json:
+        print(json.dumps({"name": run.metadata.name, "mode": search.mode.value,
+                          "targets": [t.gpu_type for t in run.spec.targets], "routesPerTarget": len(routes),
+                          "routesPerJob": search.routes_per_job,
+                          "jobs": [{"batch": b.name, "routes": [{"id": r.id, "route": r.canonical} for r in b.routes]}
+                                   for b in batches]}, indent=2))
+        return 0
     targets = ", ".join(t.gpu_type for t in run.spec.targets)
     print(f"{run.metadata.name}: {search.mode.value} search, {len(routes)} routes per target "
           f"({len(batches)} jobs of up to {search.routes_per_job}) for {targets}")
@@ -116,19 +124,21 @@ def cmd_fetch(args) -> int:
         consumer = _consumer(args, compilers)
         done = fetch(catalog, args.model, consumer, Path(args.dest), prefer=args.select, run_uid=args.run,
                      require_validated=args.require_validated)
-    except NotInCatalog as exc:
+    except (NotInCatalog, NoCompatibleEngine, TamperedEngine, NoGpuFound) as exc:
+        code = {NotInCatalog: EXIT_NOT_FOUND, NoCompatibleEngine: EXIT_INCOMPATIBLE,
+                TamperedEngine: EXIT_TAMPERED}.get(type(exc), EXIT_ERROR)
         print(f"enginewright fetch: {exc}", file=sys.stderr)
-        return EXIT_NOT_FOUND
-    except NoCompatibleEngine as exc:
-        print(f"enginewright fetch: {exc}", file=sys.stderr)
-        return EXIT_INCOMPATIBLE
-    except TamperedEngine as exc:
-        print(f"enginewright fetch: {exc}", file=sys.stderr)
-        return EXIT_TAMPERED
-    except NoGpuFound as exc:
-        print(f"enginewright fetch: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        if args.json:
+            print(json.dumps({"fetched": False, "exitCode": code, "error": str(exc)}, indent=2))
+        return code
     offer = done.selection.offer
+    if args.json:
+        print(json.dumps({"fetched": True, "engine": str(done.engine), "provenance": str(done.provenance),
+                          "sha256": done.sha256, "source": offer.engine, "gpuProduct": offer.gpu_product,
+                          "compilerVersion": offer.compiler_version, "run": offer.run, "runUid": offer.run_uid,
+                          "publishedAt": offer.published_at, "speedup": offer.speedup,
+                          "selection": done.selection.how}, indent=2))
+        return 0
     print(f"fetched {offer.engine} -> {done.engine} (sha256 {done.sha256}; {offer.gpu_product}, "
           f"{offer.compiler_version}, run {offer.run} {offer.run_uid}, published {offer.published_at}; "
           f"{done.selection.how})")
@@ -136,7 +146,6 @@ def cmd_fetch(args) -> int:
 
 
 def cmd_catalog_list(args) -> int:
-    import json
     from enginewright.catalog.compatibility import NotInCatalog
     from enginewright.catalog.fetch import EXIT_NOT_FOUND
     from enginewright.catalog.listing import coverage, render_table
@@ -184,18 +193,21 @@ def _add_catalog_argument(parser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from enginewright import __version__
     parser = argparse.ArgumentParser(prog="enginewright", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"enginewright {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     crds = sub.add_parser("crds", help="generate crds/ from the API models")
-    crds.add_argument("--out", default="crds")
+    crds.add_argument("--out", default="crds", help="folder to write the CRD YAML to (default: crds)")
     crds.add_argument("--also", action="append", help="another folder to write the same files to")
     crds.add_argument("--check", action="store_true", help="exit 1 when the files differ from the models")
     crds.set_defaults(func=cmd_crds)
 
     plan = sub.add_parser("plan", help="dry run: list the candidate routes of a TuningRun manifest")
-    plan.add_argument("manifest")
+    plan.add_argument("manifest", help="a TuningRun manifest (YAML), as you would kubectl apply it")
     plan.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) instead of the installed compiler")
+    plan.add_argument("--json", action="store_true", help="plain data for scripts: the Jobs and their routes")
     plan.set_defaults(func=cmd_plan)
 
     fetch = sub.add_parser("fetch", help="the catalog's engine for this machine's GPU and compiler, verified, into DIR",
@@ -220,6 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.add_argument("--require-validated", action="store_true",
                        help="refuse engines whose accuracy was not validated (spec.accuracy.disabled)")
     fetch.add_argument("--dest", required=True, help="directory for engine<ext> and provenance.json")
+    fetch.add_argument("--json", action="store_true",
+                       help="plain data for scripts: what was fetched (or the error and exit code) on stdout")
     fetch.set_defaults(func=cmd_fetch)
 
     catalog = sub.add_parser("catalog", help="the engine catalog: coverage and digests")
@@ -242,4 +256,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        # A file named on the command line that is not there (or not readable): say which, no traceback.
+        where = f"{exc.filename}: {exc.strerror}" if exc.filename else str(exc)
+        print(f"enginewright {args.command}: {where}", file=sys.stderr)
+        return 2

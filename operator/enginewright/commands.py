@@ -266,26 +266,37 @@ def _backend_knobs(backend: str | None):
 def register(sub) -> None:
     tune = sub.add_parser("tune", help="tune a model on this machine (no cluster)")
     tune.add_argument("model", help="model file (.onnx, or a torch.export .pt2 for inductor)")
-    tune.add_argument("--backend", required=True, choices=["onnxruntime", "inductor", "tensorrt"])
-    tune.add_argument("--search", default="fast", choices=["fast", "full", "mixed"])
+    tune.add_argument("--backend", required=True, choices=["onnxruntime", "inductor", "tensorrt"],
+                      help="the compiler whose build routes are tuned")
+    tune.add_argument("--search", default="fast", choices=["fast", "full", "mixed"],
+                      help="fast: one knob at a time from the default; full: every combination (budgeted by "
+                           "--max-routes); mixed: fast, then combinations of the knobs that improved")
     tune.add_argument("--inputs", action="append", required=True, help=".npz of named inputs (repeat per pair)")
     tune.add_argument("--references", action="append", default=[], help=".npz of reference outputs (repeat per pair)")
     tune.add_argument("--output", action="append", default=[], dest="outputs",
                       help="a model output accuracy is checked on (repeat; default: every output, each needing a "
                            "reference)")
-    tune.add_argument("--metric", default="cosine", choices=["abs", "squared", "max", "cosine", "l0"])
-    tune.add_argument("--threshold", type=float)
-    tune.add_argument("--atol", type=float, default=1e-5)
-    tune.add_argument("--rtol", type=float, default=1e-5)
+    tune.add_argument("--metric", default="cosine", choices=["abs", "squared", "max", "cosine", "l0"],
+                      help="accuracy loss per output: mean absolute, mean squared, max absolute error, "
+                           "1 - cosine similarity, or l0 (fraction of elements with |d| > atol + rtol*|ref|)")
+    tune.add_argument("--threshold", type=float,
+                      help="a route fails accuracy when an output's loss is >= this (required with --references)")
+    tune.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of the l0 metric")
+    tune.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance of the l0 metric")
     tune.add_argument("--no-accuracy", action="store_true", help="tune without accuracy validation")
     tune.add_argument("--knob", action="append", help="NAME=V1,V2: a knob of the space (default: every sweepable knob)")
     tune.add_argument("--pin", action="append", help="NAME=VALUE: a knob fixed in every route")
     tune.add_argument("--setting", action="append", help="NAME=VALUE: a base setting of every route")
-    tune.add_argument("--max-routes", type=int, default=64)
-    tune.add_argument("--routes-per-batch", type=int, default=8)
-    tune.add_argument("--route-timeout", type=float, default=900.0)
-    tune.add_argument("--noise-margin", type=float, default=0.03)
-    tune.add_argument("--top-k", type=int, default=3)
+    tune.add_argument("--max-routes", type=int, default=64, help="budget: most routes built, all stages together")
+    tune.add_argument("--routes-per-batch", type=int, default=8,
+                      help="routes one worker process builds and measures (a Job's batch in the cluster)")
+    tune.add_argument("--route-timeout", type=float, default=900.0,
+                      help="seconds; a route still building or measuring after this is recorded as timeout")
+    tune.add_argument("--noise-margin", type=float, default=0.03,
+                      help="smallest relative speedup taken for real (the default route's measured spread "
+                           "raises it)")
+    tune.add_argument("--top-k", type=int, default=3,
+                      help="best candidates re-measured against the default in the confirmation round")
     from enginewright.api.models import Confirm, Timing
     confirm, timing = Confirm(), Timing()  # the defaults are the TuningRun's, written once
     tune.add_argument("--confirm-rounds", type=int, default=confirm.rounds,
@@ -295,7 +306,8 @@ def register(sub) -> None:
     tune.add_argument("--no-confirm", action="store_true", help="no confirmation round: the sweep decides")
     tune.add_argument("--no-uncompiled", action="store_true",
                       help="leave out the route that does not compile (inductor: compile=false), measured by default")
-    tune.add_argument("--save-all-engines", action="store_true")
+    tune.add_argument("--save-all-engines", action="store_true",
+                      help="keep every route's engine in OUT (costs storage); otherwise only those that may win")
     tune.add_argument("--objective", default=timing.objective.value, choices=[o.value for o in type(timing.objective)],
                       help="what the winner minimises: latency (host, one call), throughput (calls queued) or "
                            "gpuTime (device time per call); all three are recorded")
@@ -304,7 +316,8 @@ def register(sub) -> None:
                       help="each engine is timed about this long per round")
     tune.add_argument("--min-rounds", type=int, default=timing.min_rounds,
                       help="paired rounds (route vs default) before a route may be placed")
-    tune.add_argument("--max-rounds", type=int, default=timing.max_rounds)
+    tune.add_argument("--max-rounds", type=int, default=timing.max_rounds,
+                      help="paired rounds at most per route, placed or not")
     tune.add_argument("--precision", type=float, default=timing.precision,
                       help="stop once the route/default ratio's 95%% interval is within +-this")
     tune.add_argument("--loads", type=int, default=timing.loads,
@@ -319,7 +332,7 @@ def register(sub) -> None:
     tune.set_defaults(func=cmd_tune)
 
     rep = sub.add_parser("report", help="re-render report.md / report.png from a cache directory")
-    rep.add_argument("directory")
+    rep.add_argument("directory", help="a `tune --out` directory (its entries/ and summary.json)")
     rep.set_defaults(func=cmd_report)
 
     cache = sub.add_parser("cache", help="trtexec's tuning cache (--tuningCacheFile) in and out")

@@ -103,7 +103,8 @@ def test_rbac_is_namespaced_when_namespaces_are_given(cluster):
     objects = render(cluster, "ew", "enginewright", {**STORE, "watchNamespaces": ["team-a", "team-b"]})
     roles = by_kind(objects, "Role")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
-    (cluster_role,) = by_kind(objects, "ClusterRole")  # only nodes and CRDs are cluster-wide
+    (cluster_role,) = [r for r in by_kind(objects, "ClusterRole")  # only nodes and CRDs are cluster-wide
+                       if r["metadata"]["name"].endswith("-nodes")]
     assert ({r for rule in cluster_role["rules"] for r in rule["resources"]}
             == {"nodes", "customresourcedefinitions", "namespaces"})
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster_role["rules"])
@@ -127,3 +128,29 @@ def test_the_rendered_chart_applies_with_a_server_side_dry_run(cluster, crd_inst
     result = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
                              input="\n---\n".join(json.dumps(o) for o in objects))
     assert result.stdout.count("(server dry run)") == len(objects), result.stdout
+
+
+def test_namespace_users_get_tuningruns_through_the_default_roles(cluster):
+    """edit/admin create runs, view reads them: ClusterRoles aggregated into Kubernetes' user roles."""
+    objects = render(cluster, "ew", "enginewright", STORE)
+    roles = {r["metadata"]["name"]: r for r in by_kind(objects, "ClusterRole")}
+    edit, view = roles["ew-enginewright-edit"], roles["ew-enginewright-view"]
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-edit"] == "true"
+    assert edit["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-admin"] == "true"
+    assert view["metadata"]["labels"]["rbac.authorization.k8s.io/aggregate-to-view"] == "true"
+    assert "create" in edit["rules"][0]["verbs"] and edit["rules"][1]["verbs"] == ["get", "list", "watch"]
+    assert all(rule["verbs"] == ["get", "list", "watch"] for rule in view["rules"])
+    assert all(rule["apiGroups"] == ["tuning.enginewright.io"] for r in (edit, view) for rule in r["rules"])
+    off = render(cluster, "ew", "enginewright", {**STORE, "rbac.aggregateToDefaultRoles": False})
+    assert {r["metadata"]["name"] for r in by_kind(off, "ClusterRole")} == {"ew-enginewright-nodes",
+                                                                         "ew-enginewright-runs"}
+
+
+def test_the_store_secret_name_is_annotated_for_kube_linter(cluster):
+    """kube-linter's env-var-secret reads ENGINEWRIGHT_STORE_SECRET (a Secret's name) as a secret value."""
+    (deployment,) = by_kind(render(cluster, "ew", "enginewright", STORE), "Deployment")
+    reason = deployment["metadata"]["annotations"]["ignore-check.kube-linter.io/env-var-secret"]
+    assert "ENGINEWRIGHT_STORE_SECRET" in reason and "name" in reason
+    env = {e["name"]: e for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    flagged = [n for n, e in env.items() if "SECRET" in n.upper() and "value" in e]
+    assert flagged == ["ENGINEWRIGHT_STORE_SECRET"], flagged  # the only one; the keys come from secretKeyRef

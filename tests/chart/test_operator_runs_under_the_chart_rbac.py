@@ -80,8 +80,29 @@ def test_the_service_account_gets_only_what_it_needs(cluster, installed):
     assert not can_i(cluster, installed, "create", "jobs.batch", other)
     assert not can_i(cluster, installed, "patch", "tuningruns.tuning.enginewright.io", other)
     assert not can_i(cluster, installed, "delete", "configmaps", run)
-    assert can_i(cluster, installed, "list", "nodes", "default")
+    assert can_i(cluster, installed, "list", "pods", run)  # reads the scheduler's verdict on its pods
+    assert can_i(cluster, installed, "get", "nodes", "default")  # the measuring node's labels
+    assert not can_i(cluster, installed, "list", "nodes", "default")  # never waits for a node to exist
     assert not can_i(cluster, installed, "patch", "nodes", "default")
+
+
+def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed):
+    """The chart's ClusterRoles aggregate into edit/view: a RoleBinding to `edit` lets a user create
+    runs in that namespace, one to `view` only read them (the API server's aggregation, then can-i)."""
+    run = installed["run"]
+    for user, role in (("alice", "edit"), ("bob", "view")):
+        cluster.kubectl("create", "rolebinding", f"{user}-{role}", f"--clusterrole={role}", f"--user={user}", "-n", run)
+
+    def can(user: str, verb: str) -> bool:
+        done = cluster.kubectl("auth", "can-i", verb, "tuningruns.tuning.enginewright.io", "-n", run,
+                               f"--as={user}", check=False)
+        return done.stdout.strip() == "yes"
+    wait_for(lambda: can("alice", "create") and can("bob", "list"), 30, "the aggregated roles", 0.5)
+    assert can("alice", "delete") and not can("bob", "create") and not can("bob", "delete")
+    assert can("alice", "list")
+    other = cluster.kubectl("auth", "can-i", "create", "tuningruns.tuning.enginewright.io", "-n", installed["other"],
+                            "--as=alice", check=False)
+    assert other.stdout.strip() == "no"  # a RoleBinding is one namespace
 
 
 def operator_as_service_account(cluster, installed, tmp_path: Path):

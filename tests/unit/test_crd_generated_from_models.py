@@ -41,6 +41,18 @@ def test_schema_is_structural_typed_and_described():
     assert spec["properties"]["search"]["properties"]["mode"]["description"]
     rules = [r["rule"] for r in spec["properties"]["search"]["x-kubernetes-validations"]]
     assert any("dryRun" in r and "mixed" in r for r in rules)
-    columns = [c["name"] for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]]
-    assert columns == ["Phase", "Progress", "Speedup", "Age"]
+    columns = {c["name"]: c for c in crd["spec"]["versions"][0]["additionalPrinterColumns"]}
+    assert list(columns) == ["Phase", "Ready", "Reason", "Progress", "Speedup", "Age"]
+    # A stalled run reads "Pending"; Ready (and, with -o wide, its reason) says what is going on.
+    assert columns["Ready"]["jsonPath"] == '.status.conditions[?(@.type=="Ready")].status'
+    assert columns["Reason"]["priority"] == 1 and "Ready" in columns["Reason"]["jsonPath"]
     assert crd["spec"]["versions"][0]["subresources"] == {"status": {}}
+
+
+def test_every_status_field_is_described():
+    """`kubectl explain tuningrun.status` explains every field a user reads."""
+    crd = yaml.safe_load(next(iter(render_crds().values())))
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    bare = [f"{path}.{prop}" for path, key, value in walk(status, "status") if key == "properties"
+            for prop, sub in value.items() if not sub.get("description")]
+    assert bare == [], bare

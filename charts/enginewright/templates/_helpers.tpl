@@ -40,8 +40,9 @@ app.kubernetes.io/component: operator
   # create: probe, batch and confirmation Jobs; list: a run's Jobs by label each pass;
   # watch: kopf's watch of the worker Jobs, so a Job that changes wakes its run's reconcile;
   # get: read the existing Job on a 409 to adopt it only when it is this run's;
-  # delete: stop Jobs at the deadline and when the run is deleted
-  verbs: [create, list, watch, get, delete]
+  # delete: stop Jobs at the deadline and when the run is deleted;
+  # patch: give a finished run's Jobs ttlSecondsAfterFinished (workerJobs.ttlSecondsAfterFinished)
+  verbs: [create, list, watch, get, delete, patch]
 - apiGroups: [""]
   resources: [configmaps]
   # list: a run's cache shards by label; create + update: move new store entries into the shards
@@ -50,8 +51,10 @@ app.kubernetes.io/component: operator
   verbs: [list, get, create, update]
 - apiGroups: [""]
   resources: [pods]
-  # list: a probe Job that failed without a result: its pod's terminated message (the worker's error
-  # line, e.g. S3's refusal with its code) goes into the run's status instead of "see its pod's log"
+  # list (read only): a probe Job that failed without a result: its pod's terminated message (the worker's
+  # error line, e.g. S3's refusal with its code) goes into the run's status instead of "see its pod's log";
+  # and a running target's worker pods by label, to report the scheduler's message of a pod that cannot
+  # be placed (Unschedulable) and give up after the configured wait
   verbs: [list]
 - apiGroups: [""]
   resources: [secrets]

@@ -113,6 +113,11 @@ def tuningrun_crd() -> dict[str, Any]:
                 "subresources": {"status": {}},
                 "additionalPrinterColumns": [
                     {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                     "description": "the Ready condition (kstatus)"},
+                    {"name": "Reason", "type": "string", "priority": 1,
+                     "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+                     "description": "why the run is (not) ready, e.g. Unschedulable, ObjectNotFound"},
                     {"name": "Progress", "type": "string", "jsonPath": ".status.progress",
                      "description": "done/planned routes"},
                     {"name": "Speedup", "type": "string", "jsonPath": ".status.bestSpeedup",

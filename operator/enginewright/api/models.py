@@ -11,7 +11,7 @@ import re
 from enum import Enum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
 
 from enginewright.api.names import API_VERSION, KIND
@@ -389,11 +389,31 @@ class Toleration(WireModel):
     toleration_seconds: int | None = None
 
 
-class Resources(WireModel):
-    """Container resources (quantities as strings, e.g. '4', '16Gi')."""
+# A resource quantity as Kubernetes writes it: an integer (`cpu: 2`) or a string (`500m`, `16Gi`); the
+# pattern is apimachinery's (resource.Quantity), applied by the API server to strings only.
+_QUANTITY_PATTERN = r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$"
 
-    requests: dict[str, str] = Field(default_factory=dict)
-    limits: dict[str, str] = Field(default_factory=dict)
+
+def _quantity(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, str) and re.fullmatch(_QUANTITY_PATTERN, value):
+        return value
+    raise ValueError(f"must be a resource quantity such as 2, 500m or 16Gi (got {value!r})")
+
+
+Quantity = Annotated[str, BeforeValidator(_quantity), WithJsonSchema(
+    {"x-kubernetes-int-or-string": True, "pattern": _QUANTITY_PATTERN})]
+
+
+class Resources(WireModel):
+    """Container resources of the worker; a quantity is an integer or a string (2, 500m, 16Gi)."""
+
+    requests: dict[str, Quantity] = Field(
+        default_factory=dict,
+        description="Requests; cpu and memory default to the operator's workerJobs.requests (a resource "
+                    "given only a limit here gets no default request: Kubernetes then requests the limit).")
+    limits: dict[str, Quantity] = Field(default_factory=dict, description="Limits.")
 
 
 class Target(WireModel):
@@ -460,45 +480,49 @@ class Phase(str, Enum):
 class Condition(WireModel):
     """A Kubernetes-style condition (metav1.Condition)."""
 
-    type: str
-    status: Literal["True", "False", "Unknown"]
-    reason: str = ""
-    message: str = ""
-    last_transition_time: str | None = None
-    observed_generation: int | None = None
+    type: str = Field(description="Ready, Reconciling or Stalled (kstatus): Ready=True once the run succeeded; "
+                      "Reconciling=True while it works; Stalled=True when it cannot go on without a change.")
+    status: Literal["True", "False", "Unknown"] = Field(description="True, False or Unknown.")
+    reason: str = Field("", description="CamelCase cause, e.g. Succeeded, Reconciling, Unschedulable, "
+                        "ObjectNotFound, InvalidInput.")
+    message: str = Field("", description="What happened, naming the field or object to fix.")
+    last_transition_time: str | None = Field(None, description="When the status last changed (RFC 3339).")
+    observed_generation: int | None = Field(None, description="metadata.generation the condition was set for.")
 
 
 class RouteResult(WireModel):
     """A route and how it did, as shown in the status."""
 
-    route_id: str
+    route_id: str = Field(description="Stable id of the route (a hash of its canonical string); the cache "
+                          "entry's key.")
     route: str = Field(description="Canonical route string; empty = the default route.")
-    median_ms: float | None = None
+    median_ms: float | None = Field(None, description="Median time of one call in milliseconds.")
     speedup: float | None = Field(None, description="Default-route time / this route's time.")
     speedup_low: float | None = Field(None, description="Lower end of the speedup's 95% interval across loads.")
     speedup_high: float | None = Field(None, description="Upper end of the speedup's 95% interval across loads.")
-    max_loss: float | None = None
+    max_loss: float | None = Field(None, description="Largest accuracy loss over the outputs (spec.accuracy.metric).")
 
 
 class TargetStatus(WireModel):
     """Progress and result for one GPU type."""
 
-    gpu_type: str
+    gpu_type: str = Field(description="The target's spec.targets[].gpuType.")
     stage: str = Field("pending", description="pending, probing, stage1, stage2, confirming, publishing, done, "
                        "failed.")
-    planned: int = 0
-    done: int = 0
-    failed: int = 0
+    planned: int = Field(0, description="Routes planned so far (mixed mode plans stage 2 after stage 1).")
+    done: int = Field(0, description="Routes measured that passed accuracy.")
+    failed: int = Field(0, description="Routes whose build or run crashed, failed or timed out.")
     rejected: int = Field(0, description="Routes rejected by accuracy.")
-    default_ms: float | None = None
+    default_ms: float | None = Field(None, description="Median time of the default route in milliseconds.")
     best: RouteResult | None = Field(None, description="The fastest measured route (against its own batch's "
                                      "default), while the search runs.")
     winner: RouteResult | None = Field(None, description="The decided route (the default route when none was "
                                        "confirmed faster) and the speedup the decision measured.")
     candidates: list[str] = Field(default_factory=list, description="Dry run: the routes that would be built.")
-    cache_config_maps: list[str] = Field(default_factory=list)
+    cache_config_maps: list[str] = Field(default_factory=list, description="ConfigMaps holding this target's "
+                                         "cache entries (shards, in order).")
     engine_uri: str | None = Field(None, description="The published engine in the catalog.")
-    engine_sha256: str | None = None
+    engine_sha256: str | None = Field(None, description="SHA-256 of the published engine bytes.")
     speedup: str | None = Field(None, description="Winner over the default route, its 95% interval across "
                                 "loads, and how it was measured.")
     host: str | None = Field(None, description="Said when the default route is host-bound: then the win comes "
@@ -506,13 +530,14 @@ class TargetStatus(WireModel):
     decision: str | None = Field(None, description="Why this route won (or why the default was kept).")
     cut_short: str | None = Field(None, description="Why the search stopped before every planned route "
                                   "was measured.")
-    active_jobs: int = 0
+    active_jobs: int = Field(0, description="Worker Jobs of this target running (or waiting for a node) now.")
     unmeasured: int = Field(0, description="Planned routes whose Job ended without a usable cache entry.")
     refused: list[str] = Field(default_factory=list, description="Cache entries refused (unreadable or "
                                "inconsistent), with the reason; their routes count as unmeasured.")
     gpu_seconds: float | None = Field(None, description="GPU time spent building and measuring.")
-    message: str | None = None
-    reason: str | None = Field(None, description="Why the target failed (CamelCase, as in the Stalled condition).")
+    message: str | None = Field(None, description="What the target is doing, or how it ended.")
+    reason: str | None = Field(None, description="Why the target failed (CamelCase, as in the Stalled condition), "
+                               "or while it runs why it waits (Unschedulable: a pod has no node yet).")
 
 
 class TuningRunStatus(WireModel):
@@ -520,15 +545,20 @@ class TuningRunStatus(WireModel):
 
     model_config = ConfigDict(extra="allow")  # kopf keeps its own bookkeeping beside ours
 
-    phase: Phase = Phase.pending
-    observed_generation: int | None = None
-    conditions: list[Condition] = Field(default_factory=list)
+    phase: Phase = Field(Phase.pending, description="Pending (checks, probe), Running (stages 1 and 2), "
+                         "Confirming, Publishing, Succeeded or Failed. A Pending run may be stalled: see the "
+                         "Ready condition's reason.")
+    observed_generation: int | None = Field(None, description="metadata.generation this status was written for; "
+                                            "a status older than the spec is not yet about it.")
+    conditions: list[Condition] = Field(default_factory=list, description="Ready, Reconciling and Stalled, as "
+                                        "kstatus reads them (kubectl wait --for=condition=Ready, Flux, Helm 4).")
     progress: str | None = Field(None, description="done/planned routes over all targets.")
     best_speedup: str | None = Field(None, description="Best decided speedup over the default and the timing "
                                       "objective it measures, e.g. 1.23x latency.")
     accuracy_validated: bool | None = Field(None, description="False when accuracy validation was disabled.")
-    targets: list[TargetStatus] = Field(default_factory=list)
-    message: str | None = None
+    targets: list[TargetStatus] = Field(default_factory=list, description="Progress and result per GPU type.")
+    message: str | None = Field(None, description="The run's latest news: each target's message, or why it "
+                                "stalled.")
 
 
 class ObjectMeta(BaseModel):

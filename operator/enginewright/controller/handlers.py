@@ -115,13 +115,16 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
 
     previous = dict(written if written is not None else body.get("status") or {})
+    meta = body["metadata"]
     try:
         status = reconciler().reconcile({**body, "status": previous}, emit)
         if status is None:
+            if meta.get("deletionTimestamp"):
+                metrics.forget_run(meta["uid"], meta["namespace"], meta["name"])
+            else:  # finished (now, or before the operator started): its result stays on the metrics port
+                metrics.observe_run(meta["uid"], meta["namespace"], meta["name"], previous, finished=True)
             return None
-        for target in status.get("targets") or []:
-            metrics.ACTIVE_JOBS.labels(namespace=body["metadata"]["namespace"], run=body["metadata"]["name"],
-                                       target=target["gpuType"]).set(target.get("activeJobs", 0))
+        metrics.observe_run(meta["uid"], meta["namespace"], meta["name"], status, finished=False)
         if status == previous:
             return status, False
         patch = {"status": {**{k: None for k in previous if k not in status}, **status}}
@@ -130,6 +133,12 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
             _content_type="application/merge-patch+json")
         return status, True
     except Exception as exc:
+        metrics.RECONCILE_ERRORS.labels(error=type(exc).__name__).inc()
+        if went_away(exc):
+            # The run (or a child) was deleted while this pass ran in its thread: a deleted run's daemon
+            # is stopped, a live one's next pass sees what is left. Not an error of the handler.
+            log.info(f"{where}: an object went away during the pass (404); the next pass sees what is left")
+            return previous, False
         if not transient(exc):
             raise
         # The API server or the store is restarting: say so once, and retry on the next pass.
@@ -144,6 +153,12 @@ async def job_changed(body, **_) -> None:
     for owner in body.get("metadata", {}).get("ownerReferences") or []:
         if owner.get("kind") == KIND and owner.get("uid") in _wake:
             _wake[owner["uid"]].set()
+
+
+def went_away(exc: Exception) -> bool:
+    """A 404 from the API server: what the pass read or wrote was deleted under it."""
+    from kubernetes.client.exceptions import ApiException
+    return isinstance(exc, ApiException) and exc.status == 404
 
 
 def transient(exc: Exception) -> bool:
@@ -164,6 +179,8 @@ def stop(body, logger, **_) -> None:
     """A deleted run stops its Jobs; its published engines stay in the catalog."""
     meta = body["metadata"]
     stopped = reconciler().stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
+    metrics.forget_run(meta["uid"], meta["namespace"], meta["name"],
+                       [t.get("gpuType") for t in (body.get("status") or {}).get("targets") or []])
     logger.info(f"stopped {stopped} Job(s); published engines are kept")
 
 

@@ -98,6 +98,16 @@ def active_deadline(spec: TuningRunSpec, routes: int, seconds_left: float | None
     return max(60, budget)
 
 
+def worker_requests(target: Target, settings: Settings) -> dict[str, str]:
+    """The worker container's requests: the operator's defaults (so the node that times routes does not
+    give the worker best-effort CPU and memory), then the target's own. A resource the target limits
+    without requesting gets no default request: Kubernetes requests the limit, which a default above
+    the limit would make invalid."""
+    limits = target.resources.limits
+    defaults = {k: v for k, v in settings.worker_requests.items() if k not in limits}
+    return {**defaults, **target.resources.requests}
+
+
 def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str, request_uri: str,
                  request_sha256: str, settings: Settings, deadline_seconds: int) -> dict:
     """The Job that runs one worker request (sweep batch, confirmation or probe) on `target`'s GPUs. The
@@ -105,7 +115,7 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
     variable holds at most ~128 KiB; its sha256 is in the Job, so the Job's spec hash covers the request
     and the worker refuses another one."""
     job_labels = labels(run, target.gpu_type, stage, batch)
-    resources = {"requests": dict(target.resources.requests), "limits": dict(target.resources.limits)}
+    resources = {"requests": worker_requests(target, settings), "limits": dict(target.resources.limits)}
     if target.gpus_per_job:
         resources["limits"][GPU_RESOURCE] = str(target.gpus_per_job)
         resources["requests"][GPU_RESOURCE] = str(target.gpus_per_job)

@@ -32,6 +32,7 @@ from enginewright.controller import metrics
 from enginewright.controller.jobs import (RunRef, active_deadline, child_name, is_ours, job_manifest, job_state,
                                           labels, selector)
 from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
+from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
 from enginewright.controller.status import conditions, now
@@ -113,10 +114,11 @@ class Reconciler:
         generation = meta.get("generation", 1)
         if meta.get("deletionTimestamp"):
             return None
+        run = RunRef(meta["name"], meta["namespace"], meta["uid"])
         if previous.get("observedGeneration") == generation and previous.get("phase") in ("Succeeded", "Failed"):
+            self._expire_jobs(run)  # after the final status is written: from now on nothing reads them
             return None
         began = time.monotonic()
-        run = RunRef(meta["name"], meta["namespace"], meta["uid"])
         try:
             spec = TuningRunSpec.model_validate(body["spec"])
         except ValidationError as exc:
@@ -136,9 +138,11 @@ class Reconciler:
             if exc.status != 403 or "being terminated" in str(exc.body or ""):
                 raise
             # The operator's own permissions: say so on the run (the rest of the run is fine), retry.
+            metrics.RECONCILE_ERRORS.labels(error="Forbidden").inc()
             return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {_reason(exc)}; "
                                  f"check its RBAC (the Helm chart grants what it needs)", emit)
         except StoreUnavailable as exc:
+            metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
             message = f"waiting for the object store: {exc}"
             if previous.get("message") != message:
                 emit("Warning", "StoreUnavailable", message)
@@ -189,16 +193,16 @@ class Reconciler:
         phase = ("Publishing" if "publishing" in stages else "Confirming" if "confirming" in stages
                  else "Running" if stages & {"stage1", "stage2"} else "Pending")
         message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
+        # A target that waits says why (Unschedulable) in the Ready and Reconciling conditions' reason.
+        reason = next((t.reason for t in targets if t.stage not in FINISHED and t.reason), "Reconciling")
         return {**status, "phase": phase, "message": message,
-                "conditions": conditions(previous.get("conditions"), generation, "reconciling", "Reconciling",
-                                         message)}
+                "conditions": conditions(previous.get("conditions"), generation, "reconciling", reason, message)}
 
     # ================================================================== checks before any Job
     def _preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
         """What the API server cannot check: the store Secret, the model and reference objects (read
         with the run's own key, so a run learns nothing its workers could not), the publish bucket and
-        catalog model name, and a schedulable node of every target's GPU type. Raises Problem naming
-        the field."""
+        catalog model name. Raises Problem naming the field."""
         ApiException = _api_exception()
         where = f"Secret {run.namespace}/{self.settings.store_secret}"
         try:
@@ -231,16 +235,8 @@ class Reconciler:
                               f"secret and its permissions on that bucket")
         if spec.publish.enabled:
             self._publish_preflight(run, spec)
-        label = self.settings.gpu_type_label
-        for i, target in enumerate(spec.targets):
-            selector = ",".join(f"{k}={v}" for k, v in {label: target.gpu_type, **target.node_selector}.items())
-            nodes = self.k8s.core.list_node(label_selector=selector).items
-            usable = [n for n in nodes if not n.spec.unschedulable and any(
-                c.type == "Ready" and c.status == "True" for c in (n.status.conditions or []))]
-            if not usable:
-                raise Problem("NoMatchingNodes", f"spec.targets[{i}].gpuType: no Ready, schedulable node has "
-                              f"{selector} ({len(nodes)} matching node(s), none usable); check the GPU type "
-                              f"(the {label} label) and spec.targets[{i}].nodeSelector")
+        # No check for a node of each GPU type: pools that scale from zero have none until a pod asks
+        # for one. The Jobs are created, and a pod the scheduler cannot place is reported (_scheduling).
 
     def _publish_preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
         """The publish bucket exists and the catalog model name is this namespace's to publish (checked
@@ -309,8 +305,8 @@ class Reconciler:
             request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
             self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
-            return self._moved(status.model_copy(update={"message": "probing the compiler on a node of this type"}),
-                               before, emit)
+            status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
+            return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(probe, str):
             return self._failed(status, "InvalidProbe", probe, emit)
         if not probe.ok:
@@ -346,7 +342,7 @@ class Reconciler:
                 self._ensure_job(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
                 active += 1
             status = status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
-            return self._moved(status, before, emit)
+            return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(step, RunConfirmation):
             request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix,
@@ -356,12 +352,38 @@ class Reconciler:
             status = status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
                                                f"confirming {len(step.candidates)} candidate(s) against the default "
                                                f"over {step.rounds} interleaved rounds"})
-            return self._moved(status, before, emit)
+            return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if out_of_time:
             self._stop_jobs(run, jobs)
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
+
+    def _scheduling(self, run: RunRef, target: Target, jobs: dict, status: TargetStatus,
+                    before: TargetStatus | None, emit: Emit) -> TargetStatus:
+        """A target whose pods the scheduler cannot place says so (reason Unschedulable, the scheduler's
+        message) from the pass that sees it; it gives up (its Jobs stopped, so an autoscaler is not left
+        to add a node for nothing) once no pod of it has a node for the operator's configured wait."""
+        if not any(job_state(job) == "active" for job in jobs.values()):
+            return status
+        pods = self.k8s.core.list_namespaced_pod(run.namespace, label_selector=selector(run, target.gpu_type)).items
+        found = waiting([self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods], time.time())
+        if found is None:
+            return status
+        wait = self.settings.unschedulable_seconds
+        said = (f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
+                f"{found.seconds:.0f}s): {found.message}")
+        if found.give_up(wait):
+            self._stop_jobs(run, jobs)
+            return self._failed(status, "Unschedulable", f"{said}; gave up after {wait:.0f}s (the operator's "
+                                f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
+                                f"nodeSelector, tolerations and resources against the cluster's node pools", emit)
+        limit = f"gives up after {wait:.0f}s without a node" if wait > 0 else "waits without a time limit"
+        status = status.model_copy(update={"reason": "Unschedulable", "message": f"{said}; waiting for a node "
+                                           f"(a pool scaling up, or GPUs freed): {limit}"})
+        if before is None or before.reason != "Unschedulable":
+            emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
+        return status
 
     def _counts(self, status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
         from enginewright.api.models import RouteResult
@@ -492,6 +514,28 @@ class Reconciler:
             if exc.status != 404:
                 raise
 
+    def _expire_jobs(self, run: RunRef) -> None:
+        """A finished run no longer reads its Jobs (an ended Job is how a pass knows a batch gave up, so
+        they live while the run does): give each `ttlSecondsAfterFinished`, and Kubernetes removes it
+        and its pods that long after it ended. Idempotent: a Job that has it already is left alone."""
+        ttl = self.settings.job_ttl_seconds
+        if ttl is None:
+            return
+        ApiException = _api_exception()
+        for job in self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items:
+            if job.spec.ttl_seconds_after_finished is not None or not any(
+                    o.uid == run.uid for o in job.metadata.owner_references or []):
+                continue
+            try:
+                self.k8s.batch.patch_namespaced_job(job.metadata.name, run.namespace,
+                                                    {"spec": {"ttlSecondsAfterFinished": ttl}})
+            except ApiException as exc:
+                if exc.status not in (403, 404, 422):
+                    raise
+                # The Job stays until the run is deleted (it is the run's child): say why, do not retry.
+                log.warning("%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s", run.namespace,
+                            run.name, job.metadata.name, _reason(exc))
+
     def stop_all(self, run: RunRef) -> int:
         """Deletion: stop every Job of the run (published engines stay in the catalog)."""
         items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items
@@ -536,6 +580,7 @@ class Reconciler:
                 continue
             new[name] = entry.to_json()
             metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
+            metrics.GPU_SECONDS.labels(gpu_type=target.gpu_type).inc((entry.build_seconds or 0) + entry.spent_seconds)
             if entry.build_seconds:
                 metrics.BUILD_SECONDS.observe(entry.build_seconds)
             if entry.timing:
@@ -624,7 +669,6 @@ class Reconciler:
                                   max_loss=winner.max_loss),
             "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
             "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
-        metrics.BEST_SPEEDUP.labels(namespace=run.namespace, run=run.name, target=target.gpu_type).set(decision.speedup)
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
         engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)

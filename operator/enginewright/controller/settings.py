@@ -23,9 +23,17 @@ class Settings:
     worker_images: dict[str, str] = field(default_factory=dict)  # compiler -> image
     worker_command: tuple[str, ...] = ("python", "-m", "enginewright.worker")
     worker_env: dict[str, str] = field(default_factory=dict)  # extra environment of worker containers
+    # Requests of every worker container unless its target sets them (Helm: workerJobs.requests).
+    worker_requests: dict[str, str] = field(default_factory=lambda: {"cpu": "1", "memory": "2Gi"})
+    # A finished run's Jobs (and their pods, with their logs) are removed this long after they ended
+    # (Helm: workerJobs.ttlSecondsAfterFinished); set once the run no longer reads them. None: kept.
+    job_ttl_seconds: int | None = 3600
     namespaces: tuple[str, ...] = ()  # watched namespaces (globs allowed); empty = all
     shard_limit: int = SHARD_LIMIT  # bytes of cache entries per ConfigMap shard
     interval: float = 3.0  # seconds between reconcile passes of a running TuningRun
+    # A target whose pods have no node gives up after this long unschedulable (0: never). Long enough
+    # for an autoscaler to bring up a GPU node from zero (minutes, driver installation included).
+    unschedulable_seconds: float = 1800.0
     metrics_port: int = 8080
     health_port: int = 8081
     operator_version: str = __version__
@@ -57,9 +65,13 @@ class Settings:
             worker_command=tuple(shlex.split(env["ENGINEWRIGHT_WORKER_COMMAND"]))
             if env.get("ENGINEWRIGHT_WORKER_COMMAND") else defaults.worker_command,
             worker_env=json.loads(env["ENGINEWRIGHT_WORKER_ENV"]) if env.get("ENGINEWRIGHT_WORKER_ENV") else {},
+            worker_requests={k: str(v) for k, v in json.loads(env["ENGINEWRIGHT_WORKER_REQUESTS"]).items()}
+            if env.get("ENGINEWRIGHT_WORKER_REQUESTS") else defaults.worker_requests,
+            job_ttl_seconds=_optional_int(env.get("ENGINEWRIGHT_JOB_TTL_SECONDS"), defaults.job_ttl_seconds),
             namespaces=tuple(n for n in env.get("ENGINEWRIGHT_NAMESPACES", "").split(",") if n),
             shard_limit=int(env.get("ENGINEWRIGHT_CACHE_SHARD_BYTES", defaults.shard_limit)),
             interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
+            unschedulable_seconds=float(env.get("ENGINEWRIGHT_UNSCHEDULABLE_SECONDS", defaults.unschedulable_seconds)),
             metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),
             health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),
             allowed_images=_words(env.get("ENGINEWRIGHT_ALLOWED_IMAGES", "")),
@@ -72,3 +84,10 @@ class Settings:
 def _words(text: str) -> tuple[str, ...]:
     """A comma- or space-separated list (Helm joins lists with commas)."""
     return tuple(w for w in text.replace(",", " ").split() if w)
+
+
+def _optional_int(text: str | None, default: int | None) -> int | None:
+    """Unset: the default; empty or "none": None (off); else the integer."""
+    if text is None:
+        return default
+    return None if text.strip().lower() in ("", "none") else int(text)
