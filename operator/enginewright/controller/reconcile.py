@@ -631,7 +631,7 @@ class Reconciler:
                 publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
                         keys.engine(winner.route_id, probe.engine_suffix), probe.engine_suffix,
                         winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry,
-                        run.namespace, self.settings)
+                        run.namespace, self.settings, report.measured_routes(summary, list(step.entries)).wire())
         except PublishRefused as exc:
             raise Problem(exc.refusal.reason, exc.refusal.message) from None
         except PublishError as exc:
