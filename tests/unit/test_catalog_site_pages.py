@@ -27,7 +27,8 @@ ORT_OLD, ORT_NEW = "onnxruntime-1.9.0", "onnxruntime-1.23.2"
 
 
 def publish(store: LocalStore, model: str, gpu: str, version: str, uid: str, day: str, speedup: float, *,
-            routes: bool = True, namespace: str = "team", winner_route: str = "-graph_optimization_level=all"):
+            routes: bool = True, namespace: str = "team", winner_route: str = "-graph_optimization_level=all",
+            default_kept: bool = False):
     """One engine as the operator publishes it (engine, provenance, routes.json, index entry)."""
     keys = CatalogKeys(model, gpu, version, "ab" * 32, "cd" * 6, uid)
     engine = f"engine of {uid}".encode()
@@ -53,7 +54,8 @@ def publish(store: LocalStore, model: str, gpu: str, version: str, uid: str, day
     store.put(keys.provenance, json.dumps(provenance.model_dump(mode="json", by_alias=True)).encode())
     if routes:
         store.put(keys.routes, json.dumps(MeasuredRoutes(
-            objective="gpuTime", metric="cosine", threshold=1e-3, default_id="r-def", winner_id="r-win",
+            objective="gpuTime", metric="cosine", threshold=1e-3, default_id="r-def",
+            winner_id="r-def" if default_kept else "r-win",
             headline_speedup=speedup, headline_interval=[speedup - 0.05, speedup + 0.05],
             routes=[MeasuredRoute(id="r-def", route="", stage="stage1", outcome="ok", route_ms=0.5, max_loss=0.0),
                     MeasuredRoute(id="r-win", route=winner_route, stage="stage1", outcome="ok", route_ms=0.4,
@@ -195,3 +197,12 @@ def test_only_the_index_owners_engines_are_shown(tmp_path):
     view = read_model(Catalog.from_uri(str(tmp_path / "bucket")), MODEL)
     assert [e.entry.run_uid for e in view.engines] == ["uid-mine"]
     assert not Path(tmp_path / "site").exists()
+
+
+def test_a_kept_default_route_says_so_instead_of_an_interval(tmp_path):
+    store = LocalStore(tmp_path / "bucket")
+    publish(store, MODEL, "NVIDIA-H200", ORT_NEW, "uid-kept", "01", 1.0, winner_route="", default_kept=True)
+    write_site(Catalog.from_uri(str(tmp_path / "bucket")), tmp_path / "site")
+    page = Page((tmp_path / "site" / site_page(MODEL)).read_text())
+    assert page.words.count("the default route is kept") == 2  # in the grid and in the engine's headline
+    assert "the default route won" in page.words  # the chart's description

@@ -186,6 +186,13 @@ def _speedup_of(engine: Engine) -> tuple[float | None, list[float] | None, str]:
     return engine.entry.speedup, None, "speedup"
 
 
+def _default_kept(engine: Engine) -> bool:
+    """No route beat the default: the published engine is the default route's."""
+    if engine.routes:
+        return engine.routes.winner_id == engine.routes.default_id
+    return not (engine.entry.route or (engine.provenance.route.route if engine.provenance else ""))
+
+
 def _loss_text(engine: Engine) -> str:
     if engine.offer.accuracy_validated is False:
         return "accuracy not validated"
@@ -201,8 +208,10 @@ def _cell(engines: list[Engine]) -> str:
     top, older = engines[0], engines[1:]
     speedup, bounds, name = _speedup_of(top)
     more = (f'<br><a href="#{older[0].anchor}">+{len(older)} superseded</a>' if older else "")
+    how = ("the default route is kept" if _default_kept(top) else _interval(bounds)
+           + ("" if top.entry.confirmed else " · unconfirmed"))
     return (f'<td><a href="#{top.anchor}"><span class="speedup">{_x(speedup)}</span></a> {_e(name)}<br>'
-            f'{_e(_interval(bounds))}{"" if top.entry.confirmed else " · unconfirmed"}<br>{_e(_loss_text(top))}<br>'
+            f'{_e(how)}<br>{_e(_loss_text(top))}<br>'
             f'{_e(top.entry.published_at[:10])} · run {_e(top.entry.run)}{more}</td>')
 
 
@@ -408,7 +417,8 @@ def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
     route = entry.route or (p.route.route if p else "")
     how = (p.timing.how_measured.split(";")[0] if p else "")
     headline = (f'<p><span class="speedup">{_x(speedup)}</span> {_e(name)} over the default route '
-                f"({_e(_interval(bounds))}; {'confirmed' if entry.confirmed else 'unconfirmed'}"
+                f"({'the default route is kept' if _default_kept(engine) else _e(_interval(bounds))}; "
+                f"{'confirmed' if entry.confirmed else 'unconfirmed'}"
                 + (f": {_e(how)}" if how else "") + f") · {_e(_loss_text(engine))}</p>")
     get_it = (f"<h4>Get it</h4><pre><code>{_e(fetch_command(catalog.location, view.model, engine.offer))}"
               f"</code></pre>")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefi
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
 
 log = logging.getLogger("enginewright.controller")
+_site_lock = threading.Lock()  # the catalog site's index lists every model: one writer at a time
 
 SHARD_ANNOTATION = "tuning.enginewright.io/shard"
 FINISHED = ("done", "failed")
@@ -645,7 +647,18 @@ class Reconciler:
                               f"run's checks); create it and the run publishes") from None
             raise
         emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
+        if self.settings.catalog_site:
+            self._write_catalog_site(catalog_store, catalog.model)
         return engine_uri
+
+    def _write_catalog_site(self, catalog_store: S3Store, model: str) -> None:
+        """The catalog site's index and the model's page into the bucket just published to. The store
+        away: the pass is retried (publishing again is idempotent), so a finished run's site is written."""
+        from enginewright.catalog.reader import Catalog
+        from enginewright.catalog.site import publish_site
+        with _site_lock, store_errors():
+            written = publish_site(Catalog(catalog_store), model)
+        log.info("catalog site: wrote %s", ", ".join(catalog_store.uri(k) for k in written))
 
     def _node_facts(self, node_name: str | None) -> dict:
         """GPU facts of the node that measured the winner, from GPU feature discovery's labels."""
