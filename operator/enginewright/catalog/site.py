@@ -133,6 +133,7 @@ article.superseded{background:repeating-linear-gradient(135deg,#fff,#fff 12px,#f
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.15rem 1rem;margin:.3rem 0}dt{color:#57606a}dd{margin:0}
 figure{margin:.4rem 0}figcaption{color:#57606a;font-size:.9rem}svg{max-width:100%;height:auto}
 .row-winner{background:#fff8c5}.row-default{background:#f6f8fa}
+.tok{white-space:nowrap}td.nowrap{white-space:nowrap}.scroll{overflow-x:auto}
 """
 
 
@@ -142,6 +143,12 @@ def _e(value) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", text)
+
+
+def _route(route: str) -> str:
+    """A route as code, breaking lines only between its knob tokens, never inside one."""
+    tokens = route.split() or ["(default)"]
+    return "<code>" + " ".join(f'<span class="tok">{_e(t)}</span>' for t in tokens) + "</code>"
 
 
 def _x(value: float | None, digits: int = 3) -> str:
@@ -343,19 +350,19 @@ def routes_table(routes: MeasuredRoutes) -> str:
     for r in order[:TABLED]:
         cls = ' class="row-winner"' if r.id == routes.winner_id else ' class="row-default"' \
             if r.id == routes.default_id else ""
-        rows.append(f"<tr{cls}><td>{_e(mark(r))}</td><th scope=\"row\"><code>{_e(r.route or '(default)')}</code></th>"
+        rows.append(f"<tr{cls}><td>{_e(mark(r))}</td><th scope=\"row\">{_route(r.route)}</th>"
                     f"<td>{_e(r.stage)}</td><td>{_e(r.outcome)}</td><td class=\"num\">{_num(r.route_ms, '.4f')}</td>"
                     f"<td class=\"num\">{_num(r.default_ms, '.4f')}</td><td class=\"num\">{_x(r.speedup)}</td>"
-                    f"<td>{_e(_interval(r.speedup_interval) if r.speedup_interval else '—')}</td>"
+                    f"<td class=\"nowrap\">{_e(_interval(r.speedup_interval) if r.speedup_interval else '—')}</td>"
                     f"<td class=\"num\">{_num(r.max_loss, '.2g')}</td><td class=\"num\">{_num(r.build_seconds, '.1f')}</td></tr>")
     more = (f"<p class=\"muted\">{len(order) - TABLED} more routes in routes.json.</p>" if len(order) > TABLED else "")
-    return (f'<table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per call ({_e(routes.objective)}), '
+    return (f'<div class="scroll"><table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per call ({_e(routes.objective)}), '
             f"the default's ms in the same rounds, speedup = their ratio, its 95% interval across loads. The winner's "
             f"row shows its sweep figures; its headline is above.</caption><thead><tr><th scope=\"col\"></th>"
             f'<th scope="col">route</th><th scope="col">stage</th><th scope="col">outcome</th><th scope="col">ms</th>'
             f'<th scope="col">default ms</th><th scope="col">speedup</th><th scope="col">interval</th>'
             f'<th scope="col">max loss</th><th scope="col">build s</th></tr></thead><tbody>{"".join(rows)}</tbody>'
-            f"</table>{more}")
+            f"</table></div>{more}")
 
 
 # ------------------------------------------------------------------------------------ one engine
@@ -422,7 +429,7 @@ def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
                 + (f": {_e(how)}" if how else "") + f") · {_e(_loss_text(engine))}</p>")
     get_it = (f"<h4>Get it</h4><pre><code>{_e(fetch_command(catalog.location, view.model, engine.offer))}"
               f"</code></pre>")
-    facts = _dl([("route", f"<code>{_e(route or '(default)')}</code>"),
+    facts = _dl([("route", _route(route)),
                  ("engine sha256", f"<code>{_e(entry.sha256)}</code>"),
                  ("engine", f"<code>{_e(entry.engine)}</code>"
                   + (f" · {p.engine.size:,} bytes" if p and p.engine.size else "")),
