@@ -206,3 +206,5 @@ def test_a_kept_default_route_says_so_instead_of_an_interval(tmp_path):
     page = Page((tmp_path / "site" / site_page(MODEL)).read_text())
     assert page.words.count("the default route is kept") == 2  # in the grid and in the engine's headline
     assert "the default route won" in page.words  # the chart's description
+    index = Page((tmp_path / "site" / site_page()).read_text())
+    assert "mlp onnxruntime-1.23.2 1.000× default kept (default) 2026-11-01" in index.words

@@ -504,7 +504,8 @@ def index_page(models: dict[str, list[IndexEntry]], catalog: Catalog, generated_
         lines = "".join(
             f'<tr><th scope="row"><a href="{_href_model(m)}#engine-{_slug(e.gpu_product)}-{_slug(e.compiler_version)}-'
             f'{e.run_uid[:13]}">{_e(m)}</a></th><td>{_e(e.compiler_version)}</td><td class="num">{_x(e.speedup)}</td>'
-            f"<td>{'confirmed' if e.confirmed else 'unconfirmed'}</td><td><code>{_e(e.route or '(default)')}</code></td>"
+            f"<td>{'default kept' if not e.route else 'confirmed' if e.confirmed else 'unconfirmed'}</td>"
+            f"<td>{_route(e.route)}</td>"
             f"<td>{_e(e.published_at[:10])}</td></tr>" for m, e in items)
         body.append(f'<h2 id="gpu-{_slug(product)}">On {_e(product)}</h2><table><caption>What each model hands out on '
                     f"{_e(product)} (the newest engine per compiler version)</caption><thead><tr><th scope=\"col\">model"
