@@ -318,12 +318,12 @@ def routes_svg(routes: MeasuredRoutes, ident: str) -> str:
                        f'<line x1="{lo:.1f}" x2="{lo:.1f}" y1="{y + 5}" y2="{y + 14}" stroke="#1f2328"/>'
                        f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y + 5}" y2="{y + 14}" stroke="#1f2328"/>')
         clipped = "▸" if b.relative > top else ""
+        value_x = min(x(b.relative), right) + 6 + (max(0.0, x(b.bounds[1]) - x(b.relative)) if b.bounds else 0.0)
         parts.append(f"<g><title>{_e(detail)}</title>"
                      f'<text x="{left - 8}" y="{y + 14}" text-anchor="end"'
                      + (' font-weight="700"' if b.kind in ("winner", "default") else "")
                      + f">{_e(short)}{_e(tag)}</text>{bar}{whisker}"
-                     f'<text x="{min(x(b.relative), right) + 6 + (0 if not b.bounds else max(0, x(b.bounds[1]) - x(b.relative))):.1f}" '
-                     f'y="{y + 14}">{clipped}{b.relative:.3f}</text></g>')
+                     f'<text x="{value_x:.1f}" y="{y + 14}">{clipped}{b.relative:.3f}</text></g>')
     default_line = (f'<line x1="{x(1.0):.1f}" x2="{x(1.0):.1f}" y1="{head - 10}" y2="{height - 36}" '
                     f'stroke="#1f2328" stroke-dasharray="4 3"/><text x="{x(1.0):.1f}" y="{head - 14}" '
                     f'text-anchor="middle">default = 1</text>')
@@ -354,9 +354,11 @@ def routes_table(routes: MeasuredRoutes) -> str:
                     f"<td>{_e(r.stage)}</td><td>{_e(r.outcome)}</td><td class=\"num\">{_num(r.route_ms, '.4f')}</td>"
                     f"<td class=\"num\">{_num(r.default_ms, '.4f')}</td><td class=\"num\">{_x(r.speedup)}</td>"
                     f"<td class=\"nowrap\">{_e(_interval(r.speedup_interval) if r.speedup_interval else '—')}</td>"
-                    f"<td class=\"num\">{_num(r.max_loss, '.2g')}</td><td class=\"num\">{_num(r.build_seconds, '.1f')}</td></tr>")
+                    f"<td class=\"num\">{_num(r.max_loss, '.2g')}</td>"
+                    f"<td class=\"num\">{_num(r.build_seconds, '.1f')}</td></tr>")
     more = (f"<p class=\"muted\">{len(order) - TABLED} more routes in routes.json.</p>" if len(order) > TABLED else "")
-    return (f'<div class="scroll"><table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per call ({_e(routes.objective)}), '
+    return (f'<div class="scroll"><table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per '
+            f"call ({_e(routes.objective)}), "
             f"the default's ms in the same rounds, speedup = their ratio, its 95% interval across loads. The winner's "
             f"row shows its sweep figures; its headline is above.</caption><thead><tr><th scope=\"col\"></th>"
             f'<th scope="col">route</th><th scope="col">stage</th><th scope="col">outcome</th><th scope="col">ms</th>'
