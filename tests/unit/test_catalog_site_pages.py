@@ -208,3 +208,21 @@ def test_a_kept_default_route_says_so_instead_of_an_interval(tmp_path):
     assert "the default route won" in page.words  # the chart's description
     index = Page((tmp_path / "site" / site_page()).read_text())
     assert "mlp onnxruntime-1.23.2 1.000× default kept (default) 2026-11-01" in index.words
+
+
+def test_a_large_search_is_capped_in_the_chart_and_the_table(tmp_path):
+    from enginewright.catalog.site import PLOTTED, TABLED
+    store = LocalStore(tmp_path / "bucket")
+    publish(store, MODEL, "NVIDIA-H200", ORT_NEW, "uid-big", "01", 1.2)
+    keys = CatalogKeys(MODEL, "NVIDIA-H200", ORT_NEW, "ab" * 32, "cd" * 6, "uid-big")
+    doc = MeasuredRoutes.model_validate_json(store.get(keys.routes))
+    doc.routes += [MeasuredRoute(id=f"r{i}", route=f"-k{i}=1", stage="stage2", outcome="ok", route_ms=0.5,
+                                 default_ms=0.5, speedup=1.0 + i / 1000, max_loss=1e-7) for i in range(100)]
+    store.put(keys.routes, json.dumps(doc.wire()).encode())
+    write_site(Catalog.from_uri(str(tmp_path / "bucket")), tmp_path / "site")
+    text = (tmp_path / "site" / site_page(MODEL)).read_text()
+    assert text.count("<g><title>") == PLOTTED
+    assert text.count('<tr class="row-') + text.count("<tr><td>") == TABLED
+    assert f"{103 - TABLED} more routes in routes.json" in Page(text).words
+    assert f"{103 - PLOTTED} more not drawn" in Page(text).words
+    assert "-k99=1" in text  # the fastest are kept

@@ -33,8 +33,8 @@ from enginewright.catalog.listing import _version_key
 from enginewright.catalog.reader import Catalog, owned_entries
 from enginewright.store.layout import REPORT, in_folder, site_page
 
-PLOTTED = 40      # routes drawn per engine (default, winner, then the fastest); the table lists them all
-TABLED = 200      # routes listed per engine; more are in its routes.json
+PLOTTED = 40      # routes drawn per engine (default, winner, then the fastest, then rejected ones)
+TABLED = 60       # routes listed per engine (default, winner, then by speedup); more are in its routes.json
 
 
 # ------------------------------------------------------------------------------------ what is read
@@ -331,7 +331,7 @@ def routes_svg(routes: MeasuredRoutes, ident: str) -> str:
     described = (f"{len(bars)} routes with a time; "
                  + (f"the winner {winner.route.route or '(default)'} takes {winner.relative:.3f} of the default's "
                     f"time (headline {routes.headline_speedup:.3f}× faster)" if winner else "the default route won")
-                 + (f"; {len(bars) - len(shown)} more in the table" if len(bars) > len(shown) else ""))
+                 + (f"; {len(bars) - len(shown)} more not drawn" if len(bars) > len(shown) else ""))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {width} {height}" width="{width}" '
             f'height="{height}" aria-labelledby="{ident}-t {ident}-d" font-family="system-ui,sans-serif" '
             f'font-size="12" fill="#1f2328"><title id="{ident}-t">{_e(title)}</title>'
