@@ -524,11 +524,12 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pages(catalog: Catalog, models: list[str] | None = None, generated_at: str | None = None) -> dict[str, str]:
-    """Site pages by path relative to the catalog folder: the index (every model) and the page of
-    each model in `models` (default: all)."""
+def pages(catalog: Catalog, models: list[str] | None = None, generated_at: str | None = None,
+          every: list[str] | None = None) -> dict[str, str]:
+    """Site pages by path relative to the catalog folder: the index (every model, `every` when the
+    caller has listed them already) and the page of each model in `models` (default: all)."""
     generated_at = generated_at or now()
-    every = catalog.models()
+    every = catalog.models() if every is None else every
     out = {site_page(): index_page({m: read_index(catalog, m) for m in every}, catalog, generated_at)}
     for model in every if models is None else models:
         out[site_page(model)] = model_page(read_model(catalog, model), catalog, generated_at)
@@ -550,9 +551,10 @@ def publish_site(catalog: Catalog, model: str) -> list[str]:
     """After `model` was published: its page and the index into the catalog itself (beside the model
     folders), and the page of any model that has none yet (published before the site was on).
     Returns the keys written."""
-    missing = [m for m in catalog.models() if m != model and not catalog.store.exists(catalog.key(site_page(m)))]
+    every = catalog.models()  # (lists the whole catalog prefix: once per publish)
+    missing = [m for m in every if m != model and not catalog.store.exists(catalog.key(site_page(m)))]
     written = []
-    for path, text in pages(catalog, [model, *missing]).items():
+    for path, text in pages(catalog, [model, *missing], every=every).items():
         key = catalog.key(path)
         catalog.store.put(key, text.encode("utf-8"), content_type="text/html; charset=utf-8")
         written.append(key)
