@@ -53,6 +53,28 @@ def worker_chain_seconds(jobs: list[dict]) -> float:
     return max(chains.values(), default=0.0)
 
 
+def catalog_site(cluster) -> str:
+    """Where the catalog site is: the pages the operator wrote into the store, and a copy of them in
+    out/catalog-site/ that outlives the demo's store (written by `enginewright catalog site`'s code)."""
+    from minio import Minio
+
+    from enginewright.catalog.reader import Catalog
+    from enginewright.catalog.site import write_site
+    from enginewright.store.layout import site_page
+    from enginewright.store.objects import S3Store
+    from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+    s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
+    catalog = Catalog(S3Store(s3, "enginewright"))
+    out = REPO / "out" / "catalog-site"
+    started = time.monotonic()
+    written = write_site(catalog, out)
+    size = sum(p.stat().st_size for p in written)
+    return (f"\n[demo] catalog site (written by the operator after each publish): "
+            f"{catalog.uri(catalog.key(site_page()))}\n[demo] a copy ({len(written)} pages, {size / 1024:.0f} KiB, "
+            f"{time.monotonic() - started:.2f}s): {(out / site_page(RUN)).as_uri()}  (index: "
+            f"{(out / site_page()).as_uri()})")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true",
@@ -113,6 +135,8 @@ def main() -> int:
                 print(f"    {target['speedup']}")  # e.g. "gpuTime speedup 1.283x (how it was measured; winner ...)"
             if target.get("engineUri"):
                 print(f"    engine  {target['engineUri']}\n    sha256  {target.get('engineSha256')}")
+        if any(t.get("engineUri") for t in status.get("targets") or []):
+            print(catalog_site(cluster))
         shards = [kubectl_json(cluster, "configmap", name, "-n", NAMESPACE) for t in status.get("targets") or []
                   for name in t.get("cacheConfigMaps") or []]
         largest = max((sum(len(k.encode()) + len(v.encode()) for k, v in (m.get("data") or {}).items())

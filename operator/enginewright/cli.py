@@ -185,6 +185,25 @@ def cmd_catalog_verify(args) -> int:
     return EXIT_NOT_FOUND if bad else 0
 
 
+def cmd_catalog_site(args) -> int:
+    import time
+    from enginewright.catalog.compatibility import NotInCatalog
+    from enginewright.catalog.fetch import EXIT_NOT_FOUND
+    from enginewright.catalog.reader import Catalog
+    from enginewright.catalog.site import write_site
+    started = time.monotonic()
+    try:
+        catalog = Catalog.from_uri(args.catalog)
+        written = write_site(catalog, Path(args.out))
+    except NotInCatalog as exc:
+        print(f"enginewright catalog site: {exc}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    size = sum(p.stat().st_size for p in written)
+    print(f"wrote {len(written)} page(s), {size / 1024:.1f} KiB, in {time.monotonic() - started:.2f}s: "
+          f"{Path(args.out).resolve() / 'index.html'}")
+    return 0
+
+
 def _add_catalog_argument(parser) -> None:
     parser.add_argument("--catalog", required=True,
                         help="s3://BUCKET[/PREFIX] (PREFIX holds the model folders, default 'catalog') or a "
@@ -248,6 +267,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_catalog_argument(check)
     check.add_argument("--model", help="one model (default: every model in the catalog)")
     check.set_defaults(func=cmd_catalog_verify)
+    site = actions.add_parser("site", help="static HTML pages of the catalog: an index and a page per model",
+                              description="One self-contained page per model (its GPU product x compiler version "
+                                          "grid, every engine with its routes, provenance and fetch command) and an "
+                                          "index; no server, no JavaScript. Exit codes: 0 written, 3 not found.")
+    _add_catalog_argument(site)
+    site.add_argument("--out", required=True, help="directory for index.html and <model>/index.html")
+    site.set_defaults(func=cmd_catalog_site)
 
     from enginewright import commands
     commands.register(sub)

@@ -70,6 +70,28 @@ LEGEND = ("`route ms`: the route's time per call (the run's objective), its geom
           "CPU ms`: the calling thread's CPU time to issue one call (near the call's time: host-bound).")
 
 
+def measured_routes(summary: dict, entries: Sequence[CacheEntry]):
+    """Every route of the target as `routes.json` publishes it (`api.contracts.MeasuredRoutes`): the
+    rows of report.md's table as numbers, the default and the winner named, the headline beside."""
+    from enginewright.api.contracts import MeasuredRoute, MeasuredRoutes
+    default_id, winner_id = summary["default_id"], summary.get("winner_id")
+    headline = summary.get("headline") or {}
+    low, high = summary.get("speedup_low"), summary.get("speedup_high")
+    rows = []
+    for e in entries:
+        is_default, paired = e.route_id == default_id, e.paired
+        rows.append(MeasuredRoute(
+            id=e.route_id, route=e.route, stage=e.stage, outcome=e.outcome.value, route_ms=route_ms(e),
+            default_ms=None if is_default else default_ms_beside(e), speedup=None if is_default else e.speedup,
+            speedup_interval=[1 / paired.high, 1 / paired.low] if paired and paired.low > 0 and not is_default
+            else None, max_loss=max_loss(e), build_seconds=e.build_seconds))
+    return MeasuredRoutes(objective=objective(summary, entries), metric=summary.get("metric"),
+                          threshold=summary.get("threshold"), default_id=default_id, winner_id=winner_id,
+                          headline_speedup=headline.get("speedup") if winner_id != default_id else 1.0,
+                          headline_interval=[low, high] if low and high and winner_id != default_id else None,
+                          routes=rows)
+
+
 def objective(summary: dict, entries: Sequence[CacheEntry]) -> str:
     return summary.get("objective") or next((e.objective for e in entries if e.objective), None) or "time"
 

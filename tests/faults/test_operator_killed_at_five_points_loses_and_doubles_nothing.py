@@ -58,7 +58,7 @@ def test_five_kills_lose_and_double_nothing(cluster, operators, fault_namespace,
     assert target["engineSha256"] == step.winner.engine_sha256
     folder = target["engineUri"].removeprefix(f"s3://{RUNS_BUCKET}/").rsplit("/", 1)[0]
     names = sorted(o.object_name.rsplit("/", 1)[-1] for o in s3.list_objects(RUNS_BUCKET, prefix=folder + "/"))
-    assert names == ["engine.ort.tar", "provenance.json", "report.md"]
+    assert names == ["engine.ort.tar", "provenance.json", "report.md", "routes.json"]
     index = json.loads(s3.get_object(RUNS_BUCKET, "catalog/killed/index.json").read())
     assert [e["sha256"] for e in index["entries"]] == [target["engineSha256"]]
     for log_text in operators.logs().split("\n"):

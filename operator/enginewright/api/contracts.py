@@ -7,6 +7,7 @@
 | `ConfirmationResult` | worker Job, confirm mode | controller | `<prefix>/confirm/<batch>.json` |
 | `Provenance` | controller (`controller/publish.py`) | `catalog/` (`fetch`, `list`) | `<folder>/provenance.json` |
 | `CatalogIndex` / `IndexEntry` | controller | `catalog/` | `catalog/<model>/index.json` |
+| `MeasuredRoutes` | controller (`report.measured_routes`) | `catalog/site.py` | `<folder>/routes.json` |
 
 Cache entries have their own model (`api.cache.CacheEntry`). The serving process's JSON lines
 (`worker/child.py`) are not here yet: that protocol is being changed on its own.
@@ -240,3 +241,36 @@ class Provenance(CatalogModel):
     run: RunFacts
     operator_version: str
     published_at: str
+
+
+class MeasuredRoute(CatalogModel):
+    """One route of the run as measured on the target (a row of report.md's routes table)."""
+
+    id: str
+    route: str = Field("", description="Canonical route string; '' is the default route.")
+    stage: str = ""
+    outcome: str
+    route_ms: float | None = Field(None, description="The route's time per call (the run's objective): its "
+                                   "geometric mean over its loads and paired rounds; the default's own row: "
+                                   "the median of its rounds.")
+    default_ms: float | None = Field(None, description="The default's time in the same rounds as the route.")
+    speedup: float | None = Field(None, description="default_ms / route_ms in those rounds (None on the "
+                                  "default's own row).")
+    speedup_interval: list[float] | None = Field(None, description="That speedup's 95% interval across loads.")
+    max_loss: float | None = None
+    build_seconds: float | None = None
+
+
+class MeasuredRoutes(CatalogModel):
+    """`routes.json` beside a published engine: every route measured for its target, which one is the
+    default and which won, and the headline the decision used (the winner's figures in a plot)."""
+
+    schema_: Literal["enginewright.io/routes/v1"] = Field("enginewright.io/routes/v1", alias="schema")
+    objective: str
+    metric: str | None = None
+    threshold: float | None = None
+    default_id: str
+    winner_id: str | None = None
+    headline_speedup: float | None = None
+    headline_interval: list[float] | None = None
+    routes: list[MeasuredRoute] = Field(default_factory=list)

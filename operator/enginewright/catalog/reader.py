@@ -18,32 +18,39 @@ from pathlib import Path
 from typing import BinaryIO
 
 from enginewright.catalog.compatibility import NotInCatalog, Offer
-from enginewright.store.keys import safe_segment, unescape_segment
+from enginewright.store.keys import unescape_segment
+from enginewright.store.layout import CATALOG, INDEX, PROVENANCE, ROUTES, in_folder, model_index
 from enginewright.store.objects import LocalStore, MissingObject, S3Store
 
 CHUNK = 1 << 20
 
 
 class Catalog:
-    def __init__(self, store, prefix: str = "catalog"):
+    def __init__(self, store, prefix: str = CATALOG, location: str | None = None):
         self.store, self.prefix = store, prefix.strip("/")
+        # What a user passes as --catalog to reach this catalog (for the commands a site page prints).
+        self.location = location or store.uri(self.prefix)
 
     @classmethod
     def from_uri(cls, uri: str) -> "Catalog":
         match = re.fullmatch(r"s3://([^/]+)/?(.*)", uri)
         if match:
             from enginewright.store.objects import s3_client_from_env
-            return cls(S3Store(s3_client_from_env(), match.group(1)), match.group(2) or "catalog")
+            return cls(S3Store(s3_client_from_env(), match.group(1)), match.group(2) or CATALOG, uri)
         root = Path(uri.removeprefix("file://"))
         if not root.is_dir():
             raise NotInCatalog(f"--catalog {uri}: not an s3:// URI and not a directory")
-        return cls(LocalStore(root), "catalog")
+        return cls(LocalStore(root), CATALOG, uri)
 
     def uri(self, key: str) -> str:
         return self.store.uri(key)
 
+    def key(self, path: str) -> str:
+        """Key of a path relative to the catalog folder (`layout.site_page`, `layout.model_index`)."""
+        return f"{self.prefix}/{path}" if self.prefix else path
+
     def index_key(self, model: str) -> str:
-        return f"{self.prefix}/{safe_segment(model)}/index.json" if self.prefix else f"{safe_segment(model)}/index.json"
+        return self.key(model_index(model))
 
     def models(self) -> list[str]:
         """Every model that has an index, by name."""
@@ -51,7 +58,7 @@ class Catalog:
         names = []
         for key in self.store.list(base):
             rest = key[len(base):].split("/")
-            if len(rest) == 2 and rest[1] == "index.json":
+            if len(rest) == 2 and rest[1] == INDEX:
                 names.append(unescape_segment(rest[0]))
         return sorted(names)
 
@@ -70,7 +77,18 @@ class Catalog:
 
     @staticmethod
     def provenance_key(entry: dict) -> str:
-        return f"{entry['folder']}/provenance.json"
+        return in_folder(entry["folder"], PROVENANCE)
+
+    @staticmethod
+    def routes_key(entry: dict) -> str:
+        return in_folder(entry["folder"], ROUTES)
+
+    def routes_bytes(self, entry: dict) -> bytes | None:
+        """The entry's routes.json (None for engines published before it was written)."""
+        try:
+            return self.store.get(self.routes_key(entry))
+        except MissingObject:
+            return None
 
     def provenance_bytes(self, entry: dict) -> bytes | None:
         try:

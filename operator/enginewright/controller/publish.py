@@ -1,6 +1,6 @@
 """Publishing a target's winner to the catalog: the measured engine bytes (never a rebuild), read
-back and checked against the digest recorded when they were measured, then `provenance.json` and
-`report.md`, then the model's `index.json` — so a reader never finds an index entry without its
+back and checked against the digest recorded when they were measured, then `provenance.json`,
+`report.md` and `routes.json` (every route measured, for the catalog site), then the model's `index.json` — so a reader never finds an index entry without its
 engine and provenance. Every step is idempotent: a pass interrupted anywhere repeats cleanly.
 
 Before anything is uploaded, the model's index is read and the publishing namespace checked against
@@ -99,7 +99,8 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: ProbeResult, no
 
 
 def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engine_suffix: str, expected_sha256: str,
-            provenance_doc: dict, report_md: str, index_entry: dict, namespace: str, settings: Settings) -> str:
+            provenance_doc: dict, report_md: str, index_entry: dict, namespace: str, settings: Settings,
+            routes_doc: dict | None = None) -> str:
     """Copy the measured engine into the catalog and record it; returns the engine's catalog URI.
     Raises PublishRefused, before writing anything, when `namespace` may not publish `keys.model`."""
     target_key = keys.engine(engine_suffix)
@@ -121,6 +122,8 @@ def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engin
         failpoints.hit("engine-published")
         catalog_store.put(keys.provenance, json.dumps(provenance_doc, indent=2, sort_keys=True).encode())
         catalog_store.put(keys.report, report_md.encode())
+        if routes_doc is not None:
+            catalog_store.put(keys.routes, json.dumps(routes_doc, indent=1, sort_keys=True).encode())
         index = claimed(index or {"model": keys.model, "entries": []}, namespace, settings)
         entries = [e for e in index.get("entries", []) if e.get("folder") != keys.folder]
         index["entries"] = sorted([*entries, index_entry], key=lambda e: (e["gpuProduct"], e["publishedAt"]))

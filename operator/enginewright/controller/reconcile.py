@@ -14,6 +14,7 @@ import base64
 import hashlib
 import json
 import logging
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefi
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
 
 log = logging.getLogger("enginewright.controller")
+_site_lock = threading.Lock()  # the catalog site's index lists every model: one writer at a time
 
 SHARD_ANNOTATION = "tuning.enginewright.io/shard"
 FINISHED = ("done", "failed")
@@ -708,7 +710,7 @@ class Reconciler:
                 publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
                         keys.engine(winner.route_id, probe.engine_suffix), probe.engine_suffix,
                         winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry,
-                        run.namespace, self.settings)
+                        run.namespace, self.settings, report.measured_routes(summary, list(step.entries)).wire())
         except PublishRefused as exc:
             raise Problem(exc.refusal.reason, exc.refusal.message) from None
         except PublishError as exc:
@@ -722,7 +724,18 @@ class Reconciler:
                               f"run's checks); create it and the run publishes") from None
             raise
         emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
+        if self.settings.catalog_site:
+            self._write_catalog_site(catalog_store, catalog.model)
         return engine_uri
+
+    def _write_catalog_site(self, catalog_store: S3Store, model: str) -> None:
+        """The catalog site's index and the model's page into the bucket just published to. The store
+        away: the pass is retried (publishing again is idempotent), so a finished run's site is written."""
+        from enginewright.catalog.reader import Catalog
+        from enginewright.catalog.site import publish_site
+        with _site_lock, store_errors():
+            written = publish_site(Catalog(catalog_store), model)
+        log.info("catalog site: wrote %s", ", ".join(catalog_store.uri(k) for k in written))
 
     def _node_facts(self, node_name: str | None) -> dict:
         """GPU facts of the node that measured the winner, from GPU feature discovery's labels."""

@@ -41,6 +41,9 @@ class Settings:
     allowed_images: tuple[str, ...] = ()  # spec.compiler.image globs allowed besides the worker images
     publish_buckets: tuple[str, ...] = ()  # spec.publish.bucket values allowed besides catalog_bucket
     model_owners: dict[str, tuple[str, ...]] = field(default_factory=dict)  # model-name glob -> namespace globs
+    # After each publish, write the catalog site (catalog/index.html, catalog/<model>/index.html) into
+    # the bucket published to (Helm: store.catalogSite; docs/catalog-site.md).
+    catalog_site: bool = True
 
     def image(self, compiler: str, override: str | None) -> str:
         return override or self.default_image(compiler)
@@ -78,6 +81,7 @@ class Settings:
             publish_buckets=_words(env.get("ENGINEWRIGHT_PUBLISH_BUCKETS", "")),
             model_owners={pattern: tuple(namespaces) for pattern, namespaces in
                           json.loads(env.get("ENGINEWRIGHT_MODEL_OWNERS") or "{}").items()},
+            catalog_site=env.get("ENGINEWRIGHT_CATALOG_SITE", "true").lower() in ("true", "1", "on"),
         )
 
 

@@ -7,7 +7,10 @@
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/engine<ext>
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/provenance.json
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/report.md
+    catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/routes.json
     catalog/<model>/index.json
+    catalog/<model>/index.html                         the catalog site: the model's page
+    catalog/index.html                                 the catalog site: its index
 
 Every user-chosen name becomes one escaped key segment (`store.keys.safe_segment`).
 """
@@ -19,6 +22,10 @@ from dataclasses import dataclass
 from enginewright.store.keys import object_key, safe_segment
 
 LOCAL_PREFIX = "runs/local"  # `enginewright tune`'s single target
+CATALOG = "catalog"  # the folder holding the model folders
+# Files of a published engine's folder, beside engine<ext>.
+PROVENANCE, REPORT, ROUTES = "provenance.json", "report.md", "routes.json"
+INDEX, PAGE = "index.json", "index.html"  # a model folder's index, and a site page
 
 
 def run_prefix(namespace: str, run: str, uid: str, gpu_type: str) -> str:
@@ -79,11 +86,15 @@ class CatalogKeys:
 
     @property
     def provenance(self) -> str:
-        return f"{self.folder}/provenance.json"
+        return in_folder(self.folder, PROVENANCE)
 
     @property
     def report(self) -> str:
-        return f"{self.folder}/report.md"
+        return in_folder(self.folder, REPORT)
+
+    @property
+    def routes(self) -> str:
+        return in_folder(self.folder, ROUTES)
 
     @property
     def index(self) -> str:
@@ -91,4 +102,20 @@ class CatalogKeys:
 
 
 def index_key(model: str) -> str:
-    return object_key("catalog", model, "index.json")
+    return object_key(CATALOG, model, INDEX)
+
+
+def in_folder(folder: str, name: str) -> str:
+    """Key of one of an engine folder's files (`folder` as an index entry records it)."""
+    return f"{folder}/{name}"
+
+
+def site_page(model: str | None = None) -> str:
+    """Path of a catalog site page relative to the catalog folder: `index.html` (the index) or
+    `<model>/index.html` (a model's page, beside its index.json)."""
+    return PAGE if model is None else f"{safe_segment(model)}/{PAGE}"
+
+
+def model_index(model: str) -> str:
+    """Path of a model's index relative to the catalog folder."""
+    return f"{safe_segment(model)}/{INDEX}"

@@ -12,7 +12,8 @@ from typing import Iterator, Protocol
 
 class ObjectStore(Protocol):
     def get(self, key: str) -> bytes: ...
-    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None: ...
+    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None,
+            content_type: str | None = None) -> None: ...
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> Iterator[str]: ...
     def uri(self, key: str) -> str: ...
@@ -48,7 +49,8 @@ class LocalStore:
         except FileNotFoundError:
             raise MissingObject(f"no object {self.uri(key)}") from None
 
-    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
+    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None,
+            content_type: str | None = None) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -93,9 +95,13 @@ class S3Store:
             response.close()
             response.release_conn()
 
-    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None) -> None:
+    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None,
+            content_type: str | None = None) -> None:
+        """Write the object; `content_type` (default application/octet-stream) is what a browser
+        opening its URL is told (text/html for the catalog site)."""
         metadata = {"sha256": hashlib.sha256(data).hexdigest(), **(metadata or {})}
-        self.client.put_object(self.bucket, key, io.BytesIO(data), len(data), metadata=metadata)
+        self.client.put_object(self.bucket, key, io.BytesIO(data), len(data), metadata=metadata,
+                               content_type=content_type or "application/octet-stream")
 
     def exists(self, key: str) -> bool:
         from minio.error import S3Error
