@@ -4,16 +4,50 @@ power of the winner rule (bench/aa_loads.py's aa_loads.json), the engine's per-c
 file it came from, and whether each goal of the measurement issue is met. Nothing is typed in by hand:
 a figure that no file holds is written as null, with the command that would produce it.
 
-    python bench/h200_goals.py --aa RUN/aa_loads.json --overhead RUN/overhead.json [--overhead ...]
+    python bench/h200_goals.py --aa RUN/aa_loads.json [--aa ...] --overhead RUN/overhead.json [--overhead ...]
         [--revision REV] --out docs/benchmarks/h200-goals.json
+
+Several --aa runs are pooled (trials and counts added, bounds recomputed) when they share the protocol
+(workload, loads, confirmation loads and rounds, margin, asked slowdown); runs that differ are refused.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import subprocess
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from aa_power import lower_bound, upper_bound  # noqa: E402  (Clopper-Pearson bounds)
+
+PROTOCOL = ("workload", "loads", "confirm_loads", "confirm_rounds", "margin", "slowdown", "objective")
+
+
+def pooled(runs: list[dict]) -> dict | None:
+    """One aa_loads result of several runs of the same protocol: counts added, bounds recomputed."""
+    if not runs:
+        return None
+    first = runs[0]
+    for run in runs[1:]:
+        differs = [k for k in PROTOCOL if run.get(k) != first.get(k)]
+        if differs:
+            raise SystemExit(f"--aa runs of different protocols cannot be pooled: {differs}")
+    if len(runs) == 1:
+        return first
+    trials = [t for run in runs for t in run["trials"]]
+    aa = [t for t in trials if t["kind"] == "aa"]
+    power = [t for t in trials if t["kind"] == "power" and t["verified"]]
+    slowdowns = [t["verified_slowdown"] for t in trials if t["kind"] == "power" and t["verified_slowdown"] is not None]
+    false_winners, found = sum(t["after"] for t in aa), sum(t["after"] for t in power)
+    return {**{k: first.get(k) for k in PROTOCOL},
+            "after": {"aa": {"trials": len(aa), "false_winners": false_winners,
+                             "upper95": upper_bound(false_winners, len(aa))},
+                      "power": {"trials": len(power), "found": found, "lower95": lower_bound(found, len(power))}},
+            "power_discarded": sum(run["power_discarded"] for run in runs),
+            "verified_slowdown_median": statistics.median(slowdowns) if slowdowns else None}
 
 AA_COMMAND = "python3 bench/aa_loads.py --out /tmp/aa --export $OUT/aa --workload attention --seconds 480"
 OVERHEAD_COMMAND = ("python3 bench/engine_overhead.py --out /tmp/ov --workloads mlp,block "
@@ -54,16 +88,16 @@ def goals(aa: dict | None, overheads: list[dict], revision: str, sources: list[s
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--aa", type=Path)
+    parser.add_argument("--aa", type=Path, action="append", default=[])
     parser.add_argument("--overhead", type=Path, action="append", default=[])
     parser.add_argument("--revision")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     revision = args.revision or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                                text=True).stdout.strip()
-    aa = json.loads(args.aa.read_text()) if args.aa else None
+    aa = pooled([json.loads(p.read_text()) for p in args.aa])
     overheads = [json.loads(p.read_text()) for p in args.overhead]
-    sources = [str(p) for p in ([args.aa] if args.aa else []) + args.overhead]
+    sources = [str(p) for p in args.aa + args.overhead]
     args.out.write_text(json.dumps(goals(aa, overheads, revision, sources), indent=1) + "\n")
     print(args.out.read_text())
     return 0
