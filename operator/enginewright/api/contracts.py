@@ -59,15 +59,18 @@ class KnobInfo(WireModel):
     help: str = ""
     exclusive: bool = Field(False, description="Its non-default values are never combined with other knobs "
                             "(Inductor's compile=false).")
+    suggested: list[str] | None = Field(None, description="An open-ended knob's values swept when the user "
+                                        "names none (ONNX Runtime's thread counts, from the worker's cores).")
 
     @classmethod
     def of(cls, knob: Knob) -> "KnobInfo":
         return cls(name=knob.name, values=list(knob.values) if knob.values is not None else None,
-                   default=knob.default, help=knob.help, exclusive=knob.exclusive)
+                   default=knob.default, help=knob.help, exclusive=knob.exclusive,
+                   suggested=list(knob.suggested) if knob.suggested is not None else None)
 
     def knob(self) -> Knob:
         return Knob(self.name, tuple(self.values) if self.values is not None else None, self.default, self.help,
-                    self.exclusive)
+                    self.exclusive, tuple(self.suggested) if self.suggested is not None else None)
 
 
 class ProbeResult(WireModel):

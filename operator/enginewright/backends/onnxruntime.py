@@ -42,6 +42,28 @@ _SESSION_FIELDS = ("execution_mode", "intra_op_num_threads", "inter_op_num_threa
                    "enable_mem_pattern", "enable_cpu_mem_arena")
 
 
+def usable_cores(affinity: int | None = None, cpu_max: str | None = None) -> int:
+    """The cores this process may use: its CPU affinity (a cpuset), capped by a cgroup v2 CPU quota
+    (`cpu.max`, e.g. "200000 100000" = 2 cores, as a pod's CPU limit sets it), rounded up."""
+    if affinity is None:
+        affinity = len(os.sched_getaffinity(0))
+    if cpu_max is None:
+        try:
+            cpu_max = Path("/sys/fs/cgroup/cpu.max").read_text()
+        except OSError:
+            cpu_max = ""
+    quota, _, period = cpu_max.strip().partition(" ")
+    if quota.isdigit() and period.isdigit() and int(period) > 0:
+        return max(1, min(affinity, -(-int(quota) // int(period))))
+    return max(1, affinity)
+
+
+def thread_counts(cores: int) -> tuple[str, ...]:
+    """intra_op_num_threads values worth trying on `cores`: ORT's choice (0), one thread (no pool:
+    small models often win here), half and all of the cores."""
+    return tuple(dict.fromkeys(["0", "1", str(max(1, cores // 2)), str(cores)]))
+
+
 def _ort():
     import onnxruntime
     return onnxruntime
@@ -100,7 +122,14 @@ class OnnxRuntimeBackend(Backend):
     engine_suffix = ".ort.tar"
 
     def knobs(self) -> list[Knob]:
-        return [Knob(name, values, default, help) for name, (values, default, help) in _KNOBS.items()]
+        """The knob database; `intra_op_num_threads` swept by default over counts from the cores this
+        worker may use (ORT's own choice, 0, is every physical core of the machine, however few the
+        pod is given)."""
+        knobs = [Knob(name, values, default, help) for name, (values, default, help) in _KNOBS.items()]
+        counts = thread_counts(usable_cores())
+        return [Knob(k.name, k.values, k.default, k.help + f" Swept by default over {', '.join(counts)} "
+                     "(from the cores this worker may use).", suggested=counts) if k.name == "intra_op_num_threads"
+                else k for k in knobs]
 
     def versions(self) -> Versions:
         import platform

@@ -62,8 +62,8 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
         for knob in compiler_knobs:
             if knob.exclusive and not measure_exclusive:
                 continue
-            if knob.sweepable and knob.name not in pinned and len(knob.values) > 1:
-                values = (knob.default,) + tuple(v for v in knob.values if v != knob.default)
+            if knob.sweepable and knob.name not in pinned and len(knob.default_sweep) > 1:
+                values = (knob.default,) + tuple(v for v in knob.default_sweep if v != knob.default)
                 space.append(SpaceKnob(knob.name, knob.default, values, knob.exclusive))
         return space
     for name, values in requested:
@@ -77,9 +77,9 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
     named = {name for name, _ in requested}
     for knob in compiler_knobs:  # not compiling is a route: measured unless left out or pinned
         if (knob.exclusive and measure_exclusive and knob.sweepable and knob.name not in named
-                and knob.name not in pinned and len(knob.values) > 1):
+                and knob.name not in pinned and len(knob.default_sweep) > 1):
             space.append(SpaceKnob(knob.name, knob.default, (knob.default,) + tuple(
-                v for v in knob.values if v != knob.default), True))
+                v for v in knob.default_sweep if v != knob.default), True))
     return space
 
 

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 class Knob:
     """One compiler option a route can set.
 
-    `values` is None for an open-ended knob (an integer, or a list ending in '...'): it can only be
-    swept with values the user gives. An `exclusive` knob's other values make the rest of the route
+    `values` is None for an open-ended knob (an integer, or a list ending in '...'): any value is
+    allowed, and it is swept with the values the user gives, or by default with its `suggested` ones
+    (ONNX Runtime's thread counts, from the worker's cores) when it has them. An `exclusive` knob's other values make the rest of the route
     meaningless (Inductor's `compile=false` runs the program eagerly, ignoring every option), so planners
     never combine them with other changed knobs.
     """
@@ -22,10 +23,16 @@ class Knob:
     default: str
     help: str = ""
     exclusive: bool = False
+    suggested: tuple[str, ...] | None = None  # an open-ended knob's values swept when none are given
 
     @property
     def sweepable(self) -> bool:
-        return self.values is not None
+        return self.values is not None or self.suggested is not None
+
+    @property
+    def default_sweep(self) -> tuple[str, ...]:
+        """The values the default space sweeps: the allowed ones, else the suggested ones."""
+        return self.values if self.values is not None else (self.suggested or ())
 
 
 @dataclass(frozen=True)
