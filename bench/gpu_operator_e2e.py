@@ -121,9 +121,7 @@ def main() -> int:
     operator = None
     try:
         record("cluster", up_s=round(cluster.timings["up_seconds"], 1))
-        cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                        "crd/tuningruns.tuning.enginewright.io")
+        cluster.install_crds(REPO / "crds")
         cluster.kubectl("create", "namespace", NAMESPACE)
         create_store_secret(cluster, NAMESPACE)
         workload = next(w for w in WORKLOADS if w.name == args.workload)

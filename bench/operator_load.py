@@ -168,8 +168,7 @@ def main() -> int:
     results = {"machine": f"{os.cpu_count()} cores", "started": datetime.now().isoformat(timespec="seconds"),
                "command": " ".join(["python", *sys.argv]), "phases": []}
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tuningruns.tuning.enginewright.io")
+        cluster.install_crds(REPO / "crds")
         upload_example(cluster, Path(tempfile.mkdtemp(prefix="enginewright-load-")), runs_bucket=BUCKET)
         logdir = cluster.workdir / "logs"
         for count in [int(c) for c in args.runs.split(",") if c]:

@@ -100,8 +100,7 @@ def main() -> int:
           + ", ".join(f"{n['name']} ({n['labels']['nvidia.com/gpu.product']})" for n in cluster.nodes), flush=True)
     operator = None
     try:
-        cluster.kubectl("apply", "--server-side", "-f", str(REPO / "crds"))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tuningruns.tuning.enginewright.io")
+        cluster.install_crds(REPO / "crds")
         upload_example(cluster, Path(tempfile.mkdtemp(prefix="enginewright-demo-")))
         cluster.kubectl("create", "namespace", NAMESPACE)
         create_store_secret(cluster, NAMESPACE)

@@ -52,9 +52,7 @@ def s3(cluster):
 @pytest.fixture(scope="session")
 def crd_installed(cluster):
     """The generated TuningRun CRD, applied with kubectl and Established."""
-    cluster.kubectl("apply", "--server-side", "-f", "crds/")
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                    "crd/tuningruns.tuning.enginewright.io")
+    cluster.install_crds()
     return True
 
 

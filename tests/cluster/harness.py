@@ -141,6 +141,17 @@ class LocalCluster:
             raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
         return result
 
+    def install_crds(self, folder: Path | str = REPO / "crds", timeout: float = 60) -> None:
+        """Apply the CRDs in `folder` and wait until each is Established. Polled, not `kubectl wait
+        --for=condition=Established`: that exits at once with ".status.conditions accessor error" when
+        it reads a CRD the API server has not given conditions yet (it failed this suite's fixtures
+        that way; kubernetes/kubernetes#113159, knative/operator#2338)."""
+        applied = self.kubectl("apply", "--server-side", "-o", "name", "-f", str(folder)).stdout.split()
+        for name in applied:
+            wait_for(lambda: self.kubectl("get", name, "-o", "jsonpath={.status.conditions[?(@.type=="
+                                          "\"Established\")].status}", check=False).stdout.strip() == "True",
+                     timeout, f"{name} Established", interval=0.2)
+
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
 

@@ -25,8 +25,7 @@ def image_cluster(tmp_path_factory):
     cluster = ImageCluster(images=images.layout)
     cluster.start()
     try:
-        cluster.kubectl("apply", "--server-side", "-f", "crds/")
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tuningruns.tuning.enginewright.io")
+        cluster.install_crds()
         cluster.s3 = put_example(cluster, tmp_path_factory.mktemp("example"))
         cluster.kubectl("create", "namespace", NAMESPACE)
         store_secret(cluster, NAMESPACE)

@@ -39,8 +39,7 @@ def image_cluster(tmp_path_factory):
     cluster = ImageCluster(images=images.layout)
     cluster.start()
     try:
-        cluster.kubectl("apply", "--server-side", "-f", "crds/")
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd/tuningruns.tuning.enginewright.io")
+        cluster.install_crds()
         cluster.s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
         cluster.mlp = put_mlp(cluster.s3, tmp_path_factory.mktemp("inductor-mlp"), MODELS_BUCKET, RUNS_BUCKET)
         cluster.kubectl("create", "namespace", NAMESPACE)
