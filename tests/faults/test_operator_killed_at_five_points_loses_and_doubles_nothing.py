@@ -45,7 +45,7 @@ def test_five_kills_lose_and_double_nothing(cluster, operators, fault_namespace,
 
     # The catalog: what an undisturbed operator decides from the same observations, published once.
     probe_key = next(o.object_name for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)
-                     if o.object_name.endswith("/probe.json"))
+                     if o.object_name.endswith("/probe.json") and "/requests/" not in o.object_name)
     probe = json.loads(s3.get_object(RUNS_BUCKET, probe_key).read())
     confirmations = {}
     for obj in s3.list_objects(RUNS_BUCKET, prefix=probe_key.rsplit("/", 1)[0] + "/confirm/", recursive=True):

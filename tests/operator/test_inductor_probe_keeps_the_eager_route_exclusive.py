@@ -24,7 +24,7 @@ def mlp_in_store(s3, tmp_path_factory):
 
 def probe_of(s3, run_namespace: str, name: str) -> ProbeResult:
     (key,) = [o.object_name for o in s3.list_objects(RUNS_BUCKET, f"runs/{run_namespace}/{name}-", recursive=True)
-              if o.object_name.endswith("/probe.json")]
+              if o.object_name.endswith("/probe.json") and "/requests/" not in o.object_name]  # (not the probe's request)
     return ProbeResult.model_validate_json(s3.get_object(RUNS_BUCKET, key).read())
 
 
