@@ -50,15 +50,20 @@ from aa_power import lower_bound, upper_bound  # noqa: E402  (Clopper-Pearson bo
 
 class Injection:
     """A slowdown added to chosen loads' calls, switched per load: `on` holds the loads it applies to.
-    After each call a host spin of `amount` times that call's own duration (the host's time to
-    issue it). A launch-bound call's device time is its host time, so the spin adds the same share
+    `host` (default): after each call a host spin of `amount` times that call's own duration (the host's time to
+    issue it). `device`: after each call a sleep kernel (`torch.cuda._sleep`) on the call's stream of
+    `amount` times the call's unslowed time; on a device-bound workload (the GPU never waits for the
+    host) it adds exactly that, where on a launch-bound one it would hide behind the next launches. A launch-bound call's device time is its host time, so the spin adds the same share
     whatever the host's speed at the moment. (A device-side sleep after the call, tried first,
     hid behind the next call's launches by an amount that moved with the host's state: it measured
     1.4-17% for 5% asked, median 3.7%; docs/benchmarks.md.)"""
 
-    def __init__(self):
+    def __init__(self, kind: str = "host"):
         self.on: set[int] = set()
         self.amount = 0.0  # share of the call's own duration
+        self.kind = kind
+        self.call_ms = 0.0          # device: the call's time unslowed (set at calibration)
+        self.cycles_per_ms = 0.0    # device: GPU clock cycles of torch.cuda._sleep per ms
 
     def wrap(self, runner) -> None:
         call, me = runner._call, id(runner)
@@ -66,6 +71,11 @@ class Injection:
         def slowed(tensors):
             if me not in self.on:
                 return call(tensors)
+            if self.kind == "device":  # a sleep kernel on the call's stream, `amount` of its time
+                out = call(tensors)
+                import torch
+                torch.cuda._sleep(max(1, int(self.amount * self.call_ms * self.cycles_per_ms)))
+                return out
             started = time.perf_counter()
             out = call(tensors)
             until = time.perf_counter() + (time.perf_counter() - started) * self.amount
@@ -73,6 +83,18 @@ class Injection:
                 pass
             return out
         runner._call = slowed
+
+    def calibrate_device(self, held, objective: str, inputs: dict, round_seconds: float) -> None:
+        """The sleep kernel's cycles per ms (CUDA events around a long sleep) and the call's own time."""
+        import torch
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        torch.cuda._sleep(20_000_000)
+        end.record()
+        torch.cuda.synchronize()
+        self.cycles_per_ms = 20_000_000 / start.elapsed_time(end)
+        self.call_ms = statistics.median(held.round(objective, inputs, round_seconds) for _ in range(5))
 
 
 def main() -> int:
@@ -94,6 +116,8 @@ def main() -> int:
     parser.add_argument("--max-trials", type=int, default=100000)
     parser.add_argument("--export", type=Path, help="also write aa_loads.json here after every trial")
     parser.add_argument("--device", default="cuda")
+    parser.add_argument("--injection", choices=("host", "device"), default="host",
+                        help="how power trials slow the default down (device: for device-bound workloads, e.g. mlp)")
     args = parser.parse_args()
     import torch
     from enginewright.api.models import Confirm, Search
@@ -116,7 +140,7 @@ def main() -> int:
     objective, round_seconds = args.objective, timing.round_seconds
     inputs = load_npz(str(bench.files["inputs"][0]))
     engine = bench.build_default().read_bytes()
-    injection = Injection()
+    injection = Injection(args.injection)
     counter = {"n": 0}
 
     def load_one() -> Held:
@@ -165,6 +189,8 @@ def main() -> int:
     # Calibrate the injection by measurement: scale it until it measures within 10% of what is asked.
     probe = load_one()
     injection.amount = args.slowdown
+    if args.injection == "device":
+        injection.calibrate_device(probe, objective, inputs, round_seconds)
     calibration = []
     for _ in range(5):
         got = measured_slowdown(probe, 8)
@@ -186,7 +212,7 @@ def main() -> int:
         slowdowns = [t["verified_slowdown"] for t in trials if t["kind"] == "power"]
         result = {"workload": bench.workload.name, "note": bench.workload.note, "objective": objective,
                   "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
-                  "timing": timing.wire(), "loads": loads, "confirm_loads": confirm_loads,
+                  "timing": timing.wire(), "injection": args.injection, "loads": loads, "confirm_loads": confirm_loads,
                   "confirm_rounds": confirm_rounds, "margin": margin, "slowdown": args.slowdown,
                   "calibration": calibration, "wall_s": round(time.monotonic() - bench.began, 1),
                   "seconds_per_trial": round((time.monotonic() - began) / max(1, len(trials)), 2)}

@@ -23,7 +23,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aa_power import lower_bound, upper_bound  # noqa: E402  (Clopper-Pearson bounds)
 
-PROTOCOL = ("workload", "loads", "confirm_loads", "confirm_rounds", "margin", "slowdown", "objective")
+PROTOCOL = ("workload", "loads", "confirm_loads", "confirm_rounds", "margin", "slowdown", "objective", "injection")
+
+
+def _protocol(run: dict, key: str):
+    return run.get(key, "host") if key == "injection" else run.get(key)  # (runs before --injection: host)
 
 
 def pooled(runs: list[dict]) -> dict | None:
@@ -32,7 +36,7 @@ def pooled(runs: list[dict]) -> dict | None:
         return None
     first = runs[0]
     for run in runs[1:]:
-        differs = [k for k in PROTOCOL if run.get(k) != first.get(k)]
+        differs = [k for k in PROTOCOL if _protocol(run, k) != _protocol(first, k)]
         if differs:
             raise SystemExit(f"--aa runs of different protocols cannot be pooled: {differs}")
     if len(runs) == 1:
@@ -42,7 +46,7 @@ def pooled(runs: list[dict]) -> dict | None:
     power = [t for t in trials if t["kind"] == "power" and t["verified"]]
     slowdowns = [t["verified_slowdown"] for t in trials if t["kind"] == "power" and t["verified_slowdown"] is not None]
     false_winners, found = sum(t["after"] for t in aa), sum(t["after"] for t in power)
-    return {**{k: first.get(k) for k in PROTOCOL},
+    return {**{k: _protocol(first, k) for k in PROTOCOL},
             "after": {"aa": {"trials": len(aa), "false_winners": false_winners,
                              "upper95": upper_bound(false_winners, len(aa))},
                       "power": {"trials": len(power), "found": found, "lower95": lower_bound(found, len(power))}},
