@@ -19,6 +19,7 @@ import pytest
 from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import ConfirmationResult, Provenance
 from tests.cluster.image_cluster import MODELS_BUCKET, RUNS_BUCKET, ImageCluster, require_images, store_secret
+from tests.cluster.harness import wait_for
 from tests.cluster.images import image_name
 from tests.cluster.operator_process import start_operator
 from tests.operator.conftest import apply, wait_condition
@@ -84,14 +85,19 @@ def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_ser
 
     # the worker pods: the Inductor image's digest, its non-root user, all exited 0; one confirmed
     worker = cluster.image_store.image(IMAGE)
-    pods = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"tuning.enginewright.io/run={RUN}",
-                                      "-o", "json").stdout)["items"]
+
+    def all_ended():  # the run is Ready once the confirmation's result is stored: its pod may still be exiting
+        items = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"tuning.enginewright.io/run={RUN}",
+                                           "-o", "json").stdout)["items"]
+        return items if all("terminated" in c["state"] for p in items for c in p["status"].get("containerStatuses", [])
+                            ) else None
+    pods = wait_for(all_ended, 60, "every worker pod of the run terminated", interval=0.5)
     stages = sorted(p["metadata"]["labels"]["tuning.enginewright.io/stage"] for p in pods)
     assert stages.count("confirm") == 1 and "probe" in stages, stages
     for pod in pods:
         (container,) = pod["status"]["containerStatuses"]
         assert container["image"] == IMAGE and container["imageID"] == worker.digest
-        assert container["state"]["terminated"]["exitCode"] == 0
+        assert container["state"].get("terminated", {}).get("exitCode") == 0, (pod["metadata"]["name"], pod["status"])
     (confirm_key,) = stored(s3, "/confirm/")
     confirmation = ConfirmationResult.model_validate_json(s3.get_object(RUNS_BUCKET, confirm_key).read())
     assert len(confirmation.rounds) >= 3 and all(len(r) == 3 for r in confirmation.rounds.values())
