@@ -225,6 +225,19 @@ class RunFacts(CatalogModel):
     target: str
 
 
+class ReuseFacts(CatalogModel):
+    """What the winner's measurement depends on (`api.fingerprint`), and which routes the run took
+    from earlier runs' entries instead of building them."""
+
+    fingerprint: dict | None = Field(None, description="The winner's fingerprint as its entry recorded it "
+                                     "(absent: the entry predates fingerprints).")
+    fingerprint_sha256: str | None = Field(None, description="Its digest: equal digests, equal measurements.")
+    reused: dict[str, str] = Field(default_factory=dict, description="Route id -> the run and entry it was "
+                                   "reused from (never the default, measured fresh).")
+    winner_reused_from: str | None = Field(None, description="Set when the winner is a reused route: it won "
+                                           "through this run's confirmation round against the fresh default.")
+
+
 class Provenance(CatalogModel):
     """`provenance.json` beside a published engine: everything its result depends on and how it was
     measured."""
@@ -241,6 +254,7 @@ class Provenance(CatalogModel):
     run: RunFacts
     operator_version: str
     published_at: str
+    reuse: ReuseFacts | None = Field(None, description="Absent in provenance written before fingerprints.")
 
 
 class MeasuredRoute(CatalogModel):

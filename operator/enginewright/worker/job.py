@@ -120,7 +120,7 @@ def probe(request: BatchRequest, workdir: Path) -> int:
 
 def run(request: BatchRequest, workdir: Path) -> int:
     from enginewright.store import store_from_env
-    from enginewright.worker.batch import Worker, WorkerContext, measuring_cpus
+    from enginewright.worker.batch import Worker, WorkerContext, context_fingerprint, measuring_cpus
     spec = request.spec
     if request.mode == "probe":
         return probe(request, workdir)
@@ -134,6 +134,9 @@ def run(request: BatchRequest, workdir: Path) -> int:
         timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(),
         route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
         deadline=request.deadline, progress=lambda message: print(message, flush=True))
+    probed = _probed_versions(ctx)
+    if probed is not None:  # stamped on every entry written (the measuring process's versions once loaded)
+        ctx.fingerprint = context_fingerprint(ctx, probed)
     routes = [Route.of(parse_route(r)) for r in request.routes]
     default = Route.of(parse_route(request.default_route))
     if request.mode == "confirm":
@@ -142,6 +145,15 @@ def run(request: BatchRequest, workdir: Path) -> int:
     print(json.dumps({"batch": request.batch, "written": len(written),
                       "outcomes": {e.route_id: e.outcome.value for e in written}}), flush=True)
     return 0
+
+
+def _probed_versions(ctx):
+    """The versions the target's probe wrote (not the backend's here: that would initialise CUDA in
+    the process that spawns the measuring ones); None when there is no readable probe."""
+    try:
+        return ProbeResult.model_validate_json(ctx.store.get(ctx.keys.probe)).versions
+    except Exception:  # noqa: BLE001  (a missing object: the store's own error type)
+        return None
 
 
 def confirm_round(worker, routes: list[Route], default: Route, request: BatchRequest) -> int:
