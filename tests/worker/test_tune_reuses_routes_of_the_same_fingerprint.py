@@ -93,3 +93,14 @@ def test_a_weights_only_change_reuses_nothing(example, first, tmp_path):
     assert {e.run for e in after.values()} == {run_id(out)}
     old_sha = CacheEntry.from_json(entries(cache1)[DEFAULT]).fingerprint.model_sha256
     assert all(e.fingerprint.model_sha256 != old_sha for e in after.values())
+
+
+def test_reuse_none_measures_every_route_again(example, first, tmp_path):
+    _, cache1 = first
+    cache = tmp_path / "cache"
+    shutil.copytree(cache1, cache)
+    out = tmp_path / "out"
+    result = run_tune(example, out, *KNOBS, "--cache", str(cache), "--reuse", "none")
+    assert result.returncode == 0, result.stderr
+    assert "route 2/2" in result.stdout and json.loads((out / "summary.json").read_text())["reused"] is None
+    assert {CacheEntry.from_json(v).run for v in entries(cache).values()} == {run_id(out)}

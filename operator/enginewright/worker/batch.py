@@ -90,6 +90,7 @@ class WorkerContext:
     # every entry under the prefix is this run's own, as in a Job's run-scoped prefix).
     fingerprint: Fingerprint | None = None  # this run's context (route_id '')
     run: str | None = None
+    reuse: bool = True  # False: entries of other runs are never used (they are still stamped)
     progress: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -265,7 +266,7 @@ class Worker:
         this run's for that route, part for part (an entry without one never is), and the engine it
         kept, if any, is still the one it measured (a later run of another fingerprint may have
         replaced the file under the same key)."""
-        if self.ctx.fingerprint is None or entry.fingerprint is None:
+        if not self.ctx.reuse or self.ctx.fingerprint is None or entry.fingerprint is None:
             return False
         if entry.fingerprint.digest != self.ctx.fingerprint.for_route(entry.route_id).digest:
             return False

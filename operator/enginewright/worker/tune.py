@@ -58,6 +58,7 @@ class TuneOptions:
     build_parallelism: int = 1
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
+    reuse: str = "sameFingerprint"  # or "none": entries of earlier runs are never used
 
     def __post_init__(self) -> None:
         if not isinstance(self.timing, Timing):
@@ -153,7 +154,7 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
         save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
         build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
-        progress=say, compiler=compiler_name(compiler), seeds=seeds, run=run)
+        progress=say, compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=opts.reuse != "none")
     ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
