@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from enginewright.api.cache import Versions
+from enginewright.api.fingerprint import Fingerprint
 from enginewright.api.models import TuningRunSpec, WireModel
 from enginewright.search.routes import Knob
 
@@ -84,6 +85,8 @@ class ProbeResult(WireModel):
     input_shapes: dict[str, list[int]] = Field(default_factory=dict)
     engine_suffix: str = ""
     data_sha256: dict[str, str] = Field(default_factory=dict, description="`pairs[i].inputs|references` -> sha256.")
+    fingerprint: Fingerprint | None = Field(None, description="What every measurement of this target depends on "
+                                            "(route id ''): entries of earlier runs with it are reused.")
 
     def compiler_knobs(self) -> list[Knob]:
         return [k.knob() for k in self.knobs]
