@@ -63,7 +63,7 @@ def cmd_tune(args) -> int:
                       min_rounds=args.min_rounds, max_rounds=args.max_rounds, precision=args.precision,
                       loads=args.loads),
         backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism,
-        cache=Path(args.cache) if args.cache else None)
+        cache=Path(args.cache) if args.cache else None, reuse=args.reuse)
     entries_dir = (opts.cache or opts.out / "store") / "runs" / "local" / "entries"
     planned = {"routes": 0}
 
@@ -328,7 +328,12 @@ def register(sub) -> None:
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")
     tune.add_argument("--out", default="tune-out", help="cache + report directory; rerun to resume")
     tune.add_argument("--cache", help="cache directory shared between runs (default OUT/store), e.g. one written by "
-                                      "`enginewright cache import`: routes with an entry there are not measured again")
+                                      "`enginewright cache import`: routes with an entry there are not measured again "
+                                      "(an earlier run's entry only when its fingerprint is this run's; the default "
+                                      "route is always measured fresh)")
+    tune.add_argument("--reuse", choices=["sameFingerprint", "none"], default="sameFingerprint",
+                      help="entries of earlier runs in --cache: reused when their fingerprint is this run's "
+                           "(default), or never (none: every route is measured again)")
     tune.set_defaults(func=cmd_tune)
 
     rep = sub.add_parser("report", help="re-render report.md / report.png from a cache directory")

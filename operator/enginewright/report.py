@@ -52,7 +52,8 @@ def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str 
         paired, is_default = e.paired, e.route_id == default_id
         loads = f"{paired.loads or 1}×{paired.rounds} {paired.stopped}" if paired else "—"
         m = e.measurements
-        rows.append([mark, e.route or "(default)", e.stage, e.outcome.value, _fmt(route_ms(e), ".4f"),
+        stage = f"{e.stage} (reused)" if e.reused else e.stage
+        rows.append([mark, e.route or "(default)", stage, e.outcome.value, _fmt(route_ms(e), ".4f"),
                      "—" if is_default else _fmt(default_ms_beside(e), ".4f"),
                      _fmt(e.speedup if not is_default else None, ".3f"), interval_text(paired), loads,
                      _fmt(m.host_cpu_ms if m else None, ".4f"), _fmt(max_loss(e), ".3g"),
@@ -188,6 +189,13 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
     for key in ("build_seconds", "measure_seconds", "wall_seconds"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
+    if summary.get("reused"):
+        routes = {e.route_id: e.route or "(default)" for e in entries}
+        lines += ["", "## Reused from earlier runs", "",
+                  "Entries of earlier runs with this run's fingerprint (`api.fingerprint`): not built or timed "
+                  "again. The default was measured fresh; a reused route can win only through this run's "
+                  "confirmation round against it.", ""]
+        lines += _table(["route", "from"], [[routes.get(k, k), v] for k, v in summary["reused"].items()])
     if summary.get("routes"):
         lines += ["", "## Routes by outcome", ""]
         lines += _table(["outcome", "routes"], [[k, v] for k, v in summary["routes"].items()])

@@ -18,6 +18,7 @@ from typing import Iterable, Sequence
 
 from pydantic import Field, field_validator
 
+from enginewright.api.fingerprint import Fingerprint
 from enginewright.api.models import WireModel
 from enginewright.search.routes import Knob
 
@@ -108,6 +109,7 @@ class Versions(WireModel):
     cuda: str | None = None
     driver: str | None = None
     gpu_name: str | None = None
+    compute_capability: str | None = Field(None, description="The GPU's compute capability, e.g. 9.0.")
     node: str | None = None
 
 
@@ -144,6 +146,16 @@ class CacheEntry(WireModel):
     host: Host | None = None
     started_at: str | None = None
     finished_at: str | None = None
+    fingerprint: Fingerprint | None = Field(None, description="Everything the measurement depends on "
+                                            "(`api.fingerprint`); entries without one are never reused by another run.")
+    run: str | None = Field(None, description="The run that measured it (`tune`: the id in OUT/run.json).")
+    reused_from: str | None = Field(None, description="Set when a run reuses this entry from an earlier run: "
+                                    "where it came from (the run, and the cache holding it). Never set on the "
+                                    "default route: it is measured fresh by every run.")
+
+    @property
+    def reused(self) -> bool:
+        return self.reused_from is not None
 
     @field_validator("loss")
     @classmethod

@@ -24,6 +24,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field
 
 from enginewright.api.cache import Versions
+from enginewright.api.fingerprint import Fingerprint
 from enginewright.api.models import TuningRunSpec, WireModel
 from enginewright.search.routes import Knob
 
@@ -87,6 +88,8 @@ class ProbeResult(WireModel):
     input_shapes: dict[str, list[int]] = Field(default_factory=dict)
     engine_suffix: str = ""
     data_sha256: dict[str, str] = Field(default_factory=dict, description="`pairs[i].inputs|references` -> sha256.")
+    fingerprint: Fingerprint | None = Field(None, description="What every measurement of this target depends on "
+                                            "(route id ''): entries of earlier runs with it are reused.")
 
     def compiler_knobs(self) -> list[Knob]:
         return [k.knob() for k in self.knobs]
@@ -228,6 +231,19 @@ class RunFacts(CatalogModel):
     target: str
 
 
+class ReuseFacts(CatalogModel):
+    """What the winner's measurement depends on (`api.fingerprint`), and which routes the run took
+    from earlier runs' entries instead of building them."""
+
+    fingerprint: dict | None = Field(None, description="The winner's fingerprint as its entry recorded it "
+                                     "(absent: the entry predates fingerprints).")
+    fingerprint_sha256: str | None = Field(None, description="Its digest: equal digests, equal measurements.")
+    reused: dict[str, str] = Field(default_factory=dict, description="Route id -> the run and entry it was "
+                                   "reused from (never the default, measured fresh).")
+    winner_reused_from: str | None = Field(None, description="Set when the winner is a reused route: it won "
+                                           "through this run's confirmation round against the fresh default.")
+
+
 class Provenance(CatalogModel):
     """`provenance.json` beside a published engine: everything its result depends on and how it was
     measured."""
@@ -244,6 +260,7 @@ class Provenance(CatalogModel):
     run: RunFacts
     operator_version: str
     published_at: str
+    reuse: ReuseFacts | None = Field(None, description="Absent in provenance written before fingerprints.")
 
 
 class MeasuredRoute(CatalogModel):

@@ -196,6 +196,11 @@ class SearchMode(str, Enum):
     mixed = "mixed"
 
 
+class ReuseMode(str, Enum):
+    none = "none"
+    same_fingerprint = "sameFingerprint"
+
+
 class KnobValues(WireModel):
     """One knob of the search space and the values to try."""
 
@@ -255,6 +260,11 @@ class Search(WireModel):
     noise_margin: float = Field(0.03, description="Smallest relative speedup taken for real; the measured "
                                 "spread of the default route raises it.", ge=0.0, le=0.5)
     confirm: Confirm = Field(default_factory=Confirm, description="Confirmation round.")
+    reuse: ReuseMode = Field(ReuseMode.same_fingerprint, description="sameFingerprint: routes that earlier "
+                             "runs of this namespace measured with this run's fingerprint (model sha256, shapes, "
+                             "GPU, compiler versions, driver major, route, accuracy data and rule, objective) are "
+                             "not built again; the default route is always measured fresh, and a reused route "
+                             "wins only through the confirmation round against it. none: every route is measured.")
     measure_uncompiled: bool = Field(True, description="Also measure the route that does not compile at all "
                                      "(Inductor: compile=false, the program run eagerly) in stage 1, as the "
                                      "default is, whatever the knob space: not compiling is a route, and on "
@@ -535,6 +545,10 @@ class TargetStatus(WireModel):
     refused: list[str] = Field(default_factory=list, description="Cache entries refused (unreadable or "
                                "inconsistent), with the reason; their routes count as unmeasured.")
     gpu_seconds: float | None = Field(None, description="GPU time spent building and measuring.")
+    reused: int = Field(0, description="Routes taken from earlier runs of this namespace with this run's "
+                        "fingerprint (spec.search.reuse), not built again.")
+    reused_from: list[str] = Field(default_factory=list, description="The earlier runs they came from "
+                                   "(<run>-<uid8>).")
     message: str | None = Field(None, description="What the target is doing, or how it ended.")
     reason: str | None = Field(None, description="Why the target failed (CamelCase, as in the Stalled condition), "
                                "or while it runs why it waits (Unschedulable: a pod has no node yet).")

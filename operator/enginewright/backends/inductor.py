@@ -348,9 +348,10 @@ class InductorBackend(Backend):
 
     def versions(self) -> Versions:
         torch = _torch()
-        gpu, driver = None, None
+        gpu, driver, capability = None, None, None
         if self.device == "cuda":
             gpu = torch.cuda.get_device_name()
+            capability = "{}.{}".format(*torch.cuda.get_device_capability())
             try:
                 import pynvml
                 pynvml.nvmlInit()
@@ -366,7 +367,8 @@ class InductorBackend(Backend):
             compiler = f"inductor-torch-{torch.__version__}-triton-{triton.__version__}"
         except ImportError:
             compiler = f"inductor-torch-{torch.__version__}"
-        return Versions(compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu)
+        return Versions(compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu,
+                        compute_capability=capability)
 
     def _runner(self, torch, program: Path, options: dict, device: str, dtype: str | None,
                 eager: bool = False) -> InductorRunner:

@@ -215,7 +215,8 @@ class TensorRTBackend(Backend):
         trt = _trt()
         import torch
         return Versions(compiler=f"tensorrt-{trt.__version__}", cuda=torch.version.cuda,
-                        gpu_name=torch.cuda.get_device_name())
+                        gpu_name=torch.cuda.get_device_name(),
+                        compute_capability="{}.{}".format(*torch.cuda.get_device_capability()))
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
         trt = _trt()

@@ -17,7 +17,8 @@ from collections import defaultdict
 
 from enginewright import failpoints
 from enginewright.api.contracts import (AccuracyFacts, CompilerFacts, EngineFacts, GpuFacts, ModelFacts,
-                                        ProbeResult, Provenance, RouteFacts, RunFacts, SearchFacts, TimingFacts)
+                                        ProbeResult, Provenance, ReuseFacts, RouteFacts, RunFacts, SearchFacts,
+                                        TimingFacts)
 from enginewright.controller.settings import Settings
 from enginewright.controller.tenancy import Refusal, claimed, model_refusal
 from enginewright.search.flow import Decided
@@ -95,6 +96,10 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: ProbeResult, no
         run=RunFacts(**run),
         operator_version=operator_version,
         published_at=published_at,
+        reuse=ReuseFacts(fingerprint=winner.fingerprint.wire() if winner.fingerprint else None,
+                         fingerprint_sha256=winner.fingerprint.digest if winner.fingerprint else None,
+                         reused={e.route_id: e.reused_from for e in step.entries if e.reused},
+                         winner_reused_from=winner.reused_from),
     ).model_dump(mode="json", by_alias=True)
 
 

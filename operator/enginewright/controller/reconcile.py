@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from enginewright import failpoints, report
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, ProbeResult
-from enginewright.api.models import Target, TargetStatus, TuningRunSpec
+from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
                                     SECRET_SECRET_ACCESS_KEY)
 from enginewright.controller import metrics
@@ -35,12 +35,14 @@ from enginewright.controller.jobs import (RunRef, active_deadline, child_name, i
 from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
+from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
 from enginewright.controller.shards import data_key, place
 from enginewright.controller.status import conditions, now
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
 from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
                                       next_step)
-from enginewright.search.planners import PlanError
+from enginewright.search.planners import PlanError, baseline, build_space
+from enginewright.store.keys import object_key
 from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefix
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
 
@@ -314,6 +316,7 @@ class Reconciler:
         if not probe.ok:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
         knobs = probe.compiler_knobs()
+        reused = self._reuse(run, spec, keys, runs, probe)
         entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
                                                         before.refused if before else [])
         confirmations = {}
@@ -329,7 +332,9 @@ class Reconciler:
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
         status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
-                                                                        "refused": refused[:20]})
+                                                                        "refused": refused[:20],
+                                                                        "reused": len(reused.routes),
+                                                                        "reused_from": reused.runs})
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
@@ -360,6 +365,55 @@ class Reconciler:
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
+
+    def _reuse(self, run: RunRef, spec: TuningRunSpec, keys: RunKeys, runs: S3Store, probe: ProbeResult) -> Reused:
+        """Copy the entries of earlier runs of this namespace that carry this target's fingerprint (and
+        their kept engines, checked against their sha256) into this run's prefix, marked reusedFrom
+        (`controller.reuse`); once, recorded in `<prefix>/reused.json`. Only `runs/<namespace>/` is
+        read: a tenant never reads another's entries."""
+        if spec.search.reuse is ReuseMode.none or probe.fingerprint is None:
+            return Reused()
+        record = self._get_typed(runs, keys.reused, Reused)
+        if isinstance(record, Reused):
+            return record
+        pinned = dict(spec.search.pinned)
+        try:
+            default_id = baseline(pinned, build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned,
+                                                      spec.search.measure_uncompiled)).id
+        except PlanError:
+            return Reused()  # the flow says what is wrong with the knobs
+        namespace_prefix = object_key("runs", run.namespace) + "/"
+        have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in self._list(runs, keys.entries)}
+        found = []
+        for key in entry_keys(self._list(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1],
+                              keys.prefix):
+            try:
+                with store_errors():
+                    found.append((key, CacheEntry.from_json(runs.get(key))))
+            except (MissingObject, ValueError, ValidationError):
+                continue  # unreadable entries of other runs are theirs to report
+        routes: dict[str, str] = {}
+        for route_id, (key, entry) in sorted(pick(found, probe.fingerprint, default_id, have).items()):
+            source = RunKeys(key.rsplit("/entries/", 1)[0])
+            update = {"reused_from": f"{source_run(key, namespace_prefix)}: {runs.uri(key)}"}
+            with store_errors():
+                if entry.engine_uri:
+                    try:
+                        engine = runs.get(source.engine(route_id, probe.engine_suffix))
+                    except MissingObject:
+                        continue
+                    if hashlib.sha256(engine).hexdigest() != entry.engine_sha256:
+                        continue  # not the engine it measured: measured again
+                    runs.put(keys.engine(route_id, probe.engine_suffix), engine,
+                             {"route-id": route_id, "route": entry.route})
+                    update["engine_uri"] = runs.uri(keys.engine(route_id, probe.engine_suffix))
+                runs.put(keys.entry(route_id), entry.model_copy(update=update).to_json().encode(),
+                         {"route-id": route_id, "outcome": entry.outcome.value})
+            routes[route_id] = update["reused_from"]
+        record = Reused(routes=routes, runs=sorted({v.split(":", 1)[0] for v in routes.values()}))
+        with store_errors():
+            runs.put(keys.reused, record.model_dump_json(by_alias=True).encode())
+        return record
 
     def _scheduling(self, run: RunRef, target: Target, jobs: dict, status: TargetStatus,
                     before: TargetStatus | None, emit: Emit) -> TargetStatus:
@@ -403,7 +457,8 @@ class Reconciler:
             "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
                                 speedup=round(best.speedup, 4),
                                 max_loss=best.max_loss) if best else None,
-            "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values), 3),
+            "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused),
+                                 3),
         })
 
     def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
@@ -581,6 +636,8 @@ class Reconciler:
                     emit("Warning", "EntryRefused", f"{target.gpu_type}: cache entry {key} refused: {why}")
                 continue
             new[name] = entry.to_json()
+            if entry.reused:
+                continue  # measured by an earlier run: counted there
             metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
             metrics.GPU_SECONDS.labels(gpu_type=target.gpu_type).inc((entry.build_seconds or 0) + entry.spent_seconds)
             if entry.build_seconds:

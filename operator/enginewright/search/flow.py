@@ -14,7 +14,7 @@ entry (and it was not given up), a confirmation while no rounds are recorded und
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome
@@ -168,8 +168,11 @@ class Decided:
             "decision": decision.reason, "confirmed": decision.confirmed, "confirmation": decision.ratios or None,
             "cut_short": self.cut_short, "planned": self.planned,
             "routes": {o.value: sum(e.outcome is o for e in entries) for o in Outcome},
-            "build_seconds": round(sum(e.build_seconds or 0 for e in entries), 3),
-            "measure_seconds": round(sum(e.spent_seconds for e in entries), 3),
+            "reused": {e.route_id: e.reused_from for e in entries if e.reused} or None,
+            "winner_reused_from": winner.reused_from,
+            # This run's own work: reused routes were built and timed by the run they come from.
+            "build_seconds": round(sum(e.build_seconds or 0 for e in entries if not e.reused), 3),
+            "measure_seconds": round(sum(e.spent_seconds for e in entries if not e.reused), 3),
         }
 
 
@@ -196,6 +199,15 @@ def _open(batches: Sequence[Batch], observed: Observed) -> tuple[Batch, ...]:
                  and any(r.id not in observed.entries for r in b.routes))
 
 
+def _without_reused_default(observed: Observed, default_id: str) -> Observed:
+    """An earlier run's entry of the default route is not this run's: the default is always measured
+    on this run's hardware, as the baseline every route (reused ones too) is confirmed against."""
+    entry = observed.entries.get(default_id)
+    if entry is None or not entry.reused:
+        return observed
+    return replace(observed, entries={k: v for k, v in observed.entries.items() if k != default_id})
+
+
 def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
@@ -203,6 +215,7 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
     stage1 = plan_stage1(spec.mode, space, dict(spec.pinned), spec.max_routes)
     default = stage1[0]
     planned = list(stage1)
+    observed = _without_reused_default(observed, default.id)
     entries = observed.entries
     default_entry = entries.get(default.id)
     if default_entry is not None and not default_entry.passed:
@@ -245,7 +258,10 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         why = "the run's deadline passed" if observed.out_of_time else "their Jobs ended without writing them"
         cut.append(f"{unmeasured} of {len(planned)} planned routes have no measurement ({why})")
     margin = noise_margin(measured, spec.noise_margin)
-    decision = choose_winner(measured, default.id, margin)
+    # A reused number alone never wins: a reused route can win only through a confirmation round
+    # against this run's default.
+    decision = choose_winner([e for e in measured if not e.reused], default.id, margin)
+    unconfirmed = choose_winner(measured, default.id, margin)
     candidates = tuple(e for e in rank_candidates(measured, default.id, default_entry.median_ms)
                        if e.engine_uri and could_win(e, margin))[:spec.top_k]
     if spec.top_k and spec.confirm_rounds >= 2 and candidates:
@@ -260,6 +276,10 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         else:
             return RunConfirmation(name, candidates, default_entry, spec.confirm_rounds, len(planned),
                                    spec.confirm_loads)
+    if not decision.confirmed and unconfirmed.winner_id != decision.winner_id:
+        notes.append(f"reused route {entries[unconfirmed.winner_id].route} led the sweep "
+                     f"({unconfirmed.speedup:.3f}x, {entries[unconfirmed.winner_id].reused_from}) but was not "
+                     f"confirmed on this run's hardware: a reused number alone never wins")
     return Decided(decision, default_entry, tuple(measured), len(planned), "; ".join(cut) or None, tuple(notes))
 
 

@@ -4,6 +4,7 @@
     runs/<namespace>/<run>-<uid8>/<gpu-type>/entries/<route-id>.json    one cache entry per route
     runs/<namespace>/<run>-<uid8>/<gpu-type>/engines/<route-id><ext>    kept engines
     runs/<namespace>/<run>-<uid8>/<gpu-type>/confirm/<name>.json        confirmation rounds
+    runs/<namespace>/<run>-<uid8>/<gpu-type>/reused.json                 routes taken from earlier runs
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/engine<ext>
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/provenance.json
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/report.md
@@ -59,6 +60,11 @@ class RunKeys:
 
     def confirmation(self, name: str) -> str:
         return f"{self.prefix}/confirm/{safe_segment(name)}.json"
+
+    @property
+    def reused(self) -> str:
+        """What this run took from earlier runs (`controller.reuse`), written once those entries are in."""
+        return f"{self.prefix}/reused.json"
 
     def request(self, batch: str) -> str:
         """The batch request a Job reads (it grows with the spec: no environment variable holds it)."""

@@ -29,6 +29,7 @@ from typing import Callable, Sequence
 
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Versions, now_iso
+from enginewright.api.fingerprint import Fingerprint, fingerprint_of
 from enginewright.api.models import Timing
 from enginewright.backends.base import stats_of
 from enginewright.search.paired import (Spread, compare, engine_of, load_key, round_order, rounds_until, stop_after,
@@ -84,6 +85,12 @@ class WorkerContext:
     measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
     compiler: str | None = None  # set: entries of another compiler (a shared or imported cache) are not used
     seeds: dict[str, CacheEntry] = field(default_factory=dict)  # imported entries of this compiler, by route id
+    # Reuse across runs: entries are stamped with `run` and the route's fingerprint; with `run` set, an
+    # entry of another run is used only when its fingerprint equals this run's for that route (None:
+    # every entry under the prefix is this run's own, as in a Job's run-scoped prefix).
+    fingerprint: Fingerprint | None = None  # this run's context (route_id '')
+    run: str | None = None
+    reuse: bool = True  # False: entries of other runs are never used (they are still stamped)
     progress: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
@@ -115,6 +122,26 @@ class WorkerContext:
         log.info(message)
         if self.progress:
             self.progress(message)
+
+
+def context_fingerprint(ctx: WorkerContext, versions: Versions) -> Fingerprint:
+    """The fingerprint (`api.fingerprint`, route id '') of every measurement this context makes, with
+    `versions` the backend's on this machine: the entries it writes carry it per route, and an
+    earlier run's entry is reused only when it carries the same."""
+    import numpy as np
+
+    def sha256(path: Path) -> str:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    accuracy = ctx.accuracy
+    with np.load(accuracy.inputs[0], allow_pickle=False) as arrays:
+        shapes = {name: list(arrays[name].shape) for name in arrays.files}
+    return fingerprint_of(
+        backend=ctx.backend, backend_options=ctx.backend_options, model_sha256=sha256(ctx.model), versions=versions,
+        objective=ctx.timing.objective.value, input_shapes=shapes, declared_shapes=ctx.input_shapes,
+        settings=ctx.settings, data_sha256=[sha256(p) for p in [*accuracy.inputs, *accuracy.references]],
+        metric=accuracy.metric if accuracy.enabled else None,
+        threshold=accuracy.threshold if accuracy.enabled else None,
+        atol=accuracy.atol, rtol=accuracy.rtol, outputs=accuracy.outputs)
 
 
 def measuring_cpus() -> frozenset[int] | None:
@@ -202,6 +229,7 @@ class Worker:
     def __init__(self, ctx: WorkerContext):
         self.ctx = ctx
         self._spread = Spread()  # lasting per-load spread of the routes measured so far (pooled)
+        self._engines_checked: dict[tuple[str, str | None], bool] = {}  # reused entries' kept engines
 
     # ------------------------------------------------------------------ store
     def existing(self) -> dict[str, CacheEntry]:
@@ -210,7 +238,9 @@ class Worker:
         another objective (a shared `tune --cache`), and, when the context names its compiler, one
         measured or imported with another compiler. Entries that name no objective (imported from
         trtexec, whose tuning cache keeps GPU time) are kept. The context's `seeds` (imported
-        entries) count too, under the entries measured here."""
+        entries) count too, under the entries measured here. When the context names its run, an
+        entry of another run counts only when it is `reusable`, and comes back marked `reused_from`
+        (the caller measures the default route fresh whatever the cache holds)."""
         from enginewright.catalog.compatibility import compiler_name
         entries = dict(self.ctx.seeds)
         objective = self.ctx.timing.objective.value
@@ -224,8 +254,32 @@ class Worker:
                 continue
             if self.ctx.compiler and entry.versions and compiler_name(entry.versions.compiler) != self.ctx.compiler:
                 continue
+            if self.ctx.run is not None and entry.run != self.ctx.run:
+                if not self.reusable(entry):
+                    continue
+                entry = entry.model_copy(update={"reused_from": f"run {entry.run}: {self.ctx.store.uri(key)}"})
             entries[entry.route_id] = entry
         return entries
+
+    def reusable(self, entry: CacheEntry) -> bool:
+        """An earlier run's entry stands for this run's measurement of its route: its fingerprint is
+        this run's for that route, part for part (an entry without one never is), and the engine it
+        kept, if any, is still the one it measured (a later run of another fingerprint may have
+        replaced the file under the same key)."""
+        if not self.ctx.reuse or self.ctx.fingerprint is None or entry.fingerprint is None:
+            return False
+        if entry.fingerprint.digest != self.ctx.fingerprint.for_route(entry.route_id).digest:
+            return False
+        if entry.engine_uri is None:
+            return True
+        checked = (entry.route_id, entry.engine_sha256)
+        if checked not in self._engines_checked:
+            try:
+                engine = self.ctx.store.get(self.ctx.engine_key(entry.route_id))
+                self._engines_checked[checked] = hashlib.sha256(engine).hexdigest() == entry.engine_sha256
+            except Exception:  # noqa: BLE001  (a missing object: the store's own error type)
+                self._engines_checked[checked] = False
+        return self._engines_checked[checked]
 
     def _write(self, entry: CacheEntry) -> None:
         data = entry.to_json().encode()
@@ -242,7 +296,8 @@ class Worker:
         shutil.rmtree(folder, ignore_errors=True)
         engine_path = folder / f"engine{ctx.engine_suffix}"
         entry = CacheEntry(target=ctx.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
-                           stage=stage, batch=batch, outcome=Outcome.ok, started_at=now_iso())
+                           stage=stage, batch=batch, outcome=Outcome.ok, started_at=now_iso(), run=ctx.run,
+                           fingerprint=ctx.fingerprint.for_route(route.id) if ctx.fingerprint else None)
         result = run_child(ctx, ctx.child_request("build", folder, engine_path, model=str(ctx.model),
                                                   settings=ctx.settings, input_shapes=ctx.input_shapes,
                                                   route=route.as_dict, inputs=[str(ctx.accuracy.inputs[0])]),
@@ -293,6 +348,8 @@ class Worker:
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
         update = {"versions": versions, "host": this_host(), "loss": ready.get("loss"),
                   "load_info": ready.get("load_info"), "objective": self.ctx.timing.objective.value}
+        if entry.fingerprint is not None:  # the stack of the process that measured it
+            update["fingerprint"] = entry.fingerprint.measured_with(versions)
         if not ready.get("passed", True):
             update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
         return entry.model_copy(update=update)
@@ -432,6 +489,8 @@ class Worker:
         Returns the entries written by this call."""
         ctx = self.ctx
         done = self.existing()
+        if default.id in done and done[default.id].reused:
+            del done[default.id]  # an earlier run's default is never this run's baseline
         todo = [r for r in routes if r.id not in done and r.id != default.id]
         # Only the batch that lists the default route writes its entry and engine: batches running at
         # once each measure the default as their own baseline, and a rebuild gives other bytes, so two

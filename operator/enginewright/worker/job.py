@@ -106,7 +106,9 @@ def probe(request: BatchRequest, workdir: Path) -> int:
     versions = backend.versions()
     if os.environ.get("NODE_NAME"):
         versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-    result = ProbeResult(
+    from enginewright.worker.batch import context_fingerprint
+    fingerprint = context_fingerprint(worker_context(request, backend, model, accuracy, workdir, store), versions)
+    result = ProbeResult(fingerprint=fingerprint,
         ok=True, knobs=[KnobInfo.of(k) for k in backend.knobs()], versions=versions,
         model_sha256=hashlib.sha256(model.read_bytes()).hexdigest(), model_size=model.stat().st_size,
         input_shapes=shapes, engine_suffix=backend.engine_suffix,
@@ -120,20 +122,15 @@ def probe(request: BatchRequest, workdir: Path) -> int:
 
 def run(request: BatchRequest, workdir: Path) -> int:
     from enginewright.store import store_from_env
-    from enginewright.worker.batch import Worker, WorkerContext, measuring_cpus
+    from enginewright.worker.batch import Worker
     spec = request.spec
     if request.mode == "probe":
         return probe(request, workdir)
     from enginewright import failpoints
     failpoints.hit("worker-start")
     backend, model, accuracy = prepare_inputs(request, workdir)
-    ctx = WorkerContext(
-        backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store_from_env(request.bucket),
-        prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
-        settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
-        timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(),
-        route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
-        deadline=request.deadline, progress=lambda message: print(message, flush=True))
+    ctx = worker_context(request, backend, model, accuracy, workdir, store_from_env(request.bucket))
+    ctx.fingerprint = _probed_fingerprint(ctx)  # stamped on every entry (the measuring process's versions)
     routes = [Route.of(parse_route(r)) for r in request.routes]
     default = Route.of(parse_route(request.default_route))
     if request.mode == "confirm":
@@ -142,6 +139,28 @@ def run(request: BatchRequest, workdir: Path) -> int:
     print(json.dumps({"batch": request.batch, "written": len(written),
                       "outcomes": {e.route_id: e.outcome.value for e in written}}), flush=True)
     return 0
+
+
+def worker_context(request: BatchRequest, backend, model: Path, accuracy, workdir: Path, store):
+    """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint)."""
+    from enginewright.worker.batch import WorkerContext, measuring_cpus
+    spec = request.spec
+    return WorkerContext(
+        backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store,
+        prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
+        settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
+        timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(),
+        route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
+        deadline=request.deadline, progress=lambda message: print(message, flush=True))
+
+
+def _probed_fingerprint(ctx):
+    """The fingerprint the target's probe wrote (not computed from the backend's versions here: that
+    would initialise CUDA in the process that spawns the measuring ones); None without a probe."""
+    try:
+        return ProbeResult.model_validate_json(ctx.store.get(ctx.keys.probe)).fingerprint
+    except Exception:  # noqa: BLE001  (a missing object: the store's own error type)
+        return None
 
 
 def confirm_round(worker, routes: list[Route], default: Route, request: BatchRequest) -> int:

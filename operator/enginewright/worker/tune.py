@@ -7,6 +7,7 @@ import hashlib
 import json
 import shutil
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -14,10 +15,11 @@ from typing import Callable
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
 from enginewright.api.models import Timing
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
+from enginewright.search.planners import baseline, build_space
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext, measuring_cpus
+from enginewright.worker.batch import Accuracy, Worker, WorkerContext, context_fingerprint, measuring_cpus
 
 TARGET = "local"
 
@@ -56,6 +58,7 @@ class TuneOptions:
     build_parallelism: int = 1
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
+    reuse: str = "sameFingerprint"  # or "none": entries of earlier runs are never used
 
     def __post_init__(self) -> None:
         if not isinstance(self.timing, Timing):
@@ -95,7 +98,7 @@ def tune(opts: TuneOptions, say: Callable[[str], None] = print,
     store = LocalStore(opts.cache or opts.out / "store")
     before = set(store.list(RunKeys(LOCAL_PREFIX).entries))
     try:
-        return _tune(opts, store, say, on_plan)
+        return _tune(opts, store, say, on_plan, _run_id(opts.out))
     except Exception:
         if first_attempt:
             _forget_failed_attempt(opts, store, before, say)
@@ -130,7 +133,7 @@ def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str
 
 
 def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
-          on_plan: Callable[[int], None] | None) -> TuneResult:
+          on_plan: Callable[[int], None] | None, run: str) -> TuneResult:
     from enginewright.backends import get_backend
     from enginewright.catalog.compatibility import compiler_name
     from enginewright.store.imports import export_imports, imports_under, usable_entries
@@ -151,13 +154,20 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
         timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
         save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
         build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
-        progress=say, compiler=compiler_name(compiler), seeds=seeds)
+        progress=say, compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=opts.reuse != "none")
+    ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
     worker = Worker(ctx)
     spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
                     pinned=opts.pinned, max_routes=opts.max_routes, routes_per_batch=opts.routes_per_batch,
                     noise_margin=opts.noise_margin, top_k=opts.top_k, confirm_rounds=opts.confirm_rounds,
                     confirm_loads=opts.confirm_loads, measure_uncompiled=opts.measure_uncompiled)
     knobs = backend.knobs()
+    default_id = baseline(dict(opts.pinned), build_space(knobs, spec.knobs, dict(opts.pinned),
+                                                         opts.measure_uncompiled)).id
+    reused = sum(e.reused and e.route_id != default_id for e in worker.existing().values())
+    if reused:
+        say(f"{reused} routes of earlier runs with this run's fingerprint in {cache_dir}: not built again "
+            f"(the default is measured fresh, and a reused route wins only once confirmed against it)")
     confirmations = _saved_confirmations(opts.out)
     ran: set[str] = set()  # batches run by this process: one that still lacks entries is given up
     said: set[str] = set()
@@ -188,6 +198,8 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
         say(f"search cut short: {step.cut_short}")
     all_entries = list(step.entries)
     summary = _summary(opts, step, began)
+    summary["fingerprint"] = fingerprint.digest
+    summary["cache"] = str(cache_dir)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
     used = [i for i in imports_under(store.root / LOCAL_PREFIX, TARGET) if i.compiler == compiler]
     if used:  # the imported files as they were, then this run's routes
@@ -241,6 +253,20 @@ def _check_resume(opts: TuneOptions) -> bool:
         return False
     path.write_text(json.dumps(fingerprint, indent=2))
     return True
+
+
+def _run_id(out: Path) -> str:
+    """The id of the run in --out (kept in OUT/run.json: a resumed run is the same run, and its own
+    entries, the default's included, are used as they are)."""
+    path = out / "run.json"
+    saved = json.loads(path.read_text())
+    if not saved.get(RUN_ID):
+        saved[RUN_ID] = uuid.uuid4().hex[:12]
+        path.write_text(json.dumps(saved, indent=2))
+    return saved[RUN_ID]
+
+
+RUN_ID = "run_id"  # a key of OUT/run.json, beside the fingerprint a resume must match
 
 
 def _summary(opts, step: Decided, began: float) -> dict:
