@@ -14,7 +14,7 @@ import pytest
 
 from tests.chart.chart import CHART, helm
 from tests.cluster.harness import REPO, free_port, wait_for
-from tests.cluster.image_cluster import RUNS_BUCKET, ImageCluster, put_example, require_images, store_secret
+from tests.cluster.image_cluster import RUNS_BUCKET, put_example, started_image_cluster, store_secret
 from tests.cluster.images import image_name, version
 from tests.operator.conftest import wait_condition
 
@@ -23,16 +23,9 @@ RELEASE, RELEASE_NS, RUN_NS, RUN = "ew", "enginewright-system", "demo", "demo-ml
 
 @pytest.fixture(scope="module")
 def image_cluster(tmp_path_factory):
-    images = require_images()
-    cluster = ImageCluster(images=images.layout)
-    cluster.start()
-    try:
+    with started_image_cluster() as cluster:
         cluster.s3 = put_example(cluster, tmp_path_factory.mktemp("example"))
-        cluster.image_store = images
         yield cluster
-    finally:
-        cluster.stop()
-        cluster.remove()
 
 
 def get(cluster, *args: str) -> dict:

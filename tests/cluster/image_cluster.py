@@ -4,6 +4,8 @@ Helm install test and `make demo IMAGES=1`."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,3 +44,22 @@ def put_example(cluster: LocalCluster, folder: Path):
 
 def store_secret(cluster: LocalCluster, namespace: str, name: str = "enginewright-store") -> None:
     create_store_secret(cluster, namespace, name)
+
+
+@contextmanager
+def started_image_cluster(namespace: str | None = None) -> Iterator[ImageCluster]:
+    """An ImageCluster of the built CI images, up, its `image_store` set; with `namespace`, the CRDs
+    installed and that namespace created with its store Secret. Stopped and removed on exit."""
+    images = require_images()
+    cluster = ImageCluster(images=images.layout)
+    cluster.start()
+    try:
+        cluster.image_store = images
+        if namespace:
+            cluster.install_crds()
+            cluster.kubectl("create", "namespace", namespace)
+            store_secret(cluster, namespace)
+        yield cluster
+    finally:
+        cluster.stop()
+        cluster.remove()

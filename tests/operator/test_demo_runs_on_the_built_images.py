@@ -11,7 +11,7 @@ import json
 import pytest
 
 from tests.cluster.harness import wait_for
-from tests.cluster.image_cluster import RUNS_BUCKET, ImageCluster, put_example, require_images, store_secret
+from tests.cluster.image_cluster import RUNS_BUCKET, put_example, started_image_cluster
 from tests.cluster.images import image_name
 from tests.cluster.operator_process import start_operator
 from tests.operator.conftest import apply, manifest, wait_condition
@@ -21,19 +21,9 @@ NAMESPACE = "images"
 
 @pytest.fixture(scope="module")
 def image_cluster(tmp_path_factory):
-    images = require_images()
-    cluster = ImageCluster(images=images.layout)
-    cluster.start()
-    try:
-        cluster.install_crds()
+    with started_image_cluster(NAMESPACE) as cluster:
         cluster.s3 = put_example(cluster, tmp_path_factory.mktemp("example"))
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        store_secret(cluster, NAMESPACE)
-        cluster.image_store = images
         yield cluster
-    finally:
-        cluster.stop()
-        cluster.remove()
 
 
 def pods(cluster, selector: str) -> list[dict]:

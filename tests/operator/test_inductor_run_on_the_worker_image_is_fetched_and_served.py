@@ -18,7 +18,7 @@ import pytest
 
 from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import ConfirmationResult, Provenance
-from tests.cluster.image_cluster import MODELS_BUCKET, RUNS_BUCKET, ImageCluster, require_images, store_secret
+from tests.cluster.image_cluster import MODELS_BUCKET, RUNS_BUCKET, started_image_cluster
 from tests.cluster.harness import wait_for
 from tests.cluster.images import image_name
 from tests.cluster.operator_process import start_operator
@@ -36,20 +36,10 @@ def image_cluster(tmp_path_factory):
     from minio import Minio
 
     from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
-    images = require_images()
-    cluster = ImageCluster(images=images.layout)
-    cluster.start()
-    try:
-        cluster.install_crds()
+    with started_image_cluster(NAMESPACE) as cluster:
         cluster.s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
         cluster.mlp = put_mlp(cluster.s3, tmp_path_factory.mktemp("inductor-mlp"), MODELS_BUCKET, RUNS_BUCKET)
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        store_secret(cluster, NAMESPACE)
-        cluster.image_store = images
         yield cluster
-    finally:
-        cluster.stop()
-        cluster.remove()
 
 
 def stored(s3, part: str) -> list[str]:
