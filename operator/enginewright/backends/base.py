@@ -98,12 +98,23 @@ class Runner(abc.ABC):
         """Release device memory and handles."""
 
 
+LEAD_CALLS = 1  # untimed calls queued ahead of the timed ones (cuda_timed_calls)
+
+
 def cuda_timed_calls(torch, stream, pairs: list, objective: str, call, count: int, synchronize) -> float:
     """Total milliseconds of `count` calls of `call()` from CUDA events recorded on `stream` (the one
     the calls run on): throughput one event pair around the calls back to back, gpuTime a pair around
     each call. `pairs` is the runner's list of event pairs, grown here ahead of the timed calls and
     reused (torch creates an event on its first record, which inside the timed calls would add the
-    creation to a call's device time); `synchronize` waits for the device before and after."""
+    creation to a call's device time); `synchronize` waits for the device before and after.
+
+    One untimed call is queued first (LEAD_CALLS), so the first timed event waits behind it, as every
+    call of a serving loop waits behind the one before: an event recorded on a drained device fires at
+    once, and the call's device time then holds the host's own time to reach its first kernel. On the
+    H200 that read a device-bound MLP (1.8 ms a call) 19-20% slow, in whatever blocks of one call,
+    and the attention block's CUDA-graph route 0.23 vs 0.175 ms in ten blocks of a round against the
+    round in one go (bench/block_bias.py, docs/benchmarks/raw/s9/call2): so interleaved rounds, made
+    of blocks, read every engine slower than it serves, by a share that grows with its blocks."""
     wanted = 1 if objective == "throughput" else count
     while len(pairs) < wanted:
         pair = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
@@ -112,6 +123,8 @@ def cuda_timed_calls(torch, stream, pairs: list, objective: str, call, count: in
         pairs.append(pair)
     used = pairs[:wanted]
     synchronize()
+    for _ in range(LEAD_CALLS):
+        call()
     if objective == "throughput":
         used[0][0].record(stream)
         for _ in range(count):
