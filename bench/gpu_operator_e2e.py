@@ -24,7 +24,11 @@ label this machine's GPU (from NVML / nvidia-smi, `enginewright.catalog.this_mac
    references, and times it as the worker timed it (the product's rounds: `child.Held.round`, the
    run's objective and round length, after a primer load) and in a plain loop of CUDA-event timed
    calls; compares both with the time the run recorded for that engine (the provenance's
-   `timing.timesMs` of the winner, else `winnerMs`).
+   `timing.timesMs` of the winner, else `winnerMs`);
+5. in the same process, the issue's plain loop of the same two routes: `torch.compile` of the exported
+   program with the default's options and with the winner's (`route.knobs`), 200 calls x 7 each,
+   taking turns, CUDA events; their ratio (the median of the 7 default/winner pairs) against the
+   headline's 95% interval (`timing.speedupInterval`): `plain_ratio_in_interval`.
 
 OUT/e2e.json holds every figure, OUT/logs the components' logs, OUT/*.json the run's objects;
 the cluster, store and engines stay in --workdir. Exit 0 only when the run reached
@@ -247,17 +251,78 @@ def serve(argv: list[str]) -> int:
             torch.cuda.synchronize()
             plain.append(start.elapsed_time(end) / 200)
     product_ms = statistics.median(product_rounds)
+    compared = plain_loop_ratio(torch, model, provenance, inputs[0], device)
     figures = {"accuracy_worst": worst, "accuracy_ok": bool(worst <= (provenance.accuracy.threshold or 1e-3)),
                "route": provenance.route.route, "objective": objective, "recorded_ms": recorded,
                "times_ms": timing.times_ms, "product_rounds_ms": product_rounds, "product_ms": product_ms,
                "plain_loop_ms": plain, "plain_ms": statistics.median(plain) if plain else None,
                "served_over_recorded": product_ms / recorded if recorded else None,
                "plain_over_recorded": statistics.median(plain) / recorded if plain and recorded else None,
-               "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__}
+               "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
+               **compared}
     runner.close()
     primer.close()
     print(json.dumps(figures))
     return 0
+
+
+def plain_loop_ratio(torch, model: Path, provenance, inputs: dict, device: str, calls: int = 200,
+                     rounds: int = 7) -> dict:
+    """The default and the winner as `torch.compile` in a plain loop (the eager route: the exported
+    module itself), taking turns: default/winner per turn, their median, and whether the headline's
+    interval holds it. CUDA events on CUDA, the host clock on CPU."""
+    (program,) = model.glob("*.pt2")
+    dtype = getattr(torch, provenance.route.base_settings.get("input_dtype", "float32"))
+    knobs = dict(provenance.route.knobs)
+    eager = knobs.pop("compile", "true") == "false"
+    options = {"default": ({}, False), "winner": ({k: parse_option(v) for k, v in knobs.items()}, eager)}
+    compiled, loops = {}, {"default": [], "winner": []}
+    (x,) = [torch.from_numpy(v).to(device).to(dtype) for v in inputs.values()]
+    for name, (opts, as_is) in options.items():
+        module = torch.export.load(str(program)).module()  # a module of its own: dynamo caches by code
+        compiled[name] = module if as_is else torch.compile(module, backend="inductor", options=opts, dynamic=False)
+        with torch.inference_mode():
+            for _ in range(20):
+                compiled[name](x)
+
+    def timed(run) -> float:
+        if device != "cuda":
+            started = time.perf_counter()
+            for _ in range(calls):
+                run(x)
+            return (time.perf_counter() - started) * 1000 / calls
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        run(x)  # queued ahead, as in a serving loop
+        start.record()
+        for _ in range(calls):
+            run(x)
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / calls
+
+    with torch.inference_mode():
+        for _ in range(rounds):
+            for name in options:
+                loops[name].append(timed(compiled[name]))
+    ratio = statistics.median(d / w for d, w in zip(loops["default"], loops["winner"]))
+    interval = provenance.timing.speedup_interval
+    return {"plain_default_ms": loops["default"], "plain_winner_ms": loops["winner"], "plain_ratio": ratio,
+            "headline": provenance.timing.speedup, "headline_interval": interval,
+            "plain_ratio_in_interval": bool(interval and interval[0] <= ratio <= interval[1])}
+
+
+def parse_option(value: str):
+    """A knob's string value as torch._inductor.config takes it."""
+    lowered = value.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
 
 
 if __name__ == "__main__":
