@@ -344,6 +344,7 @@ def render(directory: Path, summary: dict | None = None,
            entries: Sequence[CacheEntry] | None = None) -> tuple[Path, Path]:
     """(Re)write report.md and report.png in `directory` from `entries` (default: the cache entries
     found under `directory`)."""
+    from enginewright.api.models import Search, default_of
     from enginewright.search.routes import route_id
     from enginewright.search.winner import choose_winner
     entries = list(entries) if entries is not None else load_entries(directory)
@@ -355,7 +356,8 @@ def render(directory: Path, summary: dict | None = None,
     if "default_id" not in summary:
         summary["default_id"] = route_id("")
         try:
-            summary["winner_id"] = choose_winner(entries, summary["default_id"], 0.03).winner_id
+            summary["winner_id"] = choose_winner(entries, summary["default_id"],
+                                                 default_of(Search, "noise_margin")).winner_id
         except ValueError:
             summary["winner_id"] = None
     md = directory / "report.md"

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.models import Confirm, Search, default_of
 from enginewright.search.planners import (Batch, build_space, improving_values, make_batches, plan_mixed_stage2,
                                           plan_stage1)
 from enginewright.search.routes import Knob, Route
@@ -28,16 +29,17 @@ from enginewright.search.winner import Decision, choose_winner, confirm, could_w
 class FlowSpec:
     """The part of a TuningRun (or of `tune`'s options) that decides the flow."""
 
-    mode: str = "fast"
+    mode: str = default_of(Search, "mode").value
     knobs: tuple[tuple[str, tuple[str, ...]], ...] = ()
     pinned: Mapping[str, str] = field(default_factory=dict)
-    max_routes: int = 64
-    routes_per_batch: int = 8
-    noise_margin: float = 0.03
-    top_k: int = 3
-    confirm_rounds: int = 5
-    confirm_loads: int = 5
-    measure_uncompiled: bool = True  # exclusive knobs (not compiling) measured whatever the knob space
+    max_routes: int = default_of(Search, "max_routes")
+    routes_per_batch: int = default_of(Search, "routes_per_job")
+    noise_margin: float = default_of(Search, "noise_margin")
+    top_k: int = default_of(Confirm, "top_k")
+    confirm_rounds: int = default_of(Confirm, "rounds")
+    confirm_loads: int = default_of(Confirm, "loads")
+    # exclusive knobs (not compiling) measured whatever the knob space
+    measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
 
     @classmethod
     def of(cls, spec) -> FlowSpec:

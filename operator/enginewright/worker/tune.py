@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
-from enginewright.api.models import Timing
+from enginewright.api.models import Accuracy as AccuracySpec, Confirm, Search, Timing, default_of
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import baseline, build_space
 from enginewright.search.winner import Decision
@@ -35,30 +35,30 @@ class TuneOptions:
     out: Path
     inputs: list[Path]
     references: list[Path] = field(default_factory=list)
-    metric: str = "cosine"
+    metric: str = default_of(AccuracySpec, "metric").value
     threshold: float | None = None
-    atol: float = 1e-5
-    rtol: float = 1e-5
+    atol: float = default_of(AccuracySpec, "atol")
+    rtol: float = default_of(AccuracySpec, "rtol")
     outputs: list[str] = field(default_factory=list)  # the outputs accuracy is checked on; empty: every one
-    mode: str = "fast"
+    mode: str = default_of(Search, "mode").value
     knobs: list[tuple[str, list[str]]] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
-    max_routes: int = 64
-    routes_per_batch: int = 8
-    route_timeout: float = 900.0
+    max_routes: int = default_of(Search, "max_routes")
+    routes_per_batch: int = default_of(Search, "routes_per_job")
+    route_timeout: float = float(default_of(Search, "route_timeout_seconds"))
     timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
-    noise_margin: float = 0.03
-    top_k: int = 3
-    confirm_rounds: int = 5
-    confirm_loads: int = 5
-    measure_uncompiled: bool = True
-    save_all_engines: bool = False
+    noise_margin: float = default_of(Search, "noise_margin")
+    top_k: int = default_of(Confirm, "top_k")
+    confirm_rounds: int = default_of(Confirm, "rounds")
+    confirm_loads: int = default_of(Confirm, "loads")
+    measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
+    save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
-    reuse: str = "sameFingerprint"  # or "none": entries of earlier runs are never used
+    reuse: str = default_of(Search, "reuse").value  # or "none": entries of earlier runs are never used
 
     def __post_init__(self) -> None:
         if not isinstance(self.timing, Timing):
