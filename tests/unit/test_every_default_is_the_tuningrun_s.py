@@ -49,3 +49,15 @@ def test_the_flow_and_the_worker_default_to_the_tuningrun_s():
     child = ChildRequest(action="build", backend="onnxruntime", workdir="w", engine="e")
     assert (child.metric, child.atol, child.rtol) == (WorkerAccuracy([], []).metric, default_of(Accuracy, "atol"),
                                                       default_of(Accuracy, "rtol"))
+
+
+def test_tune_options_reach_the_flow_through_the_spec_mapper():
+    options = TuneOptions(backend="inductor", model=Path("m.pt2"), out=Path("out"), inputs=[])
+    assert FlowSpec.of(options.spec()) == FlowSpec()
+    options = TuneOptions(backend="inductor", model=Path("m.pt2"), out=Path("out"), inputs=[], mode="mixed",
+                          knobs=[("freezing", ["true"])], pinned={"compile": "true"}, max_routes=7,
+                          routes_per_batch=2, noise_margin=0.05, top_k=0, confirm_rounds=1, confirm_loads=2,
+                          measure_uncompiled=False)
+    assert FlowSpec.of(options.spec()) == FlowSpec(
+        mode="mixed", knobs=(("freezing", ("true",)),), pinned={"compile": "true"}, max_routes=7, routes_per_batch=2,
+        noise_margin=0.05, top_k=0, confirm_rounds=1, confirm_loads=2, measure_uncompiled=False)

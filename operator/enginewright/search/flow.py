@@ -43,7 +43,8 @@ class FlowSpec:
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
-        """From a `TuningRunSpec`."""
+        """From a `TuningRunSpec` (or `tune`'s options as one: `worker.tune.TuneOptions.spec`); the one
+        place a spec becomes a flow."""
         search = spec.search
         return cls(mode=search.mode.value, knobs=tuple((k.name, tuple(k.values)) for k in search.knobs),
                    pinned=dict(search.pinned), max_routes=search.max_routes, routes_per_batch=search.routes_per_job,

@@ -98,6 +98,21 @@ class WorkerContext:
         if not isinstance(self.timing, Timing):
             self.timing = Timing.model_validate(self.timing)
 
+    @classmethod
+    def of(cls, spec, *, model: Path, accuracy: Accuracy, store, prefix: str, target: str, workdir: Path,
+           engine_suffix: str, deadline: float | None, progress: Callable[[str], None] | None,
+           **local) -> WorkerContext:
+        """The context of a worker that runs `spec` (a `TuningRunSpec`, or `tune`'s options as one:
+        `worker.tune.TuneOptions.spec`): the compiler, timing and search settings come from the spec,
+        where it runs from the caller; `local` sets the fields only `tune` uses (seeds, reuse, ...)."""
+        compiler, search = spec.compiler, spec.search
+        return cls(backend=compiler.name.value, model=model, accuracy=accuracy, store=store, prefix=prefix,
+                   target=target, workdir=workdir, engine_suffix=engine_suffix, settings=compiler.settings,
+                   input_shapes=[s.wire() for s in compiler.input_shapes], timing=spec.timing,
+                   noise_margin=search.noise_margin, route_timeout=search.route_timeout_seconds,
+                   save_all_engines=search.save_all_engines, deadline=deadline, measure_cpus=measuring_cpus(),
+                   progress=progress, **local)
+
     def time_left(self) -> float:
         """Seconds until the run's deadline (0 once it passed; infinite without one)."""
         if self.deadline is None:

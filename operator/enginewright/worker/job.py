@@ -142,16 +142,12 @@ def run(request: BatchRequest, workdir: Path) -> int:
 
 
 def worker_context(request: BatchRequest, backend, model: Path, accuracy, workdir: Path, store):
-    """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint)."""
-    from enginewright.worker.batch import WorkerContext, measuring_cpus
-    spec = request.spec
-    return WorkerContext(
-        backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store,
-        prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
-        settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
-        timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(),
-        route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
-        deadline=request.deadline, progress=lambda message: print(message, flush=True))
+    """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint): the
+    request's spec where the request says (`WorkerContext.of`, as `tune` does)."""
+    from enginewright.worker.batch import WorkerContext
+    return WorkerContext.of(request.spec, model=model, accuracy=accuracy, store=store, prefix=request.prefix,
+                            target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
+                            deadline=request.deadline, progress=lambda message: print(message, flush=True))
 
 
 def _probed_fingerprint(ctx):

@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Callable
 
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
-from enginewright.api.models import Accuracy as AccuracySpec, Confirm, Search, Timing, default_of
+from enginewright.api.models import (Accuracy as AccuracySpec, Compiler, CompilerName, Confirm, KnobValues, ReuseMode,
+                                     Search, SearchMode, Timing, default_of)
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import baseline, build_space
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext, context_fingerprint, measuring_cpus
+from enginewright.worker.batch import Accuracy, Worker, WorkerContext, context_fingerprint
 
 TARGET = "local"
 
@@ -64,6 +65,21 @@ class TuneOptions:
         if not isinstance(self.timing, Timing):
             self.timing = Timing.model_validate(self.timing)
 
+    def spec(self) -> LocalSpec:
+        """These options as the TuningRun spec they stand for, read by the mappers a cluster run's
+        spec goes through (`FlowSpec.of`, `WorkerContext.of`). Not validated: `tune` has never bounded
+        its flags as the API server bounds a manifest (e.g. --confirm-rounds 1 leaves the round out)."""
+        confirm = Confirm.model_construct(top_k=self.top_k, rounds=self.confirm_rounds, loads=self.confirm_loads)
+        search = Search.model_construct(
+            mode=SearchMode(self.mode), knobs=[KnobValues.model_construct(name=name, values=list(values))
+                                               for name, values in self.knobs],
+            pinned=self.pinned, max_routes=self.max_routes, routes_per_job=self.routes_per_batch,
+            route_timeout_seconds=self.route_timeout, save_all_engines=self.save_all_engines,
+            noise_margin=self.noise_margin, confirm=confirm, reuse=ReuseMode(self.reuse),
+            measure_uncompiled=self.measure_uncompiled)
+        compiler = Compiler.model_construct(name=CompilerName(self.backend), settings=self.settings, input_shapes=[])
+        return LocalSpec(compiler, search, self.timing)
+
     def fingerprint(self) -> dict:
         """What a resumed run must share with the interrupted one."""
         printed = {"backend": self.backend, "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
@@ -74,6 +90,16 @@ class TuneOptions:
         if self.outputs:  # (only when given: a run.json written before the option still resumes)
             printed["outputs"] = sorted(self.outputs)
         return printed
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """The parts of a `TuningRunSpec` that `tune`'s options stand for: the compiler, the search and
+    the timing (the model, the reference data and the target are local files and this machine)."""
+
+    compiler: Compiler
+    search: Search
+    timing: Timing
 
 
 @dataclass
@@ -146,21 +172,17 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
         say(note)
     if seeds:
         say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
-    ctx = WorkerContext(
-        backend=opts.backend, model=opts.model, store=store, prefix=LOCAL_PREFIX,
-        target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
+    local = opts.spec()
+    ctx = WorkerContext.of(
+        local, model=opts.model, store=store, prefix=LOCAL_PREFIX, target=TARGET, workdir=opts.out / "work",
+        engine_suffix=backend.engine_suffix, deadline=opts.deadline, progress=say,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol,
                           list(opts.outputs)),
-        timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
-        save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
-        build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
-        progress=say, compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=opts.reuse != "none")
+        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism,
+        compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=local.search.reuse is not ReuseMode.none)
     ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
     worker = Worker(ctx)
-    spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
-                    pinned=opts.pinned, max_routes=opts.max_routes, routes_per_batch=opts.routes_per_batch,
-                    noise_margin=opts.noise_margin, top_k=opts.top_k, confirm_rounds=opts.confirm_rounds,
-                    confirm_loads=opts.confirm_loads, measure_uncompiled=opts.measure_uncompiled)
+    spec = FlowSpec.of(local)
     knobs = backend.knobs()
     default_id = baseline(dict(opts.pinned), build_space(knobs, spec.knobs, dict(opts.pinned),
                                                          opts.measure_uncompiled)).id
