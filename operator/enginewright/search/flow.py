@@ -211,6 +211,13 @@ def _without_reused_default(observed: Observed, default_id: str) -> Observed:
     return replace(observed, entries={k: v for k, v in observed.entries.items() if k != default_id})
 
 
+def sweep_decision(measured: Sequence[CacheEntry], default_id: str, floor: float) -> Decision:
+    """The winner from the sweep alone, as the flow decides it before (or without) a confirmation
+    round: against `floor` raised by the measured spread (`noise_margin`), and a reused number alone
+    never wins (a reused route can win only through a confirmation round against this run's default)."""
+    return choose_winner([e for e in measured if not e.reused], default_id, noise_margin(measured, floor))
+
+
 def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
@@ -261,10 +268,8 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         why = "the run's deadline passed" if observed.out_of_time else "their Jobs ended without writing them"
         cut.append(f"{unmeasured} of {len(planned)} planned routes have no measurement ({why})")
     margin = noise_margin(measured, spec.noise_margin)
-    # A reused number alone never wins: a reused route can win only through a confirmation round
-    # against this run's default.
-    decision = choose_winner([e for e in measured if not e.reused], default.id, margin)
-    unconfirmed = choose_winner(measured, default.id, margin)
+    decision = sweep_decision(measured, default.id, spec.noise_margin)
+    unconfirmed = choose_winner(measured, default.id, margin)  # reused routes too: said in a note when it differs
     candidates = tuple(e for e in rank_candidates(measured, default.id, default_entry.median_ms)
                        if e.engine_uri and could_win(e, margin))[:spec.top_k]
     if spec.top_k and spec.confirm_rounds >= 2 and candidates:
