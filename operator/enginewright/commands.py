@@ -201,7 +201,7 @@ def _export_imports(args, imports, entries) -> int:
 def _export_entries(args, directory: Path, entries) -> int:
     """Our own entries, written as trtexec writes its cache."""
     from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
-    from enginewright.api.models import Accuracy, default_of
+    from enginewright.api.models import Accuracy, Search, default_of
     summary = _json_or_empty(directory / "summary.json")
     options = summary.get("options", {})
     header = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
@@ -226,7 +226,8 @@ def _export_entries(args, directory: Path, entries) -> int:
         ordered, metric=metric, threshold=threshold or None,
         atol=_first(args.atol, options.get("atol"), parameters.get("atol"), default_of(Accuracy, "atol")),
         rtol=_first(args.rtol, options.get("rtol"), parameters.get("rtol"), default_of(Accuracy, "rtol")),
-        search_mode=args.search or summary.get("mode") or header.get("searching_algorithm") or "fast",
+        search_mode=args.search or summary.get("mode") or header.get("searching_algorithm")
+        or default_of(Search, "mode").value,
         knobs=knobs, files=files, header=header or None)
     Path(args.out).write_text(text)
     print(f"wrote {len(ordered)} routes to {args.out}")
@@ -369,7 +370,7 @@ def register(sub) -> None:
     exp.add_argument("--threshold", type=float)
     exp.add_argument("--atol", type=float)
     exp.add_argument("--rtol", type=float)
-    exp.add_argument("--search", choices=["fast", "full", "mixed"])
+    exp.add_argument("--search", choices=[m.value for m in SearchMode])
     exp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
                                      "(default: the run's compiler when installed)")
     exp.add_argument("--compiler", help="with imports from several compilers or versions: the one to export, "

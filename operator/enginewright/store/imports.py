@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from enginewright.api.cache import CacheEntry, TrtexecCache, now_iso
-from enginewright.api.models import Accuracy as AccuracySpec, default_of
+from enginewright.api.models import Accuracy as AccuracySpec, Search, default_of
 from enginewright.store.keys import safe_segment
 
 CACHE_FILE = "trtexec.jsonl"
@@ -186,7 +186,8 @@ def export_imports(out: Path, imports: Sequence[Import], entries: Sequence[Cache
                 default_of(AccuracySpec, "metric").value,
                 atol=parameters.get("atol", default_of(AccuracySpec, "atol")),
                 rtol=parameters.get("rtol", default_of(AccuracySpec, "rtol")),
-                search_mode=header.get("searching_algorithm", "fast"), header=header, first_iter=lines)
+                search_mode=header.get("searching_algorithm", default_of(Search, "mode").value), header=header,
+                first_iter=lines)
             f.write("".join(line + "\n" for line in text.splitlines()[1:]).encode())
     return len(since)
 
