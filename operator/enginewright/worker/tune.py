@@ -16,7 +16,6 @@ from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
 from enginewright.api.models import (Accuracy as AccuracySpec, Compiler, CompilerName, Confirm, KnobValues, ReuseMode,
                                      Search, SearchMode, Timing, default_of)
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
-from enginewright.search.planners import baseline, build_space
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
@@ -184,8 +183,7 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     worker = Worker(ctx)
     spec = FlowSpec.of(local)
     knobs = backend.knobs()
-    default_id = baseline(dict(opts.pinned), build_space(knobs, spec.knobs, dict(opts.pinned),
-                                                         opts.measure_uncompiled)).id
+    default_id = next_step(spec, Observed(knobs)).default.id  # nothing measured: stage 1, from the default
     reused = sum(e.reused and e.route_id != default_id for e in worker.existing().values())
     if reused:
         say(f"{reused} routes of earlier runs with this run's fingerprint in {cache_dir}: not built again "
