@@ -61,7 +61,8 @@ def cmd_crds(args) -> int:
 
 def cmd_plan(args) -> int:
     from enginewright.backends import BackendUnavailable
-    from enginewright.search.planners import PlanError, build_space, make_batches, plan_stage1
+    from enginewright.search.flow import FlowSpec, Observed, next_step
+    from enginewright.search.planners import PlanError
     run = _load_run(args.manifest)
     search = run.spec.search
     if search.mode.value == "mixed":
@@ -71,12 +72,13 @@ def cmd_plan(args) -> int:
         return 2
     try:
         knobs = compiler_knobs(run.spec.compiler.name.value, args.knobs)
-        space = build_space(knobs, [(k.name, k.values) for k in search.knobs], search.pinned, search.measure_uncompiled)
-        routes = plan_stage1(search.mode.value, space, search.pinned, search.max_routes)
+        # The flow's first step with nothing measured yet: what the controller would launch.
+        step = next_step(FlowSpec.of(run.spec), Observed(knobs))
     except (PlanError, BackendUnavailable) as exc:
         print(f"enginewright plan: {exc}", file=sys.stderr)
         return 2
-    batches = make_batches(routes, search.routes_per_job, "stage1")
+    batches = step.batches
+    routes = [route for batch in batches for route in batch.routes]
     if args.json:
         print(json.dumps({"name": run.metadata.name, "mode": search.mode.value,
                           "targets": [t.gpu_type for t in run.spec.targets], "routesPerTarget": len(routes),

@@ -201,6 +201,7 @@ def _export_imports(args, imports, entries) -> int:
 def _export_entries(args, directory: Path, entries) -> int:
     """Our own entries, written as trtexec writes its cache."""
     from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
+    from enginewright.api.models import Accuracy, Search, default_of
     summary = _json_or_empty(directory / "summary.json")
     options = summary.get("options", {})
     header = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
@@ -223,9 +224,10 @@ def _export_entries(args, directory: Path, entries) -> int:
                                              e.route))
     text = export_trtexec(
         ordered, metric=metric, threshold=threshold or None,
-        atol=_first(args.atol, options.get("atol"), parameters.get("atol"), 1e-5),
-        rtol=_first(args.rtol, options.get("rtol"), parameters.get("rtol"), 1e-5),
-        search_mode=args.search or summary.get("mode") or header.get("searching_algorithm") or "fast",
+        atol=_first(args.atol, options.get("atol"), parameters.get("atol"), default_of(Accuracy, "atol")),
+        rtol=_first(args.rtol, options.get("rtol"), parameters.get("rtol"), default_of(Accuracy, "rtol")),
+        search_mode=args.search or summary.get("mode") or header.get("searching_algorithm")
+        or default_of(Search, "mode").value,
         knobs=knobs, files=files, header=header or None)
     Path(args.out).write_text(text)
     print(f"wrote {len(ordered)} routes to {args.out}")
@@ -264,11 +266,15 @@ def _backend_knobs(backend: str | None):
 
 
 def register(sub) -> None:
+    from enginewright.api.models import Accuracy, Confirm, Metric, ReuseMode, Search, SearchMode, Timing, default_of
+    # The defaults and choices are the TuningRun's, written once in the API models.
+    search, confirm, timing = Search(), Confirm(), Timing()
+    metrics = [m.value for m in Metric]
     tune = sub.add_parser("tune", help="tune a model on this machine (no cluster)")
     tune.add_argument("model", help="model file (.onnx, or a torch.export .pt2 for inductor)")
     tune.add_argument("--backend", required=True, choices=["onnxruntime", "inductor", "tensorrt"],
                       help="the compiler whose build routes are tuned")
-    tune.add_argument("--search", default="fast", choices=["fast", "full", "mixed"],
+    tune.add_argument("--search", default=search.mode.value, choices=[m.value for m in SearchMode],
                       help="fast: one knob at a time from the default; full: every combination (budgeted by "
                            "--max-routes); mixed: fast, then combinations of the knobs that improved")
     tune.add_argument("--inputs", action="append", required=True, help=".npz of named inputs (repeat per pair)")
@@ -276,29 +282,30 @@ def register(sub) -> None:
     tune.add_argument("--output", action="append", default=[], dest="outputs",
                       help="a model output accuracy is checked on (repeat; default: every output, each needing a "
                            "reference)")
-    tune.add_argument("--metric", default="cosine", choices=["abs", "squared", "max", "cosine", "l0"],
+    tune.add_argument("--metric", default=default_of(Accuracy, "metric").value, choices=metrics,
                       help="accuracy loss per output: mean absolute, mean squared, max absolute error, "
                            "1 - cosine similarity, or l0 (fraction of elements with |d| > atol + rtol*|ref|)")
     tune.add_argument("--threshold", type=float,
                       help="a route fails accuracy when an output's loss is >= this (required with --references)")
-    tune.add_argument("--atol", type=float, default=1e-5, help="absolute tolerance of the l0 metric")
-    tune.add_argument("--rtol", type=float, default=1e-5, help="relative tolerance of the l0 metric")
+    tune.add_argument("--atol", type=float, default=default_of(Accuracy, "atol"),
+                      help="absolute tolerance of the l0 metric")
+    tune.add_argument("--rtol", type=float, default=default_of(Accuracy, "rtol"),
+                      help="relative tolerance of the l0 metric")
     tune.add_argument("--no-accuracy", action="store_true", help="tune without accuracy validation")
     tune.add_argument("--knob", action="append", help="NAME=V1,V2: a knob of the space (default: every sweepable knob)")
     tune.add_argument("--pin", action="append", help="NAME=VALUE: a knob fixed in every route")
     tune.add_argument("--setting", action="append", help="NAME=VALUE: a base setting of every route")
-    tune.add_argument("--max-routes", type=int, default=64, help="budget: most routes built, all stages together")
-    tune.add_argument("--routes-per-batch", type=int, default=8,
+    tune.add_argument("--max-routes", type=int, default=search.max_routes,
+                      help="budget: most routes built, all stages together")
+    tune.add_argument("--routes-per-batch", type=int, default=search.routes_per_job,
                       help="routes one worker process builds and measures (a Job's batch in the cluster)")
-    tune.add_argument("--route-timeout", type=float, default=900.0,
+    tune.add_argument("--route-timeout", type=float, default=float(search.route_timeout_seconds),
                       help="seconds; a route still building or measuring after this is recorded as timeout")
-    tune.add_argument("--noise-margin", type=float, default=0.03,
+    tune.add_argument("--noise-margin", type=float, default=search.noise_margin,
                       help="smallest relative speedup taken for real (the default route's measured spread "
                            "raises it)")
-    tune.add_argument("--top-k", type=int, default=3,
+    tune.add_argument("--top-k", type=int, default=confirm.top_k,
                       help="best candidates re-measured against the default in the confirmation round")
-    from enginewright.api.models import Confirm, Timing
-    confirm, timing = Confirm(), Timing()  # the defaults are the TuningRun's, written once
     tune.add_argument("--confirm-rounds", type=int, default=confirm.rounds,
                       help="interleaved rounds of the confirmation round")
     tune.add_argument("--confirm-loads", type=int, default=confirm.loads,
@@ -331,7 +338,7 @@ def register(sub) -> None:
                                       "`enginewright cache import`: routes with an entry there are not measured again "
                                       "(an earlier run's entry only when its fingerprint is this run's; the default "
                                       "route is always measured fresh)")
-    tune.add_argument("--reuse", choices=["sameFingerprint", "none"], default="sameFingerprint",
+    tune.add_argument("--reuse", choices=[r.value for r in ReuseMode], default=search.reuse.value,
                       help="entries of earlier runs in --cache: reused when their fingerprint is this run's "
                            "(default), or never (none: every route is measured again)")
     tune.set_defaults(func=cmd_tune)
@@ -359,11 +366,11 @@ def register(sub) -> None:
     exp = actions.add_parser("export", help="cache entries under DIR -> trtexec JSON Lines")
     exp.add_argument("directory", help="a `tune --out` directory, a cache directory or an import")
     exp.add_argument("--out", required=True, help="file to write (JSON Lines)")
-    exp.add_argument("--metric", choices=["abs", "squared", "max", "cosine", "l0"])
+    exp.add_argument("--metric", choices=metrics)
     exp.add_argument("--threshold", type=float)
     exp.add_argument("--atol", type=float)
     exp.add_argument("--rtol", type=float)
-    exp.add_argument("--search", choices=["fast", "full", "mixed"])
+    exp.add_argument("--search", choices=[m.value for m in SearchMode])
     exp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
                                      "(default: the run's compiler when installed)")
     exp.add_argument("--compiler", help="with imports from several compilers or versions: the one to export, "

@@ -344,8 +344,9 @@ def render(directory: Path, summary: dict | None = None,
            entries: Sequence[CacheEntry] | None = None) -> tuple[Path, Path]:
     """(Re)write report.md and report.png in `directory` from `entries` (default: the cache entries
     found under `directory`)."""
+    from enginewright.api.models import Search, default_of
+    from enginewright.search.flow import sweep_decision
     from enginewright.search.routes import route_id
-    from enginewright.search.winner import choose_winner
     entries = list(entries) if entries is not None else load_entries(directory)
     if not entries:
         raise FileNotFoundError(f"no cache entries (entries/*.json) under {directory}")
@@ -353,9 +354,12 @@ def render(directory: Path, summary: dict | None = None,
     if summary is None:
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else {}
     if "default_id" not in summary:
+        # No decision recorded (a bare cache directory): the flow's rule for the sweep alone, at the
+        # recorded noise margin where there is one, else the TuningRun's default.
         summary["default_id"] = route_id("")
+        floor = summary.get("noise_margin") or default_of(Search, "noise_margin")
         try:
-            summary["winner_id"] = choose_winner(entries, summary["default_id"], 0.03).winner_id
+            summary["winner_id"] = sweep_decision(entries, summary["default_id"], floor).winner_id
         except ValueError:
             summary["winner_id"] = None
     md = directory / "report.md"

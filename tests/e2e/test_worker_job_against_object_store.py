@@ -122,7 +122,7 @@ def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, 
     assert "Traceback" not in done.stderr
 
 
-def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3, uploaded, tmp_path):
+def test_confirm_mode_interleaves_kept_engines_and_writes_the_rounds(cluster, s3, uploaded, tmp_path):
     import subprocess
     spec = {**SPEC, "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3},
             "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4, "loads": 3}}}
@@ -145,5 +145,5 @@ def test_confirm_mode_interleaves_kept_engines_and_writes_a_decision(cluster, s3
     # every engine, the default too, loaded `confirm.loads` times and every load timed in every round
     assert set(result.rounds) == {load_key(i, n) for i in ids for n in range(3)}
     assert all(len(v) == 4 for v in result.rounds.values())
-    assert result.winner_id in ids and result.reason
-    assert set(result.ratios) == ids - {Route.of({}).id}
+    # the rounds only: the controller's flow decides from them (test_tuning_flow_steps.py)
+    assert set(result.model_dump()) == {"batch", "rounds"}

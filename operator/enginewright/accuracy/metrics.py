@@ -19,15 +19,18 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-METRICS = ("abs", "squared", "max", "cosine", "l0")
+from enginewright.api.models import Accuracy as AccuracySpec, Metric, default_of
+
+METRICS = tuple(m.value for m in Metric)
+ATOL, RTOL = default_of(AccuracySpec, "atol"), default_of(AccuracySpec, "rtol")
 
 
 class AccuracyError(ValueError):
     """Outputs cannot be compared (missing tensor, shape mismatch, ...); the message names the tensor."""
 
 
-def loss(output: np.ndarray, reference: np.ndarray, metric: str, *, atol: float = 1e-5,
-         rtol: float = 1e-5, name: str = "output") -> float:
+def loss(output: np.ndarray, reference: np.ndarray, metric: str, *, atol: float = ATOL,
+         rtol: float = RTOL, name: str = "output") -> float:
     """Loss of one tensor against its reference."""
     if metric not in METRICS:
         raise AccuracyError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
@@ -89,7 +92,7 @@ class Verdict:
 
 
 def compare(outputs: Sequence[Mapping[str, np.ndarray]], references: Sequence[Mapping[str, np.ndarray]],
-            metric: str, threshold: float, *, atol: float = 1e-5, rtol: float = 1e-5,
+            metric: str, threshold: float, *, atol: float = ATOL, rtol: float = RTOL,
             checked: Sequence[str] = ()) -> Verdict:
     """Compare the outputs of every reference pair; every reference tensor must be produced.
     `checked`: compare only these outputs (empty: every reference tensor); that each checked output

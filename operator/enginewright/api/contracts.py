@@ -35,7 +35,7 @@ class BatchRequest(WireModel):
     target: str = Field(description="GPU type this batch runs on.")
     mode: Literal["sweep", "confirm", "probe"] = Field(
         "sweep", description="sweep: build and measure `routes`; confirm: re-measure the kept engines of "
-        "`routes` against the default, interleaved, and decide; probe: check the inputs and write the "
+        "`routes` against the default, interleaved, and write the rounds; probe: check the inputs and write the "
         "compiler's knobs and versions to `<prefix>/probe.json`.")
     stage: str = "stage1"
     batch: str = Field("probe", description="Deterministic batch name, e.g. stage1-b003.")
@@ -99,17 +99,12 @@ class ProbeResult(WireModel):
 
 
 class ConfirmationResult(WireModel):
-    """One confirmation round: per-round milliseconds of each engine it timed, and the worker's
-    decision. Keys of `rounds` are opaque strings chosen by the worker (a route id, or `<route-id>@<n>`
-    for a second load of one engine); the flow reads them."""
+    """One confirmation round: per-round milliseconds of each engine it timed. Keys of `rounds` are
+    opaque strings chosen by the worker (`search.paired.load_key`: one per load of each engine); the
+    flow reads them and decides (`search.flow.next_step`), the worker does not."""
 
     batch: str
     rounds: dict[str, list[float]]
-    winner_id: str
-    speedup: float
-    margin: float
-    reason: str
-    ratios: dict[str, float] = Field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------------ catalog

@@ -85,6 +85,12 @@ def keys_at_most(limit: int = KEY_LENGTH) -> dict:
                                              f"keys must be at most {limit} characters long")]}
 
 
+def default_of(model: type[BaseModel], name: str):
+    """The default of `model`'s field `name`: each default is written once, in these models, and the
+    layers that take the same option (tune's flags, the flow, the worker) read it from here."""
+    return model.model_fields[name].get_default(call_default_factory=True)
+
+
 class WireModel(BaseModel):
     """camelCase on the wire, snake_case in Python, unknown fields refused."""
 

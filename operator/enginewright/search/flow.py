@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.models import Confirm, Search, default_of
 from enginewright.search.planners import (Batch, build_space, improving_values, make_batches, plan_mixed_stage2,
                                           plan_stage1)
 from enginewright.search.routes import Knob, Route
@@ -28,20 +29,22 @@ from enginewright.search.winner import Decision, choose_winner, confirm, could_w
 class FlowSpec:
     """The part of a TuningRun (or of `tune`'s options) that decides the flow."""
 
-    mode: str = "fast"
+    mode: str = default_of(Search, "mode").value
     knobs: tuple[tuple[str, tuple[str, ...]], ...] = ()
     pinned: Mapping[str, str] = field(default_factory=dict)
-    max_routes: int = 64
-    routes_per_batch: int = 8
-    noise_margin: float = 0.03
-    top_k: int = 3
-    confirm_rounds: int = 5
-    confirm_loads: int = 5
-    measure_uncompiled: bool = True  # exclusive knobs (not compiling) measured whatever the knob space
+    max_routes: int = default_of(Search, "max_routes")
+    routes_per_batch: int = default_of(Search, "routes_per_job")
+    noise_margin: float = default_of(Search, "noise_margin")
+    top_k: int = default_of(Confirm, "top_k")
+    confirm_rounds: int = default_of(Confirm, "rounds")
+    confirm_loads: int = default_of(Confirm, "loads")
+    # exclusive knobs (not compiling) measured whatever the knob space
+    measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
-        """From a `TuningRunSpec`."""
+        """From a `TuningRunSpec` (or `tune`'s options as one: `worker.tune.TuneOptions.spec`); the one
+        place a spec becomes a flow."""
         search = spec.search
         return cls(mode=search.mode.value, knobs=tuple((k.name, tuple(k.values)) for k in search.knobs),
                    pinned=dict(search.pinned), max_routes=search.max_routes, routes_per_batch=search.routes_per_job,
@@ -208,6 +211,13 @@ def _without_reused_default(observed: Observed, default_id: str) -> Observed:
     return replace(observed, entries={k: v for k, v in observed.entries.items() if k != default_id})
 
 
+def sweep_decision(measured: Sequence[CacheEntry], default_id: str, floor: float) -> Decision:
+    """The winner from the sweep alone, as the flow decides it before (or without) a confirmation
+    round: against `floor` raised by the measured spread (`noise_margin`), and a reused number alone
+    never wins (a reused route can win only through a confirmation round against this run's default)."""
+    return choose_winner([e for e in measured if not e.reused], default_id, noise_margin(measured, floor))
+
+
 def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
@@ -258,10 +268,8 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         why = "the run's deadline passed" if observed.out_of_time else "their Jobs ended without writing them"
         cut.append(f"{unmeasured} of {len(planned)} planned routes have no measurement ({why})")
     margin = noise_margin(measured, spec.noise_margin)
-    # A reused number alone never wins: a reused route can win only through a confirmation round
-    # against this run's default.
-    decision = choose_winner([e for e in measured if not e.reused], default.id, margin)
-    unconfirmed = choose_winner(measured, default.id, margin)
+    decision = sweep_decision(measured, default.id, spec.noise_margin)
+    unconfirmed = choose_winner(measured, default.id, margin)  # reused routes too: said in a note when it differs
     candidates = tuple(e for e in rank_candidates(measured, default.id, default_entry.median_ms)
                        if e.engine_uri and could_win(e, margin))[:spec.top_k]
     if spec.top_k and spec.confirm_rounds >= 2 and candidates:

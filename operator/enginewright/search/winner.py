@@ -91,7 +91,8 @@ def strict_winner(entries: Sequence[CacheEntry], default_id: str) -> str:
 
 
 def twin(default_id: str) -> str:
-    """The key of the default engine's second process in a confirmation round."""
+    """The key of the default's second load in confirmation rounds of one load per engine (saved
+    before `confirm.loads`): the default loaded twice, in the one serving process of the round."""
     return f"{default_id}~2"
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from enginewright.api.cache import CacheEntry, TrtexecCache, now_iso
+from enginewright.api.models import Accuracy as AccuracySpec, Search, default_of
 from enginewright.store.keys import safe_segment
 
 CACHE_FILE = "trtexec.jsonl"
@@ -181,9 +182,12 @@ def export_imports(out: Path, imports: Sequence[Import], entries: Sequence[Cache
             parameters = header.get("accuracy_parameter") or {}
             text = export_trtexec(
                 sorted(since, key=lambda e: (e.stage, e.started_at or "", e.route)),
-                metric=metric or trtexec_metric(header.get("accuracy_algorithm", "")) or "cosine",
-                atol=parameters.get("atol", 1e-5), rtol=parameters.get("rtol", 1e-5),
-                search_mode=header.get("searching_algorithm", "fast"), header=header, first_iter=lines)
+                metric=metric or trtexec_metric(header.get("accuracy_algorithm", "")) or
+                default_of(AccuracySpec, "metric").value,
+                atol=parameters.get("atol", default_of(AccuracySpec, "atol")),
+                rtol=parameters.get("rtol", default_of(AccuracySpec, "rtol")),
+                search_mode=header.get("searching_algorithm", default_of(Search, "mode").value), header=header,
+                first_iter=lines)
             f.write("".join(line + "\n" for line in text.splitlines()[1:]).encode())
     return len(since)
 

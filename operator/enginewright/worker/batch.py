@@ -30,7 +30,7 @@ from typing import Callable, Sequence
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Versions, now_iso
 from enginewright.api.fingerprint import Fingerprint, fingerprint_of
-from enginewright.api.models import Timing
+from enginewright.api.models import Accuracy as AccuracySpec, Search, Timing, default_of
 from enginewright.backends.base import stats_of
 from enginewright.search.paired import (Spread, compare, engine_of, load_key, round_order, rounds_until, stop_after,
                                        summarise_loads)
@@ -50,10 +50,10 @@ class Accuracy:
 
     inputs: list[Path]
     references: list[Path]
-    metric: str = "cosine"
+    metric: str = default_of(AccuracySpec, "metric").value
     threshold: float | None = None
-    atol: float = 1e-5
-    rtol: float = 1e-5
+    atol: float = default_of(AccuracySpec, "atol")
+    rtol: float = default_of(AccuracySpec, "rtol")
     outputs: list[str] = field(default_factory=list)  # the outputs checked; empty: every model output
 
     @property
@@ -76,10 +76,11 @@ class WorkerContext:
     settings: dict[str, str] = field(default_factory=dict)
     input_shapes: list[dict] = field(default_factory=list)
     timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
-    noise_margin: float = 0.03  # paired rounds stop once a route is placed on either side of 1 - margin
-    route_timeout: float = 900.0
+    # paired rounds stop once a route is placed on either side of 1 - margin
+    noise_margin: float = default_of(Search, "noise_margin")
+    route_timeout: float = float(default_of(Search, "route_timeout_seconds"))
     deadline: float | None = None  # epoch seconds; routes not started by then are skipped
-    save_all_engines: bool = False
+    save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
     measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
@@ -96,6 +97,21 @@ class WorkerContext:
     def __post_init__(self) -> None:
         if not isinstance(self.timing, Timing):
             self.timing = Timing.model_validate(self.timing)
+
+    @classmethod
+    def of(cls, spec, *, model: Path, accuracy: Accuracy, store, prefix: str, target: str, workdir: Path,
+           engine_suffix: str, deadline: float | None, progress: Callable[[str], None] | None,
+           **local) -> WorkerContext:
+        """The context of a worker that runs `spec` (a `TuningRunSpec`, or `tune`'s options as one:
+        `worker.tune.TuneOptions.spec`): the compiler, timing and search settings come from the spec,
+        where it runs from the caller; `local` sets the fields only `tune` uses (seeds, reuse, ...)."""
+        compiler, search = spec.compiler, spec.search
+        return cls(backend=compiler.name.value, model=model, accuracy=accuracy, store=store, prefix=prefix,
+                   target=target, workdir=workdir, engine_suffix=engine_suffix, settings=compiler.settings,
+                   input_shapes=[s.wire() for s in compiler.input_shapes], timing=spec.timing,
+                   noise_margin=search.noise_margin, route_timeout=search.route_timeout_seconds,
+                   save_all_engines=search.save_all_engines, deadline=deadline, measure_cpus=measuring_cpus(),
+                   progress=progress, **local)
 
     def time_left(self) -> float:
         """Seconds until the run's deadline (0 once it passed; infinite without one)."""

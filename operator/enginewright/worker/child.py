@@ -27,7 +27,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from enginewright.api.models import Timing
+from enginewright.api.models import Accuracy as AccuracySpec, Timing, default_of
 from enginewright.backends.base import calls_per_round, calls_to_fill, measure_all, warm_up
 from enginewright.worker.quiet import cpu_nanoseconds, wait_quiet
 
@@ -53,10 +53,10 @@ class ChildRequest(BaseModel):
     inputs: list[str] = Field(default_factory=list, description=".npz files of the reference inputs.")
     references: list[str] = Field(default_factory=list, description="Empty: accuracy is not checked.")
     outputs: list[str] = Field(default_factory=list, description="The outputs checked; empty: every reference.")
-    metric: str = "cosine"
+    metric: str = default_of(AccuracySpec, "metric").value
     threshold: float | None = None
-    atol: float = 1e-5
-    rtol: float = 1e-5
+    atol: float = default_of(AccuracySpec, "atol")
+    rtol: float = default_of(AccuracySpec, "rtol")
     timing: Timing = Field(default_factory=Timing)
 
 

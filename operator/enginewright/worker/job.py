@@ -142,16 +142,12 @@ def run(request: BatchRequest, workdir: Path) -> int:
 
 
 def worker_context(request: BatchRequest, backend, model: Path, accuracy, workdir: Path, store):
-    """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint)."""
-    from enginewright.worker.batch import WorkerContext, measuring_cpus
-    spec = request.spec
-    return WorkerContext(
-        backend=spec.compiler.name.value, model=model, accuracy=accuracy, store=store,
-        prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
-        settings=spec.compiler.settings, input_shapes=[s.wire() for s in spec.compiler.input_shapes],
-        timing=spec.timing, noise_margin=spec.search.noise_margin, measure_cpus=measuring_cpus(),
-        route_timeout=spec.search.route_timeout_seconds, save_all_engines=spec.search.save_all_engines,
-        deadline=request.deadline, progress=lambda message: print(message, flush=True))
+    """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint): the
+    request's spec where the request says (`WorkerContext.of`, as `tune` does)."""
+    from enginewright.worker.batch import WorkerContext
+    return WorkerContext.of(request.spec, model=model, accuracy=accuracy, store=store, prefix=request.prefix,
+                            target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
+                            deadline=request.deadline, progress=lambda message: print(message, flush=True))
 
 
 def _probed_fingerprint(ctx):
@@ -165,8 +161,7 @@ def _probed_fingerprint(ctx):
 
 def confirm_round(worker, routes: list[Route], default: Route, request: BatchRequest) -> int:
     """Interleave the kept engines of the candidate routes with the default's and write the rounds
-    and the decision to `<prefix>/confirm/<batch>.json`."""
-    from enginewright.search.winner import confirm, noise_margin
+    to `<prefix>/confirm/<batch>.json`; the controller's flow decides from them (`search.flow`)."""
     entries = worker.existing()
     missing = [r.canonical or "(default)" for r in [default, *routes] if r.id not in entries
                or not entries[r.id].engine_uri]
@@ -175,13 +170,10 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
     spec = request.spec
     rounds = worker.confirm([entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds,
                             spec.search.confirm.loads)
-    margin = noise_margin(list(entries.values()), spec.search.noise_margin)
-    decision = confirm(rounds, default.id, margin)
-    result = ConfirmationResult(batch=request.batch, rounds=rounds, winner_id=decision.winner_id,
-                                speedup=decision.speedup, margin=margin, reason=decision.reason,
-                                ratios=decision.ratios)
+    result = ConfirmationResult(batch=request.batch, rounds=rounds)
     worker.ctx.store.put(worker.ctx.keys.confirmation(request.batch), result.model_dump_json(by_alias=True).encode())
-    print(result.model_dump_json(by_alias=True, exclude={"rounds"}), flush=True)
+    print(json.dumps({"batch": request.batch, "loads": len(rounds), "rounds": spec.search.confirm.rounds}),
+          flush=True)
     return 0
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Callable
 
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
-from enginewright.api.models import Timing
+from enginewright.api.models import (Accuracy as AccuracySpec, Compiler, CompilerName, Confirm, KnobValues, ReuseMode,
+                                     Search, SearchMode, Timing, default_of)
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
-from enginewright.search.planners import baseline, build_space
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext, context_fingerprint, measuring_cpus
+from enginewright.worker.batch import Accuracy, Worker, WorkerContext, context_fingerprint
 
 TARGET = "local"
 
@@ -35,34 +35,49 @@ class TuneOptions:
     out: Path
     inputs: list[Path]
     references: list[Path] = field(default_factory=list)
-    metric: str = "cosine"
+    metric: str = default_of(AccuracySpec, "metric").value
     threshold: float | None = None
-    atol: float = 1e-5
-    rtol: float = 1e-5
+    atol: float = default_of(AccuracySpec, "atol")
+    rtol: float = default_of(AccuracySpec, "rtol")
     outputs: list[str] = field(default_factory=list)  # the outputs accuracy is checked on; empty: every one
-    mode: str = "fast"
+    mode: str = default_of(Search, "mode").value
     knobs: list[tuple[str, list[str]]] = field(default_factory=list)
     pinned: dict[str, str] = field(default_factory=dict)
     settings: dict[str, str] = field(default_factory=dict)
-    max_routes: int = 64
-    routes_per_batch: int = 8
-    route_timeout: float = 900.0
+    max_routes: int = default_of(Search, "max_routes")
+    routes_per_batch: int = default_of(Search, "routes_per_job")
+    route_timeout: float = float(default_of(Search, "route_timeout_seconds"))
     timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
-    noise_margin: float = 0.03
-    top_k: int = 3
-    confirm_rounds: int = 5
-    confirm_loads: int = 5
-    measure_uncompiled: bool = True
-    save_all_engines: bool = False
+    noise_margin: float = default_of(Search, "noise_margin")
+    top_k: int = default_of(Confirm, "top_k")
+    confirm_rounds: int = default_of(Confirm, "rounds")
+    confirm_loads: int = default_of(Confirm, "loads")
+    measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
+    save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
     build_parallelism: int = 1
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
-    reuse: str = "sameFingerprint"  # or "none": entries of earlier runs are never used
+    reuse: str = default_of(Search, "reuse").value  # or "none": entries of earlier runs are never used
 
     def __post_init__(self) -> None:
         if not isinstance(self.timing, Timing):
             self.timing = Timing.model_validate(self.timing)
+
+    def spec(self) -> LocalSpec:
+        """These options as the TuningRun spec they stand for, read by the mappers a cluster run's
+        spec goes through (`FlowSpec.of`, `WorkerContext.of`). Not validated: `tune` has never bounded
+        its flags as the API server bounds a manifest (e.g. --confirm-rounds 1 leaves the round out)."""
+        confirm = Confirm.model_construct(top_k=self.top_k, rounds=self.confirm_rounds, loads=self.confirm_loads)
+        search = Search.model_construct(
+            mode=SearchMode(self.mode), knobs=[KnobValues.model_construct(name=name, values=list(values))
+                                               for name, values in self.knobs],
+            pinned=self.pinned, max_routes=self.max_routes, routes_per_job=self.routes_per_batch,
+            route_timeout_seconds=self.route_timeout, save_all_engines=self.save_all_engines,
+            noise_margin=self.noise_margin, confirm=confirm, reuse=ReuseMode(self.reuse),
+            measure_uncompiled=self.measure_uncompiled)
+        compiler = Compiler.model_construct(name=CompilerName(self.backend), settings=self.settings, input_shapes=[])
+        return LocalSpec(compiler, search, self.timing)
 
     def fingerprint(self) -> dict:
         """What a resumed run must share with the interrupted one."""
@@ -74,6 +89,16 @@ class TuneOptions:
         if self.outputs:  # (only when given: a run.json written before the option still resumes)
             printed["outputs"] = sorted(self.outputs)
         return printed
+
+
+@dataclass(frozen=True)
+class LocalSpec:
+    """The parts of a `TuningRunSpec` that `tune`'s options stand for: the compiler, the search and
+    the timing (the model, the reference data and the target are local files and this machine)."""
+
+    compiler: Compiler
+    search: Search
+    timing: Timing
 
 
 @dataclass
@@ -146,24 +171,19 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
         say(note)
     if seeds:
         say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
-    ctx = WorkerContext(
-        backend=opts.backend, model=opts.model, store=store, prefix=LOCAL_PREFIX,
-        target=TARGET, workdir=opts.out / "work", engine_suffix=backend.engine_suffix, settings=opts.settings,
+    local = opts.spec()
+    ctx = WorkerContext.of(
+        local, model=opts.model, store=store, prefix=LOCAL_PREFIX, target=TARGET, workdir=opts.out / "work",
+        engine_suffix=backend.engine_suffix, deadline=opts.deadline, progress=say,
         accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol,
                           list(opts.outputs)),
-        timing=opts.timing, noise_margin=opts.noise_margin, route_timeout=opts.route_timeout,
-        save_all_engines=opts.save_all_engines, backend_options=opts.backend_options,
-        build_parallelism=opts.build_parallelism, deadline=opts.deadline, measure_cpus=measuring_cpus(),
-        progress=say, compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=opts.reuse != "none")
+        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism,
+        compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=local.search.reuse is not ReuseMode.none)
     ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
     worker = Worker(ctx)
-    spec = FlowSpec(mode=opts.mode, knobs=tuple((name, tuple(values)) for name, values in opts.knobs),
-                    pinned=opts.pinned, max_routes=opts.max_routes, routes_per_batch=opts.routes_per_batch,
-                    noise_margin=opts.noise_margin, top_k=opts.top_k, confirm_rounds=opts.confirm_rounds,
-                    confirm_loads=opts.confirm_loads, measure_uncompiled=opts.measure_uncompiled)
+    spec = FlowSpec.of(local)
     knobs = backend.knobs()
-    default_id = baseline(dict(opts.pinned), build_space(knobs, spec.knobs, dict(opts.pinned),
-                                                         opts.measure_uncompiled)).id
+    default_id = next_step(spec, Observed(knobs)).default.id  # nothing measured: stage 1, from the default
     reused = sum(e.reused and e.route_id != default_id for e in worker.existing().values())
     if reused:
         say(f"{reused} routes of earlier runs with this run's fingerprint in {cache_dir}: not built again "
