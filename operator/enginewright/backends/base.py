@@ -111,8 +111,8 @@ def cuda_timed_calls(torch, stream, pairs: list, objective: str, call, count: in
     One untimed call is queued first (LEAD_CALLS), so the first timed event waits behind it, as every
     call of a serving loop waits behind the one before: an event recorded on a drained device fires at
     once, and the call's device time then holds the host's own time to reach its first kernel. On the
-    H200 that read a device-bound MLP (1.8 ms a call) 19-20% slow, in whatever blocks of one call,
-    and the attention block's CUDA-graph route 0.23 vs 0.175 ms in ten blocks of a round against the
+    H200 that read a device-bound MLP (1.8 ms a call) 19-20% slow in blocks of one call, and the
+    attention block's CUDA-graph route 0.23 vs 0.175 ms in ten blocks of a round against the
     round in one go (bench/block_bias.py, docs/benchmarks/raw/s9/call2): so interleaved rounds, made
     of blocks, read every engine slower than it serves, by a share that grows with its blocks."""
     wanted = 1 if objective == "throughput" else count
