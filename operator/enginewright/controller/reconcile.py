@@ -16,7 +16,6 @@ import json
 import logging
 import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
@@ -30,6 +29,7 @@ from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSp
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
                                     SECRET_SECRET_ACCESS_KEY)
 from enginewright.controller import metrics
+from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason, store_errors
 from enginewright.controller.jobs import (RunRef, active_deadline, child_name, is_ours, job_manifest, job_state,
                                           labels, selector)
 from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
@@ -37,6 +37,7 @@ from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
 from enginewright.controller.shards import data_key, place
+from enginewright.controller.store_reads import list_keys, read_json, read_typed
 from enginewright.controller.status import conditions, now
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
 from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
@@ -55,52 +56,12 @@ FINISHED = ("done", "failed")
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
 
-class Problem(Exception):
-    """Something the user must fix; `reason` becomes the Stalled condition's reason."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason, self.message = reason, message
-
-
-class StoreUnavailable(Exception):
-    """The object store did not answer; the pass is retried."""
-
-
 @dataclass
 class Clients:
     core: object  # kubernetes.client.CoreV1Api
     batch: object  # kubernetes.client.BatchV1Api
     s3: object  # minio.Minio, with the operator's key
     s3_as: Callable[[str, str], object]  # (access key id, secret key) -> minio.Minio with a run's own key
-
-
-def _reason(exc) -> str:
-    """The API server's message of an ApiException."""
-    try:
-        return json.loads(exc.body).get("message") or str(exc.reason)
-    except (TypeError, ValueError):
-        return str(exc.reason)
-
-
-@contextmanager
-def store_errors():
-    """Connection refused, timeouts, broken responses: the store is away, the pass is retried
-    (StoreUnavailable). What the store itself answered (S3Error, a missing object, a digest that
-    does not match, a publication refused) passes through to the caller."""
-    try:
-        yield
-    except (MissingObject, PublishError, PublishRefused):
-        raise
-    except Exception as exc:
-        if type(exc).__name__ == "S3Error":
-            raise
-        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
-
-
-def _api_exception():
-    from kubernetes.client.exceptions import ApiException
-    return ApiException
 
 
 class Reconciler:
@@ -138,12 +99,12 @@ class Reconciler:
             targets = [self._target(run, spec, target, meta, previous, emit) for target in spec.targets]
         except Problem as problem:
             return self._stalled(previous, generation, problem.reason, problem.message, emit)
-        except _api_exception() as exc:
+        except api_exception() as exc:
             if exc.status != 403 or "being terminated" in str(exc.body or ""):
                 raise
             # The operator's own permissions: say so on the run (the rest of the run is fine), retry.
             metrics.RECONCILE_ERRORS.labels(error="Forbidden").inc()
-            return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {_reason(exc)}; "
+            return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {api_reason(exc)}; "
                                  f"check its RBAC (the Helm chart grants what it needs)", emit)
         except StoreUnavailable as exc:
             metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
@@ -207,7 +168,7 @@ class Reconciler:
         """What the API server cannot check: the store Secret, the model and reference objects (read
         with the run's own key, so a run learns nothing its workers could not), the publish bucket and
         catalog model name. Raises Problem naming the field."""
-        ApiException = _api_exception()
+        ApiException = api_exception()
         where = f"Secret {run.namespace}/{self.settings.store_secret}"
         try:
             secret = self.k8s.core.read_namespaced_secret(self.settings.store_secret, run.namespace)
@@ -251,7 +212,7 @@ class Reconciler:
         try:
             with store_errors():
                 exists = self.k8s.s3.bucket_exists(bucket)
-                index = self._get_json(store, key) if exists else None
+                index = read_json(store, key) if exists else None
         except Exception as exc:
             if type(exc).__name__ != "S3Error":
                 raise
@@ -265,26 +226,6 @@ class Reconciler:
         if refusal:
             raise Problem(refusal.reason, refusal.message)
 
-    def _get_json(self, store: S3Store, key: str) -> dict | None:
-        with store_errors():
-            try:
-                return json.loads(store.get(key))
-            except (MissingObject, json.JSONDecodeError):
-                return None
-
-    def _get_typed(self, store: S3Store, key: str, contract):
-        """The object at `key` read as `contract` (api.contracts); None when it is not there yet, and
-        the validation error as text when it is there but does not fit (a worker of another release)."""
-        with store_errors():
-            try:
-                raw = store.get(key)
-            except MissingObject:
-                return None
-        try:
-            return contract.model_validate_json(raw)
-        except ValidationError as exc:
-            return f"{store.uri(key)} is not a {contract.__name__}: {str(exc).splitlines()[0:3]}"
-
     # ================================================================== one target
     def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
                 emit: Emit) -> TargetStatus:
@@ -295,7 +236,7 @@ class Reconciler:
         keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
         runs = self.store(self.settings.runs_bucket)
         jobs = self._jobs(run, target)  # before the store: a finished Job's entries are already there
-        probe = self._get_typed(runs, keys.probe, ProbeResult)
+        probe = read_typed(runs, keys.probe, ProbeResult)
         deadline = self._deadline(spec, meta)
         out_of_time = deadline is not None and time.time() >= deadline
         status = TargetStatus(gpu_type=target.gpu_type, stage="probing",
@@ -320,8 +261,8 @@ class Reconciler:
         entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
                                                         before.refused if before else [])
         confirmations = {}
-        for key in self._list(runs, keys.confirmations):
-            result = self._get_typed(runs, key, ConfirmationResult)
+        for key in list_keys(runs, keys.confirmations):
+            result = read_typed(runs, key, ConfirmationResult)
             if isinstance(result, ConfirmationResult):
                 confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result.rounds
         given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
@@ -373,7 +314,7 @@ class Reconciler:
         read: a tenant never reads another's entries."""
         if spec.search.reuse is ReuseMode.none or probe.fingerprint is None:
             return Reused()
-        record = self._get_typed(runs, keys.reused, Reused)
+        record = read_typed(runs, keys.reused, Reused)
         if isinstance(record, Reused):
             return record
         pinned = dict(spec.search.pinned)
@@ -383,9 +324,9 @@ class Reconciler:
         except PlanError:
             return Reused()  # the flow says what is wrong with the knobs
         namespace_prefix = object_key("runs", run.namespace) + "/"
-        have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in self._list(runs, keys.entries)}
+        have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in list_keys(runs, keys.entries)}
         found = []
-        for key in entry_keys(self._list(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1],
+        for key in entry_keys(list_keys(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1],
                               keys.prefix):
             try:
                 with store_errors():
@@ -501,7 +442,7 @@ class Reconciler:
                     request: BatchRequest, routes: int, jobs: dict, deadline: float | None) -> None:
         if batch in jobs:
             return
-        ApiException = _api_exception()
+        ApiException = api_exception()
         left = None if deadline is None else deadline - time.time()
         text = json.dumps(request.wire(), sort_keys=True).encode()
         runs, key = self.store(self.settings.runs_bucket), RunKeys(request.prefix).request(batch)
@@ -541,7 +482,7 @@ class Reconciler:
     def _last_words(self, namespace: str, job_name: str) -> str:
         """What the Job's last failed worker said (its terminated message: the worker's error line, e.g.
         S3's refusal with its code), or where to look when there is none."""
-        ApiException = _api_exception()
+        ApiException = api_exception()
         try:
             pods = self.k8s.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
         except ApiException as exc:
@@ -564,7 +505,7 @@ class Reconciler:
                 self._delete_job(run.namespace, job["metadata"]["name"])
 
     def _delete_job(self, namespace: str, name: str) -> None:
-        ApiException = _api_exception()
+        ApiException = api_exception()
         try:
             self.k8s.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
         except ApiException as exc:
@@ -578,7 +519,7 @@ class Reconciler:
         ttl = self.settings.job_ttl_seconds
         if ttl is None:
             return
-        ApiException = _api_exception()
+        ApiException = api_exception()
         for job in self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items:
             if job.spec.ttl_seconds_after_finished is not None or not any(
                     o.uid == run.uid for o in job.metadata.owner_references or []):
@@ -591,7 +532,7 @@ class Reconciler:
                     raise
                 # The Job stays until the run is deleted (it is the run's child): say why, do not retry.
                 log.warning("%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s", run.namespace,
-                            run.name, job.metadata.name, _reason(exc))
+                            run.name, job.metadata.name, api_reason(exc))
 
     def stop_all(self, run: RunRef) -> int:
         """Deletion: stop every Job of the run (published engines stay in the catalog)."""
@@ -601,10 +542,6 @@ class Reconciler:
         return len(items)
 
     # ================================================================== the cache in ConfigMaps
-    def _list(self, store: S3Store, prefix: str) -> list[str]:
-        with store_errors():
-            return list(store.list(prefix))
-
     def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
                    already_refused: list[str]) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
         """Move entries that are new in the store into the cache shards; return every entry, the shard
@@ -617,7 +554,7 @@ class Reconciler:
         shards = [dict(m.data or {}) for m in maps]
         present = {key for shard in shards for key in shard}
         new: dict[str, str] = {}
-        for key in self._list(runs, keys.entries):
+        for key in list_keys(runs, keys.entries):
             name = key.rsplit("/", 1)[-1]
             if name in present:
                 continue
@@ -681,7 +618,7 @@ class Reconciler:
         """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
         found on 409 carrying the run's owner reference and labels). A ConfigMap of that name that is
         not the run's is left alone: the run stalls with NameTaken."""
-        ApiException = _api_exception()
+        ApiException = api_exception()
         name = body["metadata"]["name"]
         if exists:
             self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
@@ -798,7 +735,7 @@ class Reconciler:
         """GPU facts of the node that measured the winner, from GPU feature discovery's labels."""
         if not node_name:
             return {}
-        ApiException = _api_exception()
+        ApiException = api_exception()
         try:
             node_labels = self.k8s.core.read_node(node_name).metadata.labels or {}
         except ApiException:
