@@ -178,7 +178,7 @@ def transient(exc: Exception) -> bool:
 def stop(body, logger, **_) -> None:
     """A deleted run stops its Jobs; its published engines stay in the catalog."""
     meta = body["metadata"]
-    stopped = reconciler().stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
+    stopped = reconciler().jobs.stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
     metrics.forget_run(meta["uid"], meta["namespace"], meta["name"],
                        [t.get("gpuType") for t in (body.get("status") or {}).get("targets") or []])
     logger.info(f"stopped {stopped} Job(s); published engines are kept")

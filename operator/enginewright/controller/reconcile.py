@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import logging
 import threading
 import time
@@ -26,12 +25,10 @@ from enginewright import failpoints, report
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, ProbeResult
 from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
-from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
-                                    SECRET_SECRET_ACCESS_KEY)
+from enginewright.api.names import SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY
 from enginewright.controller import metrics
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason, store_errors
-from enginewright.controller.jobs import (RunRef, active_deadline, child_name, is_ours, job_manifest, job_state,
-                                          labels, selector)
+from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, is_ours, job_state, labels, selector
 from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
@@ -67,6 +64,7 @@ class Clients:
 class Reconciler:
     def __init__(self, settings: Settings, clients: Clients):
         self.settings, self.k8s = settings, clients
+        self.jobs = WorkerJobs(settings, clients.batch, clients.core, self.store(settings.runs_bucket))
         self._shard_cache: dict[tuple[str, str], tuple[str, dict[str, CacheEntry]]] = {}
 
     def store(self, bucket: str) -> S3Store:
@@ -81,7 +79,7 @@ class Reconciler:
             return None
         run = RunRef(meta["name"], meta["namespace"], meta["uid"])
         if previous.get("observedGeneration") == generation and previous.get("phase") in ("Succeeded", "Failed"):
-            self._expire_jobs(run)  # after the final status is written: from now on nothing reads them
+            self.jobs.expire(run)  # after the final status is written: from now on nothing reads them
             return None
         began = time.monotonic()
         try:
@@ -235,7 +233,7 @@ class Reconciler:
             return before
         keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
         runs = self.store(self.settings.runs_bucket)
-        jobs = self._jobs(run, target)  # before the store: a finished Job's entries are already there
+        jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
         probe = read_typed(runs, keys.probe, ProbeResult)
         deadline = self._deadline(spec, meta)
         out_of_time = deadline is not None and time.time() >= deadline
@@ -246,10 +244,10 @@ class Reconciler:
             if job is not None and job_state(job) != "active":
                 return self._failed(status, "ProbeFailed", f"the probe Job {job['metadata']['name']} ended "
                                     f"({job_state(job)}) without writing {keys.probe}: "
-                                    f"{self._last_words(run.namespace, job['metadata']['name'])}", emit)
+                                    f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}", emit)
             request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
-            self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
+            self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
             status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(probe, str):
@@ -287,7 +285,7 @@ class Reconciler:
                                        bucket=self.settings.runs_bucket, prefix=keys.prefix,
                                        routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
                                        deadline=deadline, spec=spec)
-                self._ensure_job(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
+                self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
                 active += 1
             status = status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
@@ -296,13 +294,13 @@ class Reconciler:
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix,
                                    routes=[e.route for e in step.candidates], default_route=step.default.route,
                                    deadline=deadline, spec=spec)
-            self._ensure_job(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
+            self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
             status = status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
                                                f"confirming {len(step.candidates)} candidate(s) against the default "
                                                f"over {step.rounds} interleaved rounds"})
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if out_of_time:
-            self._stop_jobs(run, jobs)
+            self.jobs.stop_active(run, jobs)
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
@@ -371,7 +369,7 @@ class Reconciler:
         said = (f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
                 f"{found.seconds:.0f}s): {found.message}")
         if found.give_up(wait):
-            self._stop_jobs(run, jobs)
+            self.jobs.stop_active(run, jobs)
             return self._failed(status, "Unschedulable", f"{said}; gave up after {wait:.0f}s (the operator's "
                                 f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
                                 f"nodeSelector, tolerations and resources against the cluster's node pools", emit)
@@ -425,121 +423,6 @@ class Reconciler:
             return None
         created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
         return created + spec.search.deadline_seconds
-
-    # ================================================================== Jobs
-    def _jobs(self, run: RunRef, target: Target) -> dict[str, dict]:
-        """This target's Jobs by batch label, as plain dicts."""
-        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run, target.gpu_type)).items
-        out = {}
-        for job in items:
-            data = self.k8s.batch.api_client.sanitize_for_serialization(job)
-            owners = data["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == run.uid for o in owners):
-                out[data["metadata"]["labels"].get(LABEL_BATCH)] = data
-        return out
-
-    def _ensure_job(self, run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str,
-                    request: BatchRequest, routes: int, jobs: dict, deadline: float | None) -> None:
-        if batch in jobs:
-            return
-        ApiException = api_exception()
-        left = None if deadline is None else deadline - time.time()
-        text = json.dumps(request.wire(), sort_keys=True).encode()
-        runs, key = self.store(self.settings.runs_bucket), RunKeys(request.prefix).request(batch)
-        try:
-            with store_errors():
-                runs.put(key, text)  # the same bytes on every pass: rewriting it before a retried create is harmless
-        except Exception as exc:
-            if type(exc).__name__ != "S3Error":
-                raise
-            reason = "StoreBucketMissing" if exc.code == "NoSuchBucket" else "StoreAccessDenied"
-            raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
-                          f"({exc.code}): the operator's administrators must create the runs bucket "
-                          f"{self.settings.runs_bucket!r} or grant the key access to it") from None
-        manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
-                                self.settings, active_deadline(spec, routes, left))
-        name = manifest["metadata"]["name"]
-        try:
-            created = self.k8s.batch.create_namespaced_job(run.namespace, manifest)
-            failpoints.hit("job-created")
-            metrics.JOBS_CREATED.inc()
-            jobs[batch] = self.k8s.batch.api_client.sanitize_for_serialization(created)
-            log.info("created Job %s/%s", run.namespace, name)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            existing = self.k8s.batch.api_client.sanitize_for_serialization(
-                self.k8s.batch.read_namespaced_job(name, run.namespace))
-            ours = any(o.get("uid") == run.uid for o in existing["metadata"].get("ownerReferences") or [])
-            same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == \
-                manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-            if not (ours and same):
-                raise Problem("JobNameTaken", f"Job {run.namespace}/{name} exists but was not created by this run "
-                              f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
-                              f"rename the TuningRun") from None
-            jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
-
-    def _last_words(self, namespace: str, job_name: str) -> str:
-        """What the Job's last failed worker said (its terminated message: the worker's error line, e.g.
-        S3's refusal with its code), or where to look when there is none."""
-        ApiException = api_exception()
-        try:
-            pods = self.k8s.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            pods = []  # (an operator installed without the pods rule: say where to look)
-        said = sorted((str(c.state.terminated.finished_at or ""), c.state.terminated.message)
-                      for pod in pods for c in (pod.status.container_statuses or [])
-                      if c.name == "worker" and c.state and c.state.terminated and c.state.terminated.message)
-        if not said:
-            return f"see its pod's log (kubectl logs -n {namespace} job/{job_name})"
-        lines = [line.strip() for line in said[-1][1].splitlines() if line.strip()]
-        own = [line for line in lines if line.startswith("enginewright worker:")]
-        return f"its pod said: {(own or lines)[-1][:800]}"
-
-    def _stop_jobs(self, run: RunRef, jobs: dict) -> None:
-        """The deadline cut the target: Jobs still running are stopped."""
-        for job in jobs.values():
-            if job_state(job) == "active":
-                self._delete_job(run.namespace, job["metadata"]["name"])
-
-    def _delete_job(self, namespace: str, name: str) -> None:
-        ApiException = api_exception()
-        try:
-            self.k8s.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
-    def _expire_jobs(self, run: RunRef) -> None:
-        """A finished run no longer reads its Jobs (an ended Job is how a pass knows a batch gave up, so
-        they live while the run does): give each `ttlSecondsAfterFinished`, and Kubernetes removes it
-        and its pods that long after it ended. Idempotent: a Job that has it already is left alone."""
-        ttl = self.settings.job_ttl_seconds
-        if ttl is None:
-            return
-        ApiException = api_exception()
-        for job in self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items:
-            if job.spec.ttl_seconds_after_finished is not None or not any(
-                    o.uid == run.uid for o in job.metadata.owner_references or []):
-                continue
-            try:
-                self.k8s.batch.patch_namespaced_job(job.metadata.name, run.namespace,
-                                                    {"spec": {"ttlSecondsAfterFinished": ttl}})
-            except ApiException as exc:
-                if exc.status not in (403, 404, 422):
-                    raise
-                # The Job stays until the run is deleted (it is the run's child): say why, do not retry.
-                log.warning("%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s", run.namespace,
-                            run.name, job.metadata.name, api_reason(exc))
-
-    def stop_all(self, run: RunRef) -> int:
-        """Deletion: stop every Job of the run (published engines stay in the catalog)."""
-        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items
-        for job in items:
-            self._delete_job(run.namespace, job.metadata.name)
-        return len(items)
 
     # ================================================================== the cache in ConfigMaps
     def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
