@@ -27,13 +27,13 @@ from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEn
 from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY
 from enginewright.controller import metrics
+from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason, store_errors
-from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, is_ours, job_state, labels, selector
+from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
 from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
-from enginewright.controller.shards import data_key, place
 from enginewright.controller.store_reads import list_keys, read_json, read_typed
 from enginewright.controller.status import conditions, now
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
@@ -47,7 +47,6 @@ from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, rea
 log = logging.getLogger("enginewright.controller")
 _site_lock = threading.Lock()  # the catalog site's index lists every model: one writer at a time
 
-SHARD_ANNOTATION = "tuning.enginewright.io/shard"
 FINISHED = ("done", "failed")
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
@@ -65,7 +64,7 @@ class Reconciler:
     def __init__(self, settings: Settings, clients: Clients):
         self.settings, self.k8s = settings, clients
         self.jobs = WorkerJobs(settings, clients.batch, clients.core, self.store(settings.runs_bucket))
-        self._shard_cache: dict[tuple[str, str], tuple[str, dict[str, CacheEntry]]] = {}
+        self.cache = ConfigMapCache(settings, clients.core)
 
     def store(self, bucket: str) -> S3Store:
         return S3Store(self.k8s.s3, bucket)
@@ -256,8 +255,8 @@ class Reconciler:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
         knobs = probe.compiler_knobs()
         reused = self._reuse(run, spec, keys, runs, probe)
-        entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
-                                                        before.refused if before else [])
+        entries, shard_names, refused = self.cache.aggregate(run, target, keys, runs, emit,
+                                                             before.refused if before else [])
         confirmations = {}
         for key in list_keys(runs, keys.confirmations):
             result = read_typed(runs, key, ConfirmationResult)
@@ -424,109 +423,11 @@ class Reconciler:
         created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
         return created + spec.search.deadline_seconds
 
-    # ================================================================== the cache in ConfigMaps
-    def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
-                   already_refused: list[str]) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
-        """Move entries that are new in the store into the cache shards; return every entry, the shard
-        names, and the entries refused (unreadable: never counted, their routes stay unmeasured)."""
-        refused: list[str] = []
-        maps = self.k8s.core.list_namespaced_config_map(
-            run.namespace, label_selector=selector(run, target.gpu_type, component="cache")).items
-        maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
-                      key=lambda m: int((m.metadata.annotations or {}).get(SHARD_ANNOTATION, "0")))
-        shards = [dict(m.data or {}) for m in maps]
-        present = {key for shard in shards for key in shard}
-        new: dict[str, str] = {}
-        for key in list_keys(runs, keys.entries):
-            name = key.rsplit("/", 1)[-1]
-            if name in present:
-                continue
-            try:
-                raw = runs.get(key)
-            except MissingObject:
-                continue
-            try:
-                entry = CacheEntry.from_json(raw)
-                if data_key(entry.route_id) != name:
-                    raise ValueError(f"its route id {entry.route_id} does not match its key")
-            except (ValueError, ValidationError) as exc:
-                why = f"{name}: {str(exc).splitlines()[0][:200]}"
-                refused.append(why)
-                if why not in already_refused:
-                    emit("Warning", "EntryRefused", f"{target.gpu_type}: cache entry {key} refused: {why}")
-                continue
-            new[name] = entry.to_json()
-            if entry.reused:
-                continue  # measured by an earlier run: counted there
-            metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
-            metrics.GPU_SECONDS.labels(gpu_type=target.gpu_type).inc((entry.build_seconds or 0) + entry.spent_seconds)
-            if entry.build_seconds:
-                metrics.BUILD_SECONDS.observe(entry.build_seconds)
-            if entry.timing:
-                metrics.MEASURE_SECONDS.observe(entry.spent_seconds)
-        placement = place(shards, new, self.settings.shard_limit)
-        names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))]
-        for i in sorted(placement.changed):
-            body = {"metadata": {"name": names[i], "namespace": run.namespace,
-                                 "labels": labels(run, target.gpu_type, component="cache"),
-                                 "annotations": {SHARD_ANNOTATION: str(i)},
-                                 "ownerReferences": [run.owner_reference()]},
-                    "data": placement.shards[i]}
-            self._apply_config_map(run, body, exists=i < len(maps))
-            failpoints.hit("shard-written")
-        entries = {}
-        for i, shard in enumerate(placement.shards):
-            version = None if i in placement.changed else maps[i].metadata.resource_version
-            entries.update(self._parsed(run.namespace, names[i], version, shard))
-        return entries, names, refused
-
-    def _parsed(self, namespace: str, name: str, version: str | None, shard: dict[str, str]) -> dict[str, CacheEntry]:
-        """A shard's entries, parsed once per resourceVersion (a cache in memory only: it is rebuilt from
-        the ConfigMaps after a restart), so a pass parses only shards that changed."""
-        key = (namespace, name)
-        cached = self._shard_cache.get(key)
-        if version is not None and cached and cached[0] == version:
-            return cached[1]
-        parsed = {}
-        for text in shard.values():
-            entry = CacheEntry.from_json(text)
-            parsed[entry.route_id] = entry
-        if version is not None:
-            self._shard_cache[key] = (version, parsed)
-        else:
-            self._shard_cache.pop(key, None)
-        return parsed
-
-    def _apply_config_map(self, run: RunRef, body: dict, exists: bool) -> None:
-        """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
-        found on 409 carrying the run's owner reference and labels). A ConfigMap of that name that is
-        not the run's is left alone: the run stalls with NameTaken."""
-        ApiException = api_exception()
-        name = body["metadata"]["name"]
-        if exists:
-            self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
-            return
-        try:
-            self.k8s.core.create_namespaced_config_map(run.namespace, body)
-            return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-        existing = self.k8s.core.api_client.sanitize_for_serialization(
-            self.k8s.core.read_namespaced_config_map(name, run.namespace))
-        if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
-            raise Problem("NameTaken", f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
-                          f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
-                          f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way")
-        body = {**body, "metadata": {**body["metadata"],
-                                     "resourceVersion": existing["metadata"]["resourceVersion"]}}
-        self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
-
     # ================================================================== end states
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
         lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
         name = child_name(run.name, "plan", target.gpu_type, limit=253)
-        self._apply_config_map(run, {
+        apply_config_map(self.k8s.core, run, {
             "metadata": {"name": name, "namespace": run.namespace,
                          "labels": labels(run, target.gpu_type, component="plan"),
                          "ownerReferences": [run.owner_reference()]},
