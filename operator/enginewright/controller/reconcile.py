@@ -22,7 +22,7 @@ from typing import Callable
 from pydantic import ValidationError
 
 from enginewright import failpoints, report
-from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, ProbeResult
 from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY
@@ -35,10 +35,9 @@ from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
 from enginewright.controller.store_reads import list_keys, read_json, read_typed
-from enginewright.controller.status import conditions, now
+from enginewright.controller.status import FINISHED, now, run_status, stalled, target_counts, waiting_for_store
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
-from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
-                                      next_step)
+from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError, baseline, build_space
 from enginewright.store.keys import object_key
 from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefix
@@ -47,7 +46,6 @@ from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, rea
 log = logging.getLogger("enginewright.controller")
 _site_lock = threading.Lock()  # the catalog site's index lists every model: one writer at a time
 
-FINISHED = ("done", "failed")
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
@@ -108,57 +106,20 @@ class Reconciler:
             message = f"waiting for the object store: {exc}"
             if previous.get("message") != message:
                 emit("Warning", "StoreUnavailable", message)
-            return {**previous, "observedGeneration": generation, "message": message,
-                    "conditions": conditions(previous.get("conditions"), generation, "reconciling",
-                                             "StoreUnavailable", message)}
+            return waiting_for_store(previous, generation, message)
         finally:
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - began)
-        return self._status(spec, targets, previous, generation, emit)
+        status, event = run_status(targets, previous, generation, objective=spec.timing.objective.value,
+                                   accuracy_validated=not spec.accuracy.disabled, dry_run=spec.search.dry_run)
+        if event:
+            emit(*event)
+        return status
 
     def _stalled(self, previous: dict, generation: int, reason: str, message: str, emit: Emit,
                  final: bool = False) -> dict:
         if previous.get("message") != message:
             emit("Warning", reason, message)
-        return {**previous, "phase": "Failed" if final else previous.get("phase", "Pending"),
-                "observedGeneration": generation, "message": message,
-                "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
-
-    def _status(self, spec: TuningRunSpec, targets: list[TargetStatus], previous: dict, generation: int,
-                emit: Emit) -> dict:
-        planned = sum(t.planned for t in targets)
-        done = sum(t.done + t.failed + t.rejected for t in targets)
-        failed = [t for t in targets if t.stage == "failed"]
-        speedups = [t.winner.speedup for t in targets if t.winner]
-        status = {
-            "observedGeneration": generation,
-            "progress": f"{done}/{planned}" if planned else None,
-            "bestSpeedup": f"{max(speedups):.3f}x {spec.timing.objective.value}" if speedups else None,
-            "accuracyValidated": not spec.accuracy.disabled,
-            "targets": [t.wire() for t in targets],
-        }
-        if all(t.stage in FINISHED for t in targets):
-            if failed:
-                reason = failed[0].reason or "TargetFailed"
-                message = "; ".join(f"{t.gpu_type}: {t.message}" for t in failed)
-                if previous.get("phase") != "Failed":
-                    emit("Warning", "Failed", message)
-                return {**status, "phase": "Failed", "message": message,
-                        "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
-            dry = spec.search.dry_run
-            message = ("dry run: " if dry else "") + "; ".join(f"{t.gpu_type}: {t.message}" for t in targets)
-            if previous.get("phase") != "Succeeded":
-                emit("Normal", "DryRun" if dry else "Succeeded", message)
-            return {**status, "phase": "Succeeded", "message": message,
-                    "conditions": conditions(previous.get("conditions"), generation, "ready",
-                                             "DryRun" if dry else "Succeeded", message)}
-        stages = {t.stage for t in targets}
-        phase = ("Publishing" if "publishing" in stages else "Confirming" if "confirming" in stages
-                 else "Running" if stages & {"stage1", "stage2"} else "Pending")
-        message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
-        # A target that waits says why (Unschedulable) in the Ready and Reconciling conditions' reason.
-        reason = next((t.reason for t in targets if t.stage not in FINISHED and t.reason), "Reconciling")
-        return {**status, "phase": phase, "message": message,
-                "conditions": conditions(previous.get("conditions"), generation, "reconciling", reason, message)}
+        return stalled(previous, generation, reason, message, final)
 
     # ================================================================== checks before any Job
     def _preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
@@ -269,7 +230,7 @@ class Reconciler:
             return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
-        status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
+        status = target_counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
                                                                         "refused": refused[:20],
                                                                         "reused": len(reused.routes),
                                                                         "reused_from": reused.runs})
@@ -378,26 +339,6 @@ class Reconciler:
         if before is None or before.reason != "Unschedulable":
             emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
         return status
-
-    def _counts(self, status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
-        from enginewright.api.models import RouteResult
-        values = list(entries.values())
-        failed = sum(e.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout) for e in values)
-        rejected = sum(e.outcome is Outcome.accuracy_rejected for e in values)
-        default = next((e for e in values if e.route == ""), None)
-        passed = [e for e in values if e.passed and e.route and e.speedup]
-        best = max(passed, key=lambda e: (e.speedup, e.route_id), default=None)
-        return status.model_copy(update={
-            "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
-            "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
-            "failed": failed, "rejected": rejected,
-            "default_ms": default.median_ms if default else None,
-            "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
-                                speedup=round(best.speedup, 4),
-                                max_loss=best.max_loss) if best else None,
-            "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused),
-                                 3),
-        })
 
     def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
         if before is None or before.stage != status.stage:
