@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,30 +20,29 @@ from typing import Callable
 
 from pydantic import ValidationError
 
-from enginewright import failpoints, report
+from enginewright import failpoints
 from enginewright.api.cache import CacheEntry
-from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, ProbeResult
+from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
 from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
 from enginewright.api.names import SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason, store_errors
 from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
-from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
+from enginewright.controller.publish import publish_winner
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
 from enginewright.controller.store_reads import list_keys, read_json, read_typed
-from enginewright.controller.status import FINISHED, now, run_status, stalled, target_counts, waiting_for_store
+from enginewright.controller.status import FINISHED, run_status, stalled, target_counts, waiting_for_store
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError, baseline, build_space
 from enginewright.store.keys import object_key
-from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefix
+from enginewright.store.layout import RunKeys, index_key, run_prefix
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
 
 log = logging.getLogger("enginewright.controller")
-_site_lock = threading.Lock()  # the catalog site's index lists every model: one writer at a time
 
 
 Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
@@ -61,7 +59,8 @@ class Clients:
 class Reconciler:
     def __init__(self, settings: Settings, clients: Clients):
         self.settings, self.k8s = settings, clients
-        self.jobs = WorkerJobs(settings, clients.batch, clients.core, self.store(settings.runs_bucket))
+        self.runs = self.store(settings.runs_bucket)  # the bucket the workers write to
+        self.jobs = WorkerJobs(settings, clients.batch, clients.core, self.runs)
         self.cache = ConfigMapCache(settings, clients.core)
 
     def store(self, bucket: str) -> S3Store:
@@ -192,7 +191,7 @@ class Reconciler:
         if before and before.stage in FINISHED:
             return before
         keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
-        runs = self.store(self.settings.runs_bucket)
+        runs = self.runs
         jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
         probe = read_typed(runs, keys.probe, ProbeResult)
         deadline = self._deadline(spec, meta)
@@ -392,81 +391,11 @@ class Reconciler:
             "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
-        engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
+        engine_uri = publish_winner(settings=self.settings, core=self.k8s.core, runs_store=self.runs, run=run,
+                                    catalog_store=self.store(publish_bucket(spec, self.settings)),
+                                    generation=meta.get("generation"), spec=spec, target=target, keys=keys,
+                                    probe=probe, step=step, emit=emit)
         result = (f"kept the default route ({decision.reason})" if decision.default_won else
                   f"winner {winner.route}: {line}")
         return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
                           f"{result}; published {engine_uri}")
-
-    def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
-                 step: Decided, emit: Emit) -> str:
-        winner = step.winner
-        if not winner.engine_sha256:
-            raise Problem("NoEngine", f"{target.gpu_type}: the winning route {winner.route_id} has no measured engine")
-        versions = winner.versions or step.default.versions
-        compiler_version = versions.compiler if versions else probe.versions.compiler
-        catalog = CatalogKeys(model=spec.publish.model_name or run.name, gpu_product=target.gpu_type,
-                              compiler_version=compiler_version, model_sha256=probe.model_sha256,
-                              shapes_hash=shapes_hash(probe.input_shapes), run_uid=run.uid)
-        node = self._node_facts(versions.node if versions else None)
-        published_at = now()
-        catalog_store = self.store(publish_bucket(spec, self.settings))
-        engine_uri = catalog_store.uri(catalog.engine(probe.engine_suffix))
-        run_facts = {"namespace": run.namespace, "name": run.name, "uid": run.uid,
-                     "generation": meta.get("generation"), "target": target.gpu_type}
-        doc = provenance(run=run_facts, spec=spec, target=target, step=step, probe=probe, node=node, keys=catalog,
-                         engine_uri=engine_uri, operator_version=self.settings.operator_version,
-                         published_at=published_at)
-        summary = {"model": catalog.model, "backend": spec.compiler.name.value, "mode": spec.search.mode.value,
-                   "metric": spec.accuracy.metric.value, "threshold": spec.accuracy.threshold, **step.summary()}
-        index_entry = IndexEntry(gpu_product=target.gpu_type, compiler_version=compiler_version, folder=catalog.folder,
-                                 engine=engine_uri, sha256=winner.engine_sha256, route=winner.route,
-                                 speedup=step.decision.speedup, confirmed=step.decision.confirmed,
-                                 model_sha256=probe.model_sha256, run=f"{run.namespace}/{run.name}", run_uid=run.uid,
-                                 published_at=published_at, compute_capability=node.get("computeCapability")).wire()
-        try:
-            with store_errors():
-                publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
-                        keys.engine(winner.route_id, probe.engine_suffix), probe.engine_suffix,
-                        winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry,
-                        run.namespace, self.settings, report.measured_routes(summary, list(step.entries)).wire())
-        except PublishRefused as exc:
-            raise Problem(exc.refusal.reason, exc.refusal.message) from None
-        except PublishError as exc:
-            raise Problem("PublishFailed", str(exc)) from None
-        except MissingObject as exc:
-            raise Problem("EngineMissing", f"{target.gpu_type}: {exc}") from None
-        except Exception as exc:
-            if type(exc).__name__ == "S3Error" and getattr(exc, "code", "") == "NoSuchBucket":
-                raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket "
-                              f"{catalog_store.bucket!r} does not exist in the store (it was removed after the "
-                              f"run's checks); create it and the run publishes") from None
-            raise
-        emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
-        if self.settings.catalog_site:
-            self._write_catalog_site(catalog_store, catalog.model)
-        return engine_uri
-
-    def _write_catalog_site(self, catalog_store: S3Store, model: str) -> None:
-        """The catalog site's index and the model's page into the bucket just published to. The store
-        away: the pass is retried (publishing again is idempotent), so a finished run's site is written."""
-        from enginewright.catalog.reader import Catalog
-        from enginewright.catalog.site import publish_site
-        with _site_lock, store_errors():
-            written = publish_site(Catalog(catalog_store), model)
-        log.info("catalog site: wrote %s", ", ".join(catalog_store.uri(k) for k in written))
-
-    def _node_facts(self, node_name: str | None) -> dict:
-        """GPU facts of the node that measured the winner, from GPU feature discovery's labels."""
-        if not node_name:
-            return {}
-        ApiException = api_exception()
-        try:
-            node_labels = self.k8s.core.read_node(node_name).metadata.labels or {}
-        except ApiException:
-            return {"node": node_name}
-        major, minor = node_labels.get("nvidia.com/gpu.compute.major"), node_labels.get("nvidia.com/gpu.compute.minor")
-        facts = {"node": node_name, "computeCapability": f"{major}.{minor}" if major and minor else None,
-                 "driver": ".".join(filter(None, (node_labels.get(f"nvidia.com/cuda.driver.{p}")
-                                                   for p in ("major", "minor", "rev")))) or None}
-        return {k: v for k, v in facts.items() if v}
