@@ -10,7 +10,6 @@ and publishing is idempotent.
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import logging
 import time
@@ -24,23 +23,23 @@ from enginewright import failpoints
 from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
 from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
-from enginewright.api.names import SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason, store_errors
 from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
+from enginewright.controller.preflight import check_inputs
 from enginewright.controller.publish import publish_winner
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
-from enginewright.controller.store_reads import list_keys, read_json, read_typed
+from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.status import FINISHED, run_status, stalled, target_counts, waiting_for_store
-from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
+from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError, baseline, build_space
 from enginewright.store.keys import object_key
-from enginewright.store.layout import RunKeys, index_key, run_prefix
-from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
+from enginewright.store.layout import RunKeys, run_prefix
+from enginewright.store.objects import MissingObject, S3Store
 
 log = logging.getLogger("enginewright.controller")
 
@@ -89,7 +88,8 @@ class Reconciler:
             if refusal:
                 raise Problem(refusal.reason, refusal.message)
             if not any(t.get("stage") not in ("pending", "probing") for t in previous.get("targets") or []):
-                self._preflight(run, spec)  # until the first target is past its probe: then the inputs were fine
+                # until the first target is past its probe: then the inputs were fine
+                check_inputs(run, spec, self.settings, self.k8s.core, self.k8s.s3, self.k8s.s3_as)
             targets = [self._target(run, spec, target, meta, previous, emit) for target in spec.targets]
         except Problem as problem:
             return self._stalled(previous, generation, problem.reason, problem.message, emit)
@@ -119,69 +119,6 @@ class Reconciler:
         if previous.get("message") != message:
             emit("Warning", reason, message)
         return stalled(previous, generation, reason, message, final)
-
-    # ================================================================== checks before any Job
-    def _preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
-        """What the API server cannot check: the store Secret, the model and reference objects (read
-        with the run's own key, so a run learns nothing its workers could not), the publish bucket and
-        catalog model name. Raises Problem naming the field."""
-        ApiException = api_exception()
-        where = f"Secret {run.namespace}/{self.settings.store_secret}"
-        try:
-            secret = self.k8s.core.read_namespaced_secret(self.settings.store_secret, run.namespace)
-            missing = [k for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY) if k not in (secret.data or {})]
-            if missing:
-                raise Problem("StoreSecretInvalid", f"{where} lacks {', '.join(missing)}: workers read the store "
-                              f"credentials from it")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            raise Problem("StoreSecretMissing", f"{where} does not exist: create it with keys {SECRET_ACCESS_KEY_ID} "
-                          f"and {SECRET_SECRET_ACCESS_KEY} (the object store credentials the worker Jobs use)") from None
-        key_id, secret_key = (base64.b64decode(secret.data[k]).decode(errors="replace")
-                              for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY))
-        as_run = self.k8s.s3_as(key_id, secret_key)
-        objects = [("spec.model.uri", spec.model.uri)]
-        for i, pair in enumerate(spec.accuracy.pairs):
-            objects += [(f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
-                        (f"spec.accuracy.pairs[{i}].references", pair.references)]
-        for field_path, uri in objects:
-            bucket, key = parse_s3_uri(uri)
-            with store_errors():
-                answer = readable(as_run, bucket, key)
-            if answer == "missing":
-                raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
-            if answer != "yes":
-                raise Problem("StoreAccessDenied", f"{field_path}: the store refused the credentials of {where} "
-                              f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
-                              f"secret and its permissions on that bucket")
-        if spec.publish.enabled:
-            self._publish_preflight(run, spec)
-        # No check for a node of each GPU type: pools that scale from zero have none until a pod asks
-        # for one. The Jobs are created, and a pod the scheduler cannot place is reported (_scheduling).
-
-    def _publish_preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
-        """The publish bucket exists and the catalog model name is this namespace's to publish (checked
-        again when publishing: another namespace may publish it first meanwhile)."""
-        bucket = publish_bucket(spec, self.settings)
-        model = spec.publish.model_name or run.name
-        key, store = index_key(model), self.store(bucket)
-        try:
-            with store_errors():
-                exists = self.k8s.s3.bucket_exists(bucket)
-                index = read_json(store, key) if exists else None
-        except Exception as exc:
-            if type(exc).__name__ != "S3Error":
-                raise
-            raise Problem("StoreAccessDenied", f"spec.publish.bucket: the store refused the operator's key on "
-                          f"bucket {bucket!r} ({exc.code}): the operator's administrators must grant it") from None
-        if not exists:
-            raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
-                          f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "
-                          f"bucket {self.settings.catalog_bucket!r})")
-        refusal = model_refusal(run.namespace, model, store.uri(key), index, self.settings)
-        if refusal:
-            raise Problem(refusal.reason, refusal.message)
 
     # ================================================================== one target
     def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
