@@ -10,7 +10,6 @@ and publishing is idempotent.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from dataclasses import dataclass
@@ -20,26 +19,24 @@ from typing import Callable
 from pydantic import ValidationError
 
 from enginewright import failpoints
-from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
-from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
+from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
-from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason, store_errors
+from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
 from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
 from enginewright.controller.preflight import check_inputs
 from enginewright.controller.publish import publish_winner
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
-from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
+from enginewright.controller.reuse import copy_reused
 from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.status import FINISHED, run_status, stalled, target_counts, waiting_for_store
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
-from enginewright.search.planners import PlanError, baseline, build_space
-from enginewright.store.keys import object_key
+from enginewright.search.planners import PlanError
 from enginewright.store.layout import RunKeys, run_prefix
-from enginewright.store.objects import MissingObject, S3Store
+from enginewright.store.objects import S3Store
 
 log = logging.getLogger("enginewright.controller")
 
@@ -151,7 +148,7 @@ class Reconciler:
         if not probe.ok:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
         knobs = probe.compiler_knobs()
-        reused = self._reuse(run, spec, keys, runs, probe)
+        reused = copy_reused(runs, run.namespace, spec, keys, probe)
         entries, shard_names, refused = self.cache.aggregate(run, target, keys, runs, emit,
                                                              before.refused if before else [])
         confirmations = {}
@@ -200,55 +197,6 @@ class Reconciler:
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
-
-    def _reuse(self, run: RunRef, spec: TuningRunSpec, keys: RunKeys, runs: S3Store, probe: ProbeResult) -> Reused:
-        """Copy the entries of earlier runs of this namespace that carry this target's fingerprint (and
-        their kept engines, checked against their sha256) into this run's prefix, marked reusedFrom
-        (`controller.reuse`); once, recorded in `<prefix>/reused.json`. Only `runs/<namespace>/` is
-        read: a tenant never reads another's entries."""
-        if spec.search.reuse is ReuseMode.none or probe.fingerprint is None:
-            return Reused()
-        record = read_typed(runs, keys.reused, Reused)
-        if isinstance(record, Reused):
-            return record
-        pinned = dict(spec.search.pinned)
-        try:
-            default_id = baseline(pinned, build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned,
-                                                      spec.search.measure_uncompiled)).id
-        except PlanError:
-            return Reused()  # the flow says what is wrong with the knobs
-        namespace_prefix = object_key("runs", run.namespace) + "/"
-        have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in list_keys(runs, keys.entries)}
-        found = []
-        for key in entry_keys(list_keys(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1],
-                              keys.prefix):
-            try:
-                with store_errors():
-                    found.append((key, CacheEntry.from_json(runs.get(key))))
-            except (MissingObject, ValueError, ValidationError):
-                continue  # unreadable entries of other runs are theirs to report
-        routes: dict[str, str] = {}
-        for route_id, (key, entry) in sorted(pick(found, probe.fingerprint, default_id, have).items()):
-            source = RunKeys(key.rsplit("/entries/", 1)[0])
-            update = {"reused_from": f"{source_run(key, namespace_prefix)}: {runs.uri(key)}"}
-            with store_errors():
-                if entry.engine_uri:
-                    try:
-                        engine = runs.get(source.engine(route_id, probe.engine_suffix))
-                    except MissingObject:
-                        continue
-                    if hashlib.sha256(engine).hexdigest() != entry.engine_sha256:
-                        continue  # not the engine it measured: measured again
-                    runs.put(keys.engine(route_id, probe.engine_suffix), engine,
-                             {"route-id": route_id, "route": entry.route})
-                    update["engine_uri"] = runs.uri(keys.engine(route_id, probe.engine_suffix))
-                runs.put(keys.entry(route_id), entry.model_copy(update=update).to_json().encode(),
-                         {"route-id": route_id, "outcome": entry.outcome.value})
-            routes[route_id] = update["reused_from"]
-        record = Reused(routes=routes, runs=sorted({v.split(":", 1)[0] for v in routes.values()}))
-        with store_errors():
-            runs.put(keys.reused, record.model_dump_json(by_alias=True).encode())
-        return record
 
     def _scheduling(self, run: RunRef, target: Target, jobs: dict, status: TargetStatus,
                     before: TargetStatus | None, emit: Emit) -> TargetStatus:
