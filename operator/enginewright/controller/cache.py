@@ -10,25 +10,21 @@ run stalls with NameTaken.
 
 from __future__ import annotations
 
-from typing import Callable
-
 from pydantic import ValidationError
 
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry
 from enginewright.api.models import Target
+from enginewright.api.names import ANNOTATION_SHARD
 from enginewright.controller import metrics
 from enginewright.controller.errors import Problem, api_exception
 from enginewright.controller.jobs import RunRef, child_name, is_ours, labels, selector
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
+from enginewright.controller.status import Emit
 from enginewright.controller.store_reads import list_keys
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import MissingObject, S3Store
-
-SHARD_ANNOTATION = "tuning.enginewright.io/shard"
-
-Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
 
 
 class ConfigMapCache:
@@ -46,7 +42,7 @@ class ConfigMapCache:
         maps = self.core.list_namespaced_config_map(
             run.namespace, label_selector=selector(run, target.gpu_type, component="cache")).items
         maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
-                      key=lambda m: int((m.metadata.annotations or {}).get(SHARD_ANNOTATION, "0")))
+                      key=lambda m: int((m.metadata.annotations or {}).get(ANNOTATION_SHARD, "0")))
         shards = [dict(m.data or {}) for m in maps]
         present = {key for shard in shards for key in shard}
         new: dict[str, str] = {}
@@ -82,7 +78,7 @@ class ConfigMapCache:
         for i in sorted(placement.changed):
             body = {"metadata": {"name": names[i], "namespace": run.namespace,
                                  "labels": labels(run, target.gpu_type, component="cache"),
-                                 "annotations": {SHARD_ANNOTATION: str(i)},
+                                 "annotations": {ANNOTATION_SHARD: str(i)},
                                  "ownerReferences": [run.owner_reference()]},
                     "data": placement.shards[i]}
             apply_config_map(self.core, run, body, exists=i < len(maps))

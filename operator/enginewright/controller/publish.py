@@ -19,7 +19,6 @@ import json
 import logging
 import threading
 from collections import defaultdict
-from typing import Callable
 
 from enginewright import failpoints, report
 from enginewright.api.contracts import (AccuracyFacts, CompilerFacts, EngineFacts, GpuFacts, IndexEntry, ModelFacts,
@@ -30,7 +29,7 @@ from enginewright.controller.errors import (Problem, PublishError, PublishRefuse
                                             store_errors)
 from enginewright.controller.jobs import RunRef
 from enginewright.controller.settings import Settings
-from enginewright.controller.status import now
+from enginewright.controller.status import Emit, now
 from enginewright.controller.tenancy import claimed, model_refusal
 from enginewright.search.flow import Decided
 from enginewright.store.layout import CatalogKeys, RunKeys
@@ -170,7 +169,7 @@ def node_facts(core, node_name: str | None) -> dict:
 
 def publish_winner(*, settings: Settings, core, runs_store: S3Store, catalog_store: S3Store, run: RunRef,
                    generation: int | None, spec: TuningRunSpec, target: Target, keys: RunKeys, probe: ProbeResult,
-                   step: Decided, emit: Callable[[str, str, str], None]) -> str:
+                   step: Decided, emit: Emit) -> str:
     """Publish the target's decided route to `catalog_store`, and say so (`emit`: type, reason,
     message); returns the engine's catalog URI. Raises
     Problem when it cannot be (no engine, another engine's bytes, a model another namespace owns, the

@@ -10,7 +10,6 @@ and publishing is idempotent.
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -20,7 +19,7 @@ from pydantic import ValidationError
 
 from enginewright import failpoints
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
-from enginewright.api.models import Target, TargetStatus, TuningRunSpec
+from enginewright.api.models import RouteResult, Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
@@ -31,18 +30,12 @@ from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.reuse import copy_reused
 from enginewright.controller.store_reads import list_keys, read_typed
-from enginewright.controller.status import FINISHED, run_status, stalled, target_counts, waiting_for_store
+from enginewright.controller.status import FINISHED, Emit, run_status, stalled, target_counts, waiting_for_store
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError
 from enginewright.store.layout import RunKeys, run_prefix
 from enginewright.store.objects import S3Store
-
-log = logging.getLogger("enginewright.controller")
-
-
-Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
-
 
 @dataclass
 class Clients:
@@ -53,6 +46,9 @@ class Clients:
 
 
 class Reconciler:
+    """One pass of a run at a time (`reconcile`), from what the cluster and the store hold now; keeps
+    nothing between passes but the cache shards it already parsed."""
+
     def __init__(self, settings: Settings, clients: Clients):
         self.settings, self.k8s = settings, clients
         self.runs = self.store(settings.runs_bucket)  # the bucket the workers write to
@@ -120,10 +116,13 @@ class Reconciler:
     # ================================================================== one target
     def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
                 emit: Emit) -> TargetStatus:
+        """Observe the target (its Jobs, probe, cache entries, confirmation rounds), ask the flow for
+        its next step, and act on it; returns the target's status."""
         before = next((TargetStatus.model_validate(t) for t in previous.get("targets") or []
                        if t.get("gpuType") == target.gpu_type), None)
         if before and before.stage in FINISHED:
             return before
+        # ---------------------------------------------------------------- observe
         keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
         runs = self.runs
         jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
@@ -147,7 +146,6 @@ class Reconciler:
             return self._failed(status, "InvalidProbe", probe, emit)
         if not probe.ok:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
-        knobs = probe.compiler_knobs()
         reused = copy_reused(runs, run.namespace, spec, keys, probe)
         entries, shard_names, refused = self.cache.aggregate(run, target, keys, runs, emit,
                                                              before.refused if before else [])
@@ -157,12 +155,15 @@ class Reconciler:
             if isinstance(result, ConfirmationResult):
                 confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result.rounds
         given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
+        # ---------------------------------------------------------------- ask the flow
         try:
-            step = next_step(FlowSpec.of(spec), Observed(knobs, entries, confirmations, given_up, out_of_time))
+            step = next_step(FlowSpec.of(spec),
+                             Observed(probe.compiler_knobs(), entries, confirmations, given_up, out_of_time))
         except PlanError as exc:
             return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
+        # ---------------------------------------------------------------- act
         status = target_counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
                                                                         "refused": refused[:20],
                                                                         "reused": len(reused.routes),
@@ -170,33 +171,43 @@ class Reconciler:
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
-            failpoints.hit(f"planned-{step.stage}")
-            active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
-            room = max(0, spec.search.parallelism - active)
-            for batch in [b for b in step.batches if b.name not in jobs][:room]:
-                request = BatchRequest(target=target.gpu_type, stage=batch.stage, batch=batch.name,
-                                       bucket=self.settings.runs_bucket, prefix=keys.prefix,
-                                       routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
-                                       deadline=deadline, spec=spec)
-                self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
-                active += 1
-            status = status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+            status = self._run_batches(run, spec, target, keys, step, jobs, deadline, status)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(step, RunConfirmation):
-            request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
-                                   bucket=self.settings.runs_bucket, prefix=keys.prefix,
-                                   routes=[e.route for e in step.candidates], default_route=step.default.route,
-                                   deadline=deadline, spec=spec)
-            self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
-            status = status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
-                                               f"confirming {len(step.candidates)} candidate(s) against the default "
-                                               f"over {step.rounds} interleaved rounds"})
+            status = self._confirm(run, spec, target, keys, step, jobs, deadline, status)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if out_of_time:
             self.jobs.stop_active(run, jobs)
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
+
+    def _run_batches(self, run: RunRef, spec: TuningRunSpec, target: Target, keys: RunKeys, step: RunBatches,
+                     jobs: dict, deadline: float | None, status: TargetStatus) -> TargetStatus:
+        """A Job for each batch that has none, while fewer than `spec.search.parallelism` run."""
+        failpoints.hit(f"planned-{step.stage}")
+        active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
+        room = max(0, spec.search.parallelism - active)
+        for batch in [b for b in step.batches if b.name not in jobs][:room]:
+            request = BatchRequest(target=target.gpu_type, stage=batch.stage, batch=batch.name,
+                                   bucket=self.settings.runs_bucket, prefix=keys.prefix,
+                                   routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
+                                   deadline=deadline, spec=spec)
+            self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
+            active += 1
+        return status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+
+    def _confirm(self, run: RunRef, spec: TuningRunSpec, target: Target, keys: RunKeys, step: RunConfirmation,
+                 jobs: dict, deadline: float | None, status: TargetStatus) -> TargetStatus:
+        """The confirmation round's Job: the candidates' kept engines against the default's."""
+        request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
+                               bucket=self.settings.runs_bucket, prefix=keys.prefix,
+                               routes=[e.route for e in step.candidates], default_route=step.default.route,
+                               deadline=deadline, spec=spec)
+        self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
+        return status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
+                                         f"confirming {len(step.candidates)} candidate(s) against the default "
+                                         f"over {step.rounds} interleaved rounds"})
 
     def _scheduling(self, run: RunRef, target: Target, jobs: dict, status: TargetStatus,
                     before: TargetStatus | None, emit: Emit) -> TargetStatus:
@@ -248,7 +259,7 @@ class Reconciler:
         created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
         return created + spec.search.deadline_seconds
 
-    # ================================================================== end states
+    # ================================================================== how a target ends
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
         lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
         name = child_name(run.name, "plan", target.gpu_type, limit=253)
@@ -264,7 +275,6 @@ class Reconciler:
 
     def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
                  step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
-        from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
         headline = step.headline()
         line = step.headline_text()

@@ -6,6 +6,7 @@ The reconciler writes what these return and posts the event they name."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Callable
 
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import RouteResult, TargetStatus
@@ -14,6 +15,7 @@ from enginewright.search.flow import Decided, Step
 FINISHED = ("done", "failed")  # a target's stages after which nothing changes
 
 Event = tuple[str, str, str]  # (type Normal|Warning, reason, message)
+Emit = Callable[[str, str, str], None]  # posts an Event on the run
 
 
 def now() -> str:
