@@ -41,9 +41,13 @@ class ConfigMapCache:
         refused: list[str] = []
         maps = self.core.list_namespaced_config_map(
             run.namespace, label_selector=selector(run, target.gpu_type, component="cache")).items
-        maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
-                      key=lambda m: int((m.metadata.annotations or {}).get(ANNOTATION_SHARD, "0")))
-        shards = [dict(m.data or {}) for m in maps]
+        owned = [m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])]
+        # A shard's index is its annotation, not its place in the list: a shard deleted under the run
+        # leaves a gap, which is written again (its entries are placed anew, from the store).
+        by_index = {int((m.metadata.annotations or {}).get(ANNOTATION_SHARD, "0")): m for m in owned}
+        maps = [by_index.get(i) for i in range(max(by_index, default=-1) + 1)]
+        gaps = {i for i, m in enumerate(maps) if m is None}
+        shards = [dict(m.data or {}) if m is not None else {} for m in maps]
         present = {key for shard in shards for key in shard}
         new: dict[str, str] = {}
         for key in list_keys(runs, keys.entries):
@@ -74,18 +78,19 @@ class ConfigMapCache:
             if entry.timing:
                 metrics.MEASURE_SECONDS.observe(entry.spent_seconds)
         placement = place(shards, new, self.settings.shard_limit)
-        names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))]
-        for i in sorted(placement.changed):
+        names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253)
+                 for i in range(len(placement.shards))]
+        for i in sorted(placement.changed | gaps):
             body = {"metadata": {"name": names[i], "namespace": run.namespace,
                                  "labels": labels(run, target.gpu_type, component="cache"),
                                  "annotations": {ANNOTATION_SHARD: str(i)},
                                  "ownerReferences": [run.owner_reference()]},
                     "data": placement.shards[i]}
-            apply_config_map(self.core, run, body, exists=i < len(maps))
+            apply_config_map(self.core, run, body, exists=i < len(maps) and maps[i] is not None)
             failpoints.hit("shard-written")
         entries = {}
         for i, shard in enumerate(placement.shards):
-            version = None if i in placement.changed else maps[i].metadata.resource_version
+            version = None if i in placement.changed or i in gaps else maps[i].metadata.resource_version
             entries.update(self._parsed(run.namespace, names[i], version, shard))
         return entries, names, refused
 
