@@ -1,7 +1,8 @@
 """Publishing a target's winner to the catalog: the measured engine bytes (never a rebuild), read
 back and checked against the digest recorded when they were measured, then `provenance.json`,
-`report.md` and `routes.json` (every route measured, for the catalog site), then the model's `index.json` — so a reader never finds an index entry without its
-engine and provenance. Every step is idempotent: a pass interrupted anywhere repeats cleanly.
+`report.md` and `routes.json` (every route measured, for the catalog site), then the model's
+`index.json` — so a reader never finds an index entry without its engine and provenance. Every step
+is idempotent: a pass interrupted anywhere repeats cleanly.
 
 Before anything is uploaded, the model's index is read and the publishing namespace checked against
 its owner (`controller.tenancy`); the whole publication holds the index's lock, so the check and the

@@ -39,6 +39,8 @@ from enginewright.store.objects import S3Store
 
 @dataclass
 class Clients:
+    """What a pass talks to (made in `handlers.reconciler`)."""
+
     core: object  # kubernetes.client.CoreV1Api
     batch: object  # kubernetes.client.BatchV1Api
     s3: object  # minio.Minio, with the operator's key
