@@ -2,7 +2,7 @@
 
 | contract | written by | read by | where it travels |
 | --- | --- | --- | --- |
-| `BatchRequest` | controller (`controller/reconcile.py`) | worker Job (`worker/job.py`) | `<prefix>/requests/<batch>.json`, named (with its sha256) in the Job's env |
+| `BatchRequest` | controller (`controller/jobs.py`) | worker Job (`worker/job.py`) | `<prefix>/requests/<batch>.json`, named (with its sha256) in the Job's env |
 | `ProbeResult` | worker Job, probe mode | controller | `<prefix>/probe.json` |
 | `ConfirmationResult` | worker Job, confirm mode | controller | `<prefix>/confirm/<batch>.json` |
 | `Provenance` | controller (`controller/publish.py`) | `catalog/` (`fetch`, `list`) | `<folder>/provenance.json` |

@@ -21,6 +21,7 @@ LABEL_BATCH = f"{GROUP}/batch"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY = "enginewright"
 ANNOTATION_SPEC_HASH = f"{GROUP}/spec-hash"
+ANNOTATION_SHARD = f"{GROUP}/shard"  # a cache ConfigMap's place in its target's shards
 FINALIZER = f"{GROUP}/finalizer"
 
 # Keys of the store-credentials Secret that worker pods read (in the run's namespace).

@@ -1,5 +1,6 @@
 """kopf handlers: a daemon per TuningRun reconciles it until it is finished (woken by its Jobs'
-events), a deletion handler stops its Jobs. The work is in `reconcile`; this module wires it to kopf, events and settings."""
+events), a deletion handler stops its Jobs. The work is in `reconcile`; this module wires it to
+kopf, events and settings."""
 
 from __future__ import annotations
 
@@ -178,7 +179,7 @@ def transient(exc: Exception) -> bool:
 def stop(body, logger, **_) -> None:
     """A deleted run stops its Jobs; its published engines stay in the catalog."""
     meta = body["metadata"]
-    stopped = reconciler().stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
+    stopped = reconciler().jobs.stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
     metrics.forget_run(meta["uid"], meta["namespace"], meta["name"],
                        [t.get("gpuType") for t in (body.get("status") or {}).get("targets") or []])
     logger.info(f"stopped {stopped} Job(s); published engines are kept")
@@ -188,7 +189,8 @@ def run() -> None:
     """Run the operator (standalone: a single-replica Deployment is the one active instance)."""
     from prometheus_client import start_http_server
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # kopf says "Timer 'reconcile' succeeded" every pass of every run; keep its warnings and errors.
+    # kopf says "Handler 'job_changed' succeeded." on every event of every run's Jobs (and "Daemon
+    # 'reconcile_loop' succeeded." as each run finishes): keep its warnings and errors.
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     start_http_server(SETTINGS.metrics_port)

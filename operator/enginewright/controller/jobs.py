@@ -1,4 +1,5 @@
-"""Which Jobs a run's step needs, as plain manifests (pure: no API calls).
+"""A run's worker Jobs: first the manifests (pure: no API calls), then `WorkerJobs`, which lists,
+creates, adopts, stops and expires them through the API server.
 
 Names are deterministic (`<run>-<target>-<stage>-<batch>`, shortened with a hash to 63 characters),
 so a retried create answers 409 instead of making a twin; the spec hash annotation lets the
@@ -9,14 +10,24 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
+import time
 from dataclasses import dataclass
 
+from enginewright import failpoints
+from enginewright.api.contracts import BatchRequest
 from enginewright.api.models import Target, TuningRunSpec
 from enginewright.api.names import (ANNOTATION_SPEC_HASH, API_VERSION, GPU_RESOURCE, KIND, LABEL_BATCH,
                                     LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_RUN, LABEL_STAGE, LABEL_TARGET,
                                     MANAGED_BY, SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
+from enginewright.controller import metrics
+from enginewright.controller.errors import Problem, api_exception, api_reason, store_errors
 from enginewright.controller.settings import Settings
+from enginewright.store.layout import RunKeys
+from enginewright.store.objects import S3Store
+
+log = logging.getLogger("enginewright.controller")
 
 WORKDIR = "/var/lib/enginewright"  # an emptyDir: the root filesystem is read-only
 
@@ -185,3 +196,128 @@ def job_state(job: dict) -> str:
             if condition.get("type") in ("Failed", "FailureTarget"):
                 return "failed"
     return "active"
+
+
+class WorkerJobs:
+    """The run's Jobs as the API server has them: listed by label and owner, created from
+    `job_manifest` (the batch request written to the runs bucket first), adopted on 409 only when
+    they are the Job this run would have created, stopped, and given a TTL once the run is finished."""
+
+    def __init__(self, settings: Settings, batch, core, runs: S3Store):
+        self.settings, self.batch, self.core, self.runs = settings, batch, core, runs
+
+    def of_target(self, run: RunRef, target: Target) -> dict[str, dict]:
+        """This target's Jobs by batch label, as plain dicts."""
+        items = self.batch.list_namespaced_job(run.namespace, label_selector=selector(run, target.gpu_type)).items
+        out = {}
+        for job in items:
+            data = self.batch.api_client.sanitize_for_serialization(job)
+            owners = data["metadata"].get("ownerReferences") or []
+            if any(o.get("uid") == run.uid for o in owners):
+                out[data["metadata"]["labels"].get(LABEL_BATCH)] = data
+        return out
+
+    def ensure(self, run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str,
+               request: BatchRequest, routes: int, jobs: dict, deadline: float | None) -> None:
+        """The Job of `batch`, unless `jobs` has it; added to `jobs`. Raises Problem when the store
+        refuses the request or a Job of that name is not this run's."""
+        if batch in jobs:
+            return
+        ApiException = api_exception()
+        left = None if deadline is None else deadline - time.time()
+        text = json.dumps(request.wire(), sort_keys=True).encode()
+        runs, key = self.runs, RunKeys(request.prefix).request(batch)
+        try:
+            with store_errors():
+                runs.put(key, text)  # the same bytes on every pass: rewriting it before a retried create is harmless
+        except Exception as exc:
+            if type(exc).__name__ != "S3Error":
+                raise
+            reason = "StoreBucketMissing" if exc.code == "NoSuchBucket" else "StoreAccessDenied"
+            raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
+                          f"({exc.code}): the operator's administrators must create the runs bucket "
+                          f"{self.settings.runs_bucket!r} or grant the key access to it") from None
+        manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
+                                self.settings, active_deadline(spec, routes, left))
+        name = manifest["metadata"]["name"]
+        try:
+            created = self.batch.create_namespaced_job(run.namespace, manifest)
+            failpoints.hit("job-created")
+            metrics.JOBS_CREATED.inc()
+            jobs[batch] = self.batch.api_client.sanitize_for_serialization(created)
+            log.info("created Job %s/%s", run.namespace, name)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            existing = self.batch.api_client.sanitize_for_serialization(
+                self.batch.read_namespaced_job(name, run.namespace))
+            ours = any(o.get("uid") == run.uid for o in existing["metadata"].get("ownerReferences") or [])
+            same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == \
+                manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+            if not (ours and same):
+                raise Problem("JobNameTaken", f"Job {run.namespace}/{name} exists but was not created by this run "
+                              f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
+                              f"rename the TuningRun") from None
+            jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
+
+    def last_words(self, namespace: str, job_name: str) -> str:
+        """What the Job's last failed worker said (its terminated message: the worker's error line, e.g.
+        S3's refusal with its code), or where to look when there is none."""
+        ApiException = api_exception()
+        try:
+            pods = self.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
+        except ApiException as exc:
+            if exc.status != 403:
+                raise
+            pods = []  # (an operator installed without the pods rule: say where to look)
+        said = sorted((str(c.state.terminated.finished_at or ""), c.state.terminated.message)
+                      for pod in pods for c in (pod.status.container_statuses or [])
+                      if c.name == "worker" and c.state and c.state.terminated and c.state.terminated.message)
+        if not said:
+            return f"see its pod's log (kubectl logs -n {namespace} job/{job_name})"
+        lines = [line.strip() for line in said[-1][1].splitlines() if line.strip()]
+        own = [line for line in lines if line.startswith("enginewright worker:")]
+        return f"its pod said: {(own or lines)[-1][:800]}"
+
+    def stop_active(self, run: RunRef, jobs: dict) -> None:
+        """The deadline cut the target, or its pods found no node: Jobs still running are stopped."""
+        for job in jobs.values():
+            if job_state(job) == "active":
+                self.delete(run.namespace, job["metadata"]["name"])
+
+    def delete(self, namespace: str, name: str) -> None:
+        ApiException = api_exception()
+        try:
+            self.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def expire(self, run: RunRef) -> None:
+        """A finished run no longer reads its Jobs (an ended Job is how a pass knows a batch gave up, so
+        they live while the run does): give each `ttlSecondsAfterFinished`, and Kubernetes removes it
+        and its pods that long after it ended. Idempotent: a Job that has it already is left alone."""
+        ttl = self.settings.job_ttl_seconds
+        if ttl is None:
+            return
+        ApiException = api_exception()
+        for job in self.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items:
+            if job.spec.ttl_seconds_after_finished is not None or not any(
+                    o.uid == run.uid for o in job.metadata.owner_references or []):
+                continue
+            try:
+                self.batch.patch_namespaced_job(job.metadata.name, run.namespace,
+                                                {"spec": {"ttlSecondsAfterFinished": ttl}})
+            except ApiException as exc:
+                if exc.status not in (403, 404, 422):
+                    raise
+                # The Job stays until the run is deleted (it is the run's child): say why, do not retry.
+                log.warning("%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s", run.namespace,
+                            run.name, job.metadata.name, api_reason(exc))
+
+    def stop_all(self, run: RunRef) -> int:
+        """Deletion: stop every Job of the run (published engines stay in the catalog)."""
+        items = self.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items
+        for job in items:
+            self.delete(run.namespace, job.metadata.name)
+        return len(items)

@@ -10,103 +10,52 @@ and publishing is idempotent.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import json
-import logging
-import threading
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Callable
 
 from pydantic import ValidationError
 
-from enginewright import failpoints, report
-from enginewright.api.cache import CacheEntry, Outcome
-from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, ProbeResult
-from enginewright.api.models import ReuseMode, Target, TargetStatus, TuningRunSpec
-from enginewright.api.names import (ANNOTATION_SPEC_HASH, LABEL_BATCH, SECRET_ACCESS_KEY_ID,
-                                    SECRET_SECRET_ACCESS_KEY)
+from enginewright import failpoints
+from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
+from enginewright.api.models import RouteResult, Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
-from enginewright.controller.jobs import (RunRef, active_deadline, child_name, is_ours, job_manifest, job_state,
-                                          labels, selector)
-from enginewright.controller.publish import PublishError, PublishRefused, provenance, publish, shapes_hash
+from enginewright.controller.cache import ConfigMapCache, apply_config_map
+from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
+from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
+from enginewright.controller.preflight import check_inputs
+from enginewright.controller.publish import publish_winner
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
-from enginewright.controller.reuse import Reused, entry_keys, pick, source_run
-from enginewright.controller.shards import data_key, place
-from enginewright.controller.status import conditions, now
-from enginewright.controller.tenancy import bucket_refusal, image_refusal, model_refusal, publish_bucket
-from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, Step,
-                                      next_step)
-from enginewright.search.planners import PlanError, baseline, build_space
-from enginewright.store.keys import object_key
-from enginewright.store.layout import CatalogKeys, RunKeys, index_key, run_prefix
-from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri, readable
-
-log = logging.getLogger("enginewright.controller")
-_site_lock = threading.Lock()  # the catalog site's index lists every model: one writer at a time
-
-SHARD_ANNOTATION = "tuning.enginewright.io/shard"
-FINISHED = ("done", "failed")
-
-Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message)
-
-
-class Problem(Exception):
-    """Something the user must fix; `reason` becomes the Stalled condition's reason."""
-
-    def __init__(self, reason: str, message: str):
-        super().__init__(message)
-        self.reason, self.message = reason, message
-
-
-class StoreUnavailable(Exception):
-    """The object store did not answer; the pass is retried."""
-
+from enginewright.controller.reuse import copy_reused
+from enginewright.controller.store_reads import list_keys, read_typed
+from enginewright.controller.status import FINISHED, Emit, run_status, stalled, target_counts, waiting_for_store
+from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket
+from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
+from enginewright.search.planners import PlanError
+from enginewright.store.layout import RunKeys, run_prefix
+from enginewright.store.objects import S3Store
 
 @dataclass
 class Clients:
+    """What a pass talks to (made in `handlers.reconciler`)."""
+
     core: object  # kubernetes.client.CoreV1Api
     batch: object  # kubernetes.client.BatchV1Api
     s3: object  # minio.Minio, with the operator's key
     s3_as: Callable[[str, str], object]  # (access key id, secret key) -> minio.Minio with a run's own key
 
 
-def _reason(exc) -> str:
-    """The API server's message of an ApiException."""
-    try:
-        return json.loads(exc.body).get("message") or str(exc.reason)
-    except (TypeError, ValueError):
-        return str(exc.reason)
-
-
-@contextmanager
-def store_errors():
-    """Connection refused, timeouts, broken responses: the store is away, the pass is retried
-    (StoreUnavailable). What the store itself answered (S3Error, a missing object, a digest that
-    does not match, a publication refused) passes through to the caller."""
-    try:
-        yield
-    except (MissingObject, PublishError, PublishRefused):
-        raise
-    except Exception as exc:
-        if type(exc).__name__ == "S3Error":
-            raise
-        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
-
-
-def _api_exception():
-    from kubernetes.client.exceptions import ApiException
-    return ApiException
-
-
 class Reconciler:
+    """One pass of a run at a time (`reconcile`), from what the cluster and the store hold now; keeps
+    nothing between passes but the cache shards it already parsed."""
+
     def __init__(self, settings: Settings, clients: Clients):
         self.settings, self.k8s = settings, clients
-        self._shard_cache: dict[tuple[str, str], tuple[str, dict[str, CacheEntry]]] = {}
+        self.runs = self.store(settings.runs_bucket)  # the bucket the workers write to
+        self.jobs = WorkerJobs(settings, clients.batch, clients.core, self.runs)
+        self.cache = ConfigMapCache(settings, clients.core)
 
     def store(self, bucket: str) -> S3Store:
         return S3Store(self.k8s.s3, bucket)
@@ -120,7 +69,7 @@ class Reconciler:
             return None
         run = RunRef(meta["name"], meta["namespace"], meta["uid"])
         if previous.get("observedGeneration") == generation and previous.get("phase") in ("Succeeded", "Failed"):
-            self._expire_jobs(run)  # after the final status is written: from now on nothing reads them
+            self.jobs.expire(run)  # after the final status is written: from now on nothing reads them
             return None
         began = time.monotonic()
         try:
@@ -134,168 +83,52 @@ class Reconciler:
             if refusal:
                 raise Problem(refusal.reason, refusal.message)
             if not any(t.get("stage") not in ("pending", "probing") for t in previous.get("targets") or []):
-                self._preflight(run, spec)  # until the first target is past its probe: then the inputs were fine
+                # until the first target is past its probe: then the inputs were fine
+                check_inputs(run, spec, self.settings, self.k8s.core, self.k8s.s3, self.k8s.s3_as)
             targets = [self._target(run, spec, target, meta, previous, emit) for target in spec.targets]
         except Problem as problem:
             return self._stalled(previous, generation, problem.reason, problem.message, emit)
-        except _api_exception() as exc:
+        except api_exception() as exc:
             if exc.status != 403 or "being terminated" in str(exc.body or ""):
                 raise
             # The operator's own permissions: say so on the run (the rest of the run is fine), retry.
             metrics.RECONCILE_ERRORS.labels(error="Forbidden").inc()
-            return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {_reason(exc)}; "
+            return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {api_reason(exc)}; "
                                  f"check its RBAC (the Helm chart grants what it needs)", emit)
         except StoreUnavailable as exc:
             metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
             message = f"waiting for the object store: {exc}"
             if previous.get("message") != message:
                 emit("Warning", "StoreUnavailable", message)
-            return {**previous, "observedGeneration": generation, "message": message,
-                    "conditions": conditions(previous.get("conditions"), generation, "reconciling",
-                                             "StoreUnavailable", message)}
+            return waiting_for_store(previous, generation, message)
         finally:
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - began)
-        return self._status(spec, targets, previous, generation, emit)
+        status, event = run_status(targets, previous, generation, objective=spec.timing.objective.value,
+                                   accuracy_validated=not spec.accuracy.disabled, dry_run=spec.search.dry_run)
+        if event:
+            emit(*event)
+        return status
 
     def _stalled(self, previous: dict, generation: int, reason: str, message: str, emit: Emit,
                  final: bool = False) -> dict:
         if previous.get("message") != message:
             emit("Warning", reason, message)
-        return {**previous, "phase": "Failed" if final else previous.get("phase", "Pending"),
-                "observedGeneration": generation, "message": message,
-                "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
-
-    def _status(self, spec: TuningRunSpec, targets: list[TargetStatus], previous: dict, generation: int,
-                emit: Emit) -> dict:
-        planned = sum(t.planned for t in targets)
-        done = sum(t.done + t.failed + t.rejected for t in targets)
-        failed = [t for t in targets if t.stage == "failed"]
-        speedups = [t.winner.speedup for t in targets if t.winner]
-        status = {
-            "observedGeneration": generation,
-            "progress": f"{done}/{planned}" if planned else None,
-            "bestSpeedup": f"{max(speedups):.3f}x {spec.timing.objective.value}" if speedups else None,
-            "accuracyValidated": not spec.accuracy.disabled,
-            "targets": [t.wire() for t in targets],
-        }
-        if all(t.stage in FINISHED for t in targets):
-            if failed:
-                reason = failed[0].reason or "TargetFailed"
-                message = "; ".join(f"{t.gpu_type}: {t.message}" for t in failed)
-                if previous.get("phase") != "Failed":
-                    emit("Warning", "Failed", message)
-                return {**status, "phase": "Failed", "message": message,
-                        "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
-            dry = spec.search.dry_run
-            message = ("dry run: " if dry else "") + "; ".join(f"{t.gpu_type}: {t.message}" for t in targets)
-            if previous.get("phase") != "Succeeded":
-                emit("Normal", "DryRun" if dry else "Succeeded", message)
-            return {**status, "phase": "Succeeded", "message": message,
-                    "conditions": conditions(previous.get("conditions"), generation, "ready",
-                                             "DryRun" if dry else "Succeeded", message)}
-        stages = {t.stage for t in targets}
-        phase = ("Publishing" if "publishing" in stages else "Confirming" if "confirming" in stages
-                 else "Running" if stages & {"stage1", "stage2"} else "Pending")
-        message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
-        # A target that waits says why (Unschedulable) in the Ready and Reconciling conditions' reason.
-        reason = next((t.reason for t in targets if t.stage not in FINISHED and t.reason), "Reconciling")
-        return {**status, "phase": phase, "message": message,
-                "conditions": conditions(previous.get("conditions"), generation, "reconciling", reason, message)}
-
-    # ================================================================== checks before any Job
-    def _preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
-        """What the API server cannot check: the store Secret, the model and reference objects (read
-        with the run's own key, so a run learns nothing its workers could not), the publish bucket and
-        catalog model name. Raises Problem naming the field."""
-        ApiException = _api_exception()
-        where = f"Secret {run.namespace}/{self.settings.store_secret}"
-        try:
-            secret = self.k8s.core.read_namespaced_secret(self.settings.store_secret, run.namespace)
-            missing = [k for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY) if k not in (secret.data or {})]
-            if missing:
-                raise Problem("StoreSecretInvalid", f"{where} lacks {', '.join(missing)}: workers read the store "
-                              f"credentials from it")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            raise Problem("StoreSecretMissing", f"{where} does not exist: create it with keys {SECRET_ACCESS_KEY_ID} "
-                          f"and {SECRET_SECRET_ACCESS_KEY} (the object store credentials the worker Jobs use)") from None
-        key_id, secret_key = (base64.b64decode(secret.data[k]).decode(errors="replace")
-                              for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY))
-        as_run = self.k8s.s3_as(key_id, secret_key)
-        objects = [("spec.model.uri", spec.model.uri)]
-        for i, pair in enumerate(spec.accuracy.pairs):
-            objects += [(f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
-                        (f"spec.accuracy.pairs[{i}].references", pair.references)]
-        for field_path, uri in objects:
-            bucket, key = parse_s3_uri(uri)
-            with store_errors():
-                answer = readable(as_run, bucket, key)
-            if answer == "missing":
-                raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
-            if answer != "yes":
-                raise Problem("StoreAccessDenied", f"{field_path}: the store refused the credentials of {where} "
-                              f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
-                              f"secret and its permissions on that bucket")
-        if spec.publish.enabled:
-            self._publish_preflight(run, spec)
-        # No check for a node of each GPU type: pools that scale from zero have none until a pod asks
-        # for one. The Jobs are created, and a pod the scheduler cannot place is reported (_scheduling).
-
-    def _publish_preflight(self, run: RunRef, spec: TuningRunSpec) -> None:
-        """The publish bucket exists and the catalog model name is this namespace's to publish (checked
-        again when publishing: another namespace may publish it first meanwhile)."""
-        bucket = publish_bucket(spec, self.settings)
-        model = spec.publish.model_name or run.name
-        key, store = index_key(model), self.store(bucket)
-        try:
-            with store_errors():
-                exists = self.k8s.s3.bucket_exists(bucket)
-                index = self._get_json(store, key) if exists else None
-        except Exception as exc:
-            if type(exc).__name__ != "S3Error":
-                raise
-            raise Problem("StoreAccessDenied", f"spec.publish.bucket: the store refused the operator's key on "
-                          f"bucket {bucket!r} ({exc.code}): the operator's administrators must grant it") from None
-        if not exists:
-            raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
-                          f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "
-                          f"bucket {self.settings.catalog_bucket!r})")
-        refusal = model_refusal(run.namespace, model, store.uri(key), index, self.settings)
-        if refusal:
-            raise Problem(refusal.reason, refusal.message)
-
-    def _get_json(self, store: S3Store, key: str) -> dict | None:
-        with store_errors():
-            try:
-                return json.loads(store.get(key))
-            except (MissingObject, json.JSONDecodeError):
-                return None
-
-    def _get_typed(self, store: S3Store, key: str, contract):
-        """The object at `key` read as `contract` (api.contracts); None when it is not there yet, and
-        the validation error as text when it is there but does not fit (a worker of another release)."""
-        with store_errors():
-            try:
-                raw = store.get(key)
-            except MissingObject:
-                return None
-        try:
-            return contract.model_validate_json(raw)
-        except ValidationError as exc:
-            return f"{store.uri(key)} is not a {contract.__name__}: {str(exc).splitlines()[0:3]}"
+        return stalled(previous, generation, reason, message, final)
 
     # ================================================================== one target
     def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
                 emit: Emit) -> TargetStatus:
+        """Observe the target (its Jobs, probe, cache entries, confirmation rounds), ask the flow for
+        its next step, and act on it; returns the target's status."""
         before = next((TargetStatus.model_validate(t) for t in previous.get("targets") or []
                        if t.get("gpuType") == target.gpu_type), None)
         if before and before.stage in FINISHED:
             return before
+        # ---------------------------------------------------------------- observe
         keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
-        runs = self.store(self.settings.runs_bucket)
-        jobs = self._jobs(run, target)  # before the store: a finished Job's entries are already there
-        probe = self._get_typed(runs, keys.probe, ProbeResult)
+        runs = self.runs
+        jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
+        probe = read_typed(runs, keys.probe, ProbeResult)
         deadline = self._deadline(spec, meta)
         out_of_time = deadline is not None and time.time() >= deadline
         status = TargetStatus(gpu_type=target.gpu_type, stage="probing",
@@ -305,115 +138,78 @@ class Reconciler:
             if job is not None and job_state(job) != "active":
                 return self._failed(status, "ProbeFailed", f"the probe Job {job['metadata']['name']} ended "
                                     f"({job_state(job)}) without writing {keys.probe}: "
-                                    f"{self._last_words(run.namespace, job['metadata']['name'])}", emit)
+                                    f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}", emit)
             request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
                                    bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
-            self._ensure_job(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
+            self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
             status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(probe, str):
             return self._failed(status, "InvalidProbe", probe, emit)
         if not probe.ok:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
-        knobs = probe.compiler_knobs()
-        reused = self._reuse(run, spec, keys, runs, probe)
-        entries, shard_names, refused = self._aggregate(run, target, keys, runs, emit,
-                                                        before.refused if before else [])
+        reused = copy_reused(runs, run.namespace, spec, keys, probe)
+        entries, shard_names, refused = self.cache.aggregate(run, target, keys, runs, emit,
+                                                             before.refused if before else [])
         confirmations = {}
-        for key in self._list(runs, keys.confirmations):
-            result = self._get_typed(runs, key, ConfirmationResult)
+        for key in list_keys(runs, keys.confirmations):
+            result = read_typed(runs, key, ConfirmationResult)
             if isinstance(result, ConfirmationResult):
                 confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result.rounds
         given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
+        # ---------------------------------------------------------------- ask the flow
         try:
-            step = next_step(FlowSpec.of(spec), Observed(knobs, entries, confirmations, given_up, out_of_time))
+            step = next_step(FlowSpec.of(spec),
+                             Observed(probe.compiler_knobs(), entries, confirmations, given_up, out_of_time))
         except PlanError as exc:
             return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
-        status = self._counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
+        # ---------------------------------------------------------------- act
+        status = target_counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
                                                                         "refused": refused[:20],
                                                                         "reused": len(reused.routes),
                                                                         "reused_from": reused.runs})
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
-            failpoints.hit(f"planned-{step.stage}")
-            active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
-            room = max(0, spec.search.parallelism - active)
-            for batch in [b for b in step.batches if b.name not in jobs][:room]:
-                request = BatchRequest(target=target.gpu_type, stage=batch.stage, batch=batch.name,
-                                       bucket=self.settings.runs_bucket, prefix=keys.prefix,
-                                       routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
-                                       deadline=deadline, spec=spec)
-                self._ensure_job(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
-                active += 1
-            status = status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+            status = self._run_batches(run, spec, target, keys, step, jobs, deadline, status)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(step, RunConfirmation):
-            request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
-                                   bucket=self.settings.runs_bucket, prefix=keys.prefix,
-                                   routes=[e.route for e in step.candidates], default_route=step.default.route,
-                                   deadline=deadline, spec=spec)
-            self._ensure_job(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
-            status = status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
-                                               f"confirming {len(step.candidates)} candidate(s) against the default "
-                                               f"over {step.rounds} interleaved rounds"})
+            status = self._confirm(run, spec, target, keys, step, jobs, deadline, status)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if out_of_time:
-            self._stop_jobs(run, jobs)
+            self.jobs.stop_active(run, jobs)
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
 
-    def _reuse(self, run: RunRef, spec: TuningRunSpec, keys: RunKeys, runs: S3Store, probe: ProbeResult) -> Reused:
-        """Copy the entries of earlier runs of this namespace that carry this target's fingerprint (and
-        their kept engines, checked against their sha256) into this run's prefix, marked reusedFrom
-        (`controller.reuse`); once, recorded in `<prefix>/reused.json`. Only `runs/<namespace>/` is
-        read: a tenant never reads another's entries."""
-        if spec.search.reuse is ReuseMode.none or probe.fingerprint is None:
-            return Reused()
-        record = self._get_typed(runs, keys.reused, Reused)
-        if isinstance(record, Reused):
-            return record
-        pinned = dict(spec.search.pinned)
-        try:
-            default_id = baseline(pinned, build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned,
-                                                      spec.search.measure_uncompiled)).id
-        except PlanError:
-            return Reused()  # the flow says what is wrong with the knobs
-        namespace_prefix = object_key("runs", run.namespace) + "/"
-        have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in self._list(runs, keys.entries)}
-        found = []
-        for key in entry_keys(self._list(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1],
-                              keys.prefix):
-            try:
-                with store_errors():
-                    found.append((key, CacheEntry.from_json(runs.get(key))))
-            except (MissingObject, ValueError, ValidationError):
-                continue  # unreadable entries of other runs are theirs to report
-        routes: dict[str, str] = {}
-        for route_id, (key, entry) in sorted(pick(found, probe.fingerprint, default_id, have).items()):
-            source = RunKeys(key.rsplit("/entries/", 1)[0])
-            update = {"reused_from": f"{source_run(key, namespace_prefix)}: {runs.uri(key)}"}
-            with store_errors():
-                if entry.engine_uri:
-                    try:
-                        engine = runs.get(source.engine(route_id, probe.engine_suffix))
-                    except MissingObject:
-                        continue
-                    if hashlib.sha256(engine).hexdigest() != entry.engine_sha256:
-                        continue  # not the engine it measured: measured again
-                    runs.put(keys.engine(route_id, probe.engine_suffix), engine,
-                             {"route-id": route_id, "route": entry.route})
-                    update["engine_uri"] = runs.uri(keys.engine(route_id, probe.engine_suffix))
-                runs.put(keys.entry(route_id), entry.model_copy(update=update).to_json().encode(),
-                         {"route-id": route_id, "outcome": entry.outcome.value})
-            routes[route_id] = update["reused_from"]
-        record = Reused(routes=routes, runs=sorted({v.split(":", 1)[0] for v in routes.values()}))
-        with store_errors():
-            runs.put(keys.reused, record.model_dump_json(by_alias=True).encode())
-        return record
+    def _run_batches(self, run: RunRef, spec: TuningRunSpec, target: Target, keys: RunKeys, step: RunBatches,
+                     jobs: dict, deadline: float | None, status: TargetStatus) -> TargetStatus:
+        """A Job for each batch that has none, while fewer than `spec.search.parallelism` run."""
+        failpoints.hit(f"planned-{step.stage}")
+        active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
+        room = max(0, spec.search.parallelism - active)
+        for batch in [b for b in step.batches if b.name not in jobs][:room]:
+            request = BatchRequest(target=target.gpu_type, stage=batch.stage, batch=batch.name,
+                                   bucket=self.settings.runs_bucket, prefix=keys.prefix,
+                                   routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
+                                   deadline=deadline, spec=spec)
+            self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
+            active += 1
+        return status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+
+    def _confirm(self, run: RunRef, spec: TuningRunSpec, target: Target, keys: RunKeys, step: RunConfirmation,
+                 jobs: dict, deadline: float | None, status: TargetStatus) -> TargetStatus:
+        """The confirmation round's Job: the candidates' kept engines against the default's."""
+        request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
+                               bucket=self.settings.runs_bucket, prefix=keys.prefix,
+                               routes=[e.route for e in step.candidates], default_route=step.default.route,
+                               deadline=deadline, spec=spec)
+        self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
+        return status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
+                                         f"confirming {len(step.candidates)} candidate(s) against the default "
+                                         f"over {step.rounds} interleaved rounds"})
 
     def _scheduling(self, run: RunRef, target: Target, jobs: dict, status: TargetStatus,
                     before: TargetStatus | None, emit: Emit) -> TargetStatus:
@@ -430,7 +226,7 @@ class Reconciler:
         said = (f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
                 f"{found.seconds:.0f}s): {found.message}")
         if found.give_up(wait):
-            self._stop_jobs(run, jobs)
+            self.jobs.stop_active(run, jobs)
             return self._failed(status, "Unschedulable", f"{said}; gave up after {wait:.0f}s (the operator's "
                                 f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
                                 f"nodeSelector, tolerations and resources against the cluster's node pools", emit)
@@ -440,26 +236,6 @@ class Reconciler:
         if before is None or before.reason != "Unschedulable":
             emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
         return status
-
-    def _counts(self, status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
-        from enginewright.api.models import RouteResult
-        values = list(entries.values())
-        failed = sum(e.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout) for e in values)
-        rejected = sum(e.outcome is Outcome.accuracy_rejected for e in values)
-        default = next((e for e in values if e.route == ""), None)
-        passed = [e for e in values if e.passed and e.route and e.speedup]
-        best = max(passed, key=lambda e: (e.speedup, e.route_id), default=None)
-        return status.model_copy(update={
-            "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
-            "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
-            "failed": failed, "rejected": rejected,
-            "default_ms": default.median_ms if default else None,
-            "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
-                                speedup=round(best.speedup, 4),
-                                max_loss=best.max_loss) if best else None,
-            "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused),
-                                 3),
-        })
 
     def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:
         if before is None or before.stage != status.stage:
@@ -485,228 +261,11 @@ class Reconciler:
         created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
         return created + spec.search.deadline_seconds
 
-    # ================================================================== Jobs
-    def _jobs(self, run: RunRef, target: Target) -> dict[str, dict]:
-        """This target's Jobs by batch label, as plain dicts."""
-        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run, target.gpu_type)).items
-        out = {}
-        for job in items:
-            data = self.k8s.batch.api_client.sanitize_for_serialization(job)
-            owners = data["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == run.uid for o in owners):
-                out[data["metadata"]["labels"].get(LABEL_BATCH)] = data
-        return out
-
-    def _ensure_job(self, run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str,
-                    request: BatchRequest, routes: int, jobs: dict, deadline: float | None) -> None:
-        if batch in jobs:
-            return
-        ApiException = _api_exception()
-        left = None if deadline is None else deadline - time.time()
-        text = json.dumps(request.wire(), sort_keys=True).encode()
-        runs, key = self.store(self.settings.runs_bucket), RunKeys(request.prefix).request(batch)
-        try:
-            with store_errors():
-                runs.put(key, text)  # the same bytes on every pass: rewriting it before a retried create is harmless
-        except Exception as exc:
-            if type(exc).__name__ != "S3Error":
-                raise
-            reason = "StoreBucketMissing" if exc.code == "NoSuchBucket" else "StoreAccessDenied"
-            raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
-                          f"({exc.code}): the operator's administrators must create the runs bucket "
-                          f"{self.settings.runs_bucket!r} or grant the key access to it") from None
-        manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
-                                self.settings, active_deadline(spec, routes, left))
-        name = manifest["metadata"]["name"]
-        try:
-            created = self.k8s.batch.create_namespaced_job(run.namespace, manifest)
-            failpoints.hit("job-created")
-            metrics.JOBS_CREATED.inc()
-            jobs[batch] = self.k8s.batch.api_client.sanitize_for_serialization(created)
-            log.info("created Job %s/%s", run.namespace, name)
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-            existing = self.k8s.batch.api_client.sanitize_for_serialization(
-                self.k8s.batch.read_namespaced_job(name, run.namespace))
-            ours = any(o.get("uid") == run.uid for o in existing["metadata"].get("ownerReferences") or [])
-            same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == \
-                manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
-            if not (ours and same):
-                raise Problem("JobNameTaken", f"Job {run.namespace}/{name} exists but was not created by this run "
-                              f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
-                              f"rename the TuningRun") from None
-            jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
-
-    def _last_words(self, namespace: str, job_name: str) -> str:
-        """What the Job's last failed worker said (its terminated message: the worker's error line, e.g.
-        S3's refusal with its code), or where to look when there is none."""
-        ApiException = _api_exception()
-        try:
-            pods = self.k8s.core.list_namespaced_pod(namespace, label_selector=f"job-name={job_name}").items
-        except ApiException as exc:
-            if exc.status != 403:
-                raise
-            pods = []  # (an operator installed without the pods rule: say where to look)
-        said = sorted((str(c.state.terminated.finished_at or ""), c.state.terminated.message)
-                      for pod in pods for c in (pod.status.container_statuses or [])
-                      if c.name == "worker" and c.state and c.state.terminated and c.state.terminated.message)
-        if not said:
-            return f"see its pod's log (kubectl logs -n {namespace} job/{job_name})"
-        lines = [line.strip() for line in said[-1][1].splitlines() if line.strip()]
-        own = [line for line in lines if line.startswith("enginewright worker:")]
-        return f"its pod said: {(own or lines)[-1][:800]}"
-
-    def _stop_jobs(self, run: RunRef, jobs: dict) -> None:
-        """The deadline cut the target: Jobs still running are stopped."""
-        for job in jobs.values():
-            if job_state(job) == "active":
-                self._delete_job(run.namespace, job["metadata"]["name"])
-
-    def _delete_job(self, namespace: str, name: str) -> None:
-        ApiException = _api_exception()
-        try:
-            self.k8s.batch.delete_namespaced_job(name, namespace, propagation_policy="Background")
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
-    def _expire_jobs(self, run: RunRef) -> None:
-        """A finished run no longer reads its Jobs (an ended Job is how a pass knows a batch gave up, so
-        they live while the run does): give each `ttlSecondsAfterFinished`, and Kubernetes removes it
-        and its pods that long after it ended. Idempotent: a Job that has it already is left alone."""
-        ttl = self.settings.job_ttl_seconds
-        if ttl is None:
-            return
-        ApiException = _api_exception()
-        for job in self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items:
-            if job.spec.ttl_seconds_after_finished is not None or not any(
-                    o.uid == run.uid for o in job.metadata.owner_references or []):
-                continue
-            try:
-                self.k8s.batch.patch_namespaced_job(job.metadata.name, run.namespace,
-                                                    {"spec": {"ttlSecondsAfterFinished": ttl}})
-            except ApiException as exc:
-                if exc.status not in (403, 404, 422):
-                    raise
-                # The Job stays until the run is deleted (it is the run's child): say why, do not retry.
-                log.warning("%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s", run.namespace,
-                            run.name, job.metadata.name, _reason(exc))
-
-    def stop_all(self, run: RunRef) -> int:
-        """Deletion: stop every Job of the run (published engines stay in the catalog)."""
-        items = self.k8s.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items
-        for job in items:
-            self._delete_job(run.namespace, job.metadata.name)
-        return len(items)
-
-    # ================================================================== the cache in ConfigMaps
-    def _list(self, store: S3Store, prefix: str) -> list[str]:
-        with store_errors():
-            return list(store.list(prefix))
-
-    def _aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
-                   already_refused: list[str]) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
-        """Move entries that are new in the store into the cache shards; return every entry, the shard
-        names, and the entries refused (unreadable: never counted, their routes stay unmeasured)."""
-        refused: list[str] = []
-        maps = self.k8s.core.list_namespaced_config_map(
-            run.namespace, label_selector=selector(run, target.gpu_type, component="cache")).items
-        maps = sorted((m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])),
-                      key=lambda m: int((m.metadata.annotations or {}).get(SHARD_ANNOTATION, "0")))
-        shards = [dict(m.data or {}) for m in maps]
-        present = {key for shard in shards for key in shard}
-        new: dict[str, str] = {}
-        for key in self._list(runs, keys.entries):
-            name = key.rsplit("/", 1)[-1]
-            if name in present:
-                continue
-            try:
-                raw = runs.get(key)
-            except MissingObject:
-                continue
-            try:
-                entry = CacheEntry.from_json(raw)
-                if data_key(entry.route_id) != name:
-                    raise ValueError(f"its route id {entry.route_id} does not match its key")
-            except (ValueError, ValidationError) as exc:
-                why = f"{name}: {str(exc).splitlines()[0][:200]}"
-                refused.append(why)
-                if why not in already_refused:
-                    emit("Warning", "EntryRefused", f"{target.gpu_type}: cache entry {key} refused: {why}")
-                continue
-            new[name] = entry.to_json()
-            if entry.reused:
-                continue  # measured by an earlier run: counted there
-            metrics.ROUTES_MEASURED.labels(outcome=entry.outcome.value).inc()
-            metrics.GPU_SECONDS.labels(gpu_type=target.gpu_type).inc((entry.build_seconds or 0) + entry.spent_seconds)
-            if entry.build_seconds:
-                metrics.BUILD_SECONDS.observe(entry.build_seconds)
-            if entry.timing:
-                metrics.MEASURE_SECONDS.observe(entry.spent_seconds)
-        placement = place(shards, new, self.settings.shard_limit)
-        names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))]
-        for i in sorted(placement.changed):
-            body = {"metadata": {"name": names[i], "namespace": run.namespace,
-                                 "labels": labels(run, target.gpu_type, component="cache"),
-                                 "annotations": {SHARD_ANNOTATION: str(i)},
-                                 "ownerReferences": [run.owner_reference()]},
-                    "data": placement.shards[i]}
-            self._apply_config_map(run, body, exists=i < len(maps))
-            failpoints.hit("shard-written")
-        entries = {}
-        for i, shard in enumerate(placement.shards):
-            version = None if i in placement.changed else maps[i].metadata.resource_version
-            entries.update(self._parsed(run.namespace, names[i], version, shard))
-        return entries, names, refused
-
-    def _parsed(self, namespace: str, name: str, version: str | None, shard: dict[str, str]) -> dict[str, CacheEntry]:
-        """A shard's entries, parsed once per resourceVersion (a cache in memory only: it is rebuilt from
-        the ConfigMaps after a restart), so a pass parses only shards that changed."""
-        key = (namespace, name)
-        cached = self._shard_cache.get(key)
-        if version is not None and cached and cached[0] == version:
-            return cached[1]
-        parsed = {}
-        for text in shard.values():
-            entry = CacheEntry.from_json(text)
-            parsed[entry.route_id] = entry
-        if version is not None:
-            self._shard_cache[key] = (version, parsed)
-        else:
-            self._shard_cache.pop(key, None)
-        return parsed
-
-    def _apply_config_map(self, run: RunRef, body: dict, exists: bool) -> None:
-        """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
-        found on 409 carrying the run's owner reference and labels). A ConfigMap of that name that is
-        not the run's is left alone: the run stalls with NameTaken."""
-        ApiException = _api_exception()
-        name = body["metadata"]["name"]
-        if exists:
-            self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
-            return
-        try:
-            self.k8s.core.create_namespaced_config_map(run.namespace, body)
-            return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-        existing = self.k8s.core.api_client.sanitize_for_serialization(
-            self.k8s.core.read_namespaced_config_map(name, run.namespace))
-        if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
-            raise Problem("NameTaken", f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
-                          f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
-                          f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way")
-        body = {**body, "metadata": {**body["metadata"],
-                                     "resourceVersion": existing["metadata"]["resourceVersion"]}}
-        self.k8s.core.replace_namespaced_config_map(name, run.namespace, body)
-
-    # ================================================================== end states
+    # ================================================================== how a target ends
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
         lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
         name = child_name(run.name, "plan", target.gpu_type, limit=253)
-        self._apply_config_map(run, {
+        apply_config_map(self.k8s.core, run, {
             "metadata": {"name": name, "namespace": run.namespace,
                          "labels": labels(run, target.gpu_type, component="plan"),
                          "ownerReferences": [run.owner_reference()]},
@@ -718,7 +277,6 @@ class Reconciler:
 
     def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
                  step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
-        from enginewright.api.models import RouteResult
         decision, winner = step.decision, step.winner
         headline = step.headline()
         line = step.headline_text()
@@ -730,81 +288,11 @@ class Reconciler:
             "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
-        engine_uri = self._publish(run, spec, target, meta, keys, probe, step, emit)
+        engine_uri = publish_winner(settings=self.settings, core=self.k8s.core, runs_store=self.runs, run=run,
+                                    catalog_store=self.store(publish_bucket(spec, self.settings)),
+                                    generation=meta.get("generation"), spec=spec, target=target, keys=keys,
+                                    probe=probe, step=step, emit=emit)
         result = (f"kept the default route ({decision.reason})" if decision.default_won else
                   f"winner {winner.route}: {line}")
         return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
                           f"{result}; published {engine_uri}")
-
-    def _publish(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
-                 step: Decided, emit: Emit) -> str:
-        winner = step.winner
-        if not winner.engine_sha256:
-            raise Problem("NoEngine", f"{target.gpu_type}: the winning route {winner.route_id} has no measured engine")
-        versions = winner.versions or step.default.versions
-        compiler_version = versions.compiler if versions else probe.versions.compiler
-        catalog = CatalogKeys(model=spec.publish.model_name or run.name, gpu_product=target.gpu_type,
-                              compiler_version=compiler_version, model_sha256=probe.model_sha256,
-                              shapes_hash=shapes_hash(probe.input_shapes), run_uid=run.uid)
-        node = self._node_facts(versions.node if versions else None)
-        published_at = now()
-        catalog_store = self.store(publish_bucket(spec, self.settings))
-        engine_uri = catalog_store.uri(catalog.engine(probe.engine_suffix))
-        run_facts = {"namespace": run.namespace, "name": run.name, "uid": run.uid,
-                     "generation": meta.get("generation"), "target": target.gpu_type}
-        doc = provenance(run=run_facts, spec=spec, target=target, step=step, probe=probe, node=node, keys=catalog,
-                         engine_uri=engine_uri, operator_version=self.settings.operator_version,
-                         published_at=published_at)
-        summary = {"model": catalog.model, "backend": spec.compiler.name.value, "mode": spec.search.mode.value,
-                   "metric": spec.accuracy.metric.value, "threshold": spec.accuracy.threshold, **step.summary()}
-        index_entry = IndexEntry(gpu_product=target.gpu_type, compiler_version=compiler_version, folder=catalog.folder,
-                                 engine=engine_uri, sha256=winner.engine_sha256, route=winner.route,
-                                 speedup=step.decision.speedup, confirmed=step.decision.confirmed,
-                                 model_sha256=probe.model_sha256, run=f"{run.namespace}/{run.name}", run_uid=run.uid,
-                                 published_at=published_at, compute_capability=node.get("computeCapability")).wire()
-        try:
-            with store_errors():
-                publish(self.store(self.settings.runs_bucket), catalog_store, catalog,
-                        keys.engine(winner.route_id, probe.engine_suffix), probe.engine_suffix,
-                        winner.engine_sha256, doc, report.markdown(summary, list(step.entries)), index_entry,
-                        run.namespace, self.settings, report.measured_routes(summary, list(step.entries)).wire())
-        except PublishRefused as exc:
-            raise Problem(exc.refusal.reason, exc.refusal.message) from None
-        except PublishError as exc:
-            raise Problem("PublishFailed", str(exc)) from None
-        except MissingObject as exc:
-            raise Problem("EngineMissing", f"{target.gpu_type}: {exc}") from None
-        except Exception as exc:
-            if type(exc).__name__ == "S3Error" and getattr(exc, "code", "") == "NoSuchBucket":
-                raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket "
-                              f"{catalog_store.bucket!r} does not exist in the store (it was removed after the "
-                              f"run's checks); create it and the run publishes") from None
-            raise
-        emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
-        if self.settings.catalog_site:
-            self._write_catalog_site(catalog_store, catalog.model)
-        return engine_uri
-
-    def _write_catalog_site(self, catalog_store: S3Store, model: str) -> None:
-        """The catalog site's index and the model's page into the bucket just published to. The store
-        away: the pass is retried (publishing again is idempotent), so a finished run's site is written."""
-        from enginewright.catalog.reader import Catalog
-        from enginewright.catalog.site import publish_site
-        with _site_lock, store_errors():
-            written = publish_site(Catalog(catalog_store), model)
-        log.info("catalog site: wrote %s", ", ".join(catalog_store.uri(k) for k in written))
-
-    def _node_facts(self, node_name: str | None) -> dict:
-        """GPU facts of the node that measured the winner, from GPU feature discovery's labels."""
-        if not node_name:
-            return {}
-        ApiException = _api_exception()
-        try:
-            node_labels = self.k8s.core.read_node(node_name).metadata.labels or {}
-        except ApiException:
-            return {"node": node_name}
-        major, minor = node_labels.get("nvidia.com/gpu.compute.major"), node_labels.get("nvidia.com/gpu.compute.minor")
-        facts = {"node": node_name, "computeCapability": f"{major}.{minor}" if major and minor else None,
-                 "driver": ".".join(filter(None, (node_labels.get(f"nvidia.com/cuda.driver.{p}")
-                                                   for p in ("major", "minor", "rev")))) or None}
-        return {k: v for k, v in facts.items() if v}

@@ -1,5 +1,5 @@
 """The cache in ConfigMaps: one entry per route, in shards of at most SHARD_LIMIT bytes (a ConfigMap
-holds at most 1 MiB, an etcd request 1.5 MiB). Pure placement logic; `reconcile` does the API calls.
+holds at most 1 MiB, an etcd request 1.5 MiB). Pure placement logic; `cache` does the API calls.
 
 A shard's data maps `<route-id>.json` to the entry's JSON. New entries go into the last shard
 while it has room, then into a new one; an entry already in any shard is never placed again, so a

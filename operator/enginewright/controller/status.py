@@ -1,9 +1,21 @@
-"""Status as kstatus expects it (pure): `observedGeneration` and the `Ready`, `Reconciling` and
-`Stalled` conditions, which `kubectl wait --for=condition=Ready`, Flux and Helm read."""
+"""A run's status, from plain data (pure): a target's counts from its cache entries, the run's phase,
+progress and message from its targets, and the `observedGeneration` and `Ready`, `Reconciling` and
+`Stalled` conditions kstatus expects, which `kubectl wait --for=condition=Ready`, Flux and Helm read.
+The reconciler writes what these return and posts the event they name."""
 
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Callable
+
+from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.models import RouteResult, TargetStatus
+from enginewright.search.flow import Decided, Step
+
+FINISHED = ("done", "failed")  # a target's stages after which nothing changes
+
+Event = tuple[str, str, str]  # (type Normal|Warning, reason, message)
+Emit = Callable[[str, str, str], None]  # posts an Event on the run
 
 
 def now() -> str:
@@ -40,3 +52,76 @@ def condition(status: dict | None, kind: str) -> dict | None:
 def is_true(status: dict | None, kind: str) -> bool:
     found = condition(status, kind)
     return bool(found and found.get("status") == "True")
+
+
+def stalled(previous: dict, generation: int, reason: str, message: str, final: bool = False) -> dict:
+    """The run waits for the user (`reason`: a Problem's, InvalidSpec, Forbidden); `final` when no
+    later pass can change that (an invalid spec: the run has Failed)."""
+    return {**previous, "phase": "Failed" if final else previous.get("phase", "Pending"),
+            "observedGeneration": generation, "message": message,
+            "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
+
+
+def waiting_for_store(previous: dict, generation: int, message: str) -> dict:
+    """The store did not answer: everything else stays as it was, the pass is retried."""
+    return {**previous, "observedGeneration": generation, "message": message,
+            "conditions": conditions(previous.get("conditions"), generation, "reconciling",
+                                     "StoreUnavailable", message)}
+
+
+def run_status(targets: list[TargetStatus], previous: dict, generation: int, *, objective: str,
+               accuracy_validated: bool, dry_run: bool) -> tuple[dict, Event | None]:
+    """The run's status from its targets' (`objective` names the best speedup), and the event to post:
+    Failed or Succeeded (DryRun) when the run has just finished, else None."""
+    planned = sum(t.planned for t in targets)
+    done = sum(t.done + t.failed + t.rejected for t in targets)
+    failed = [t for t in targets if t.stage == "failed"]
+    speedups = [t.winner.speedup for t in targets if t.winner]
+    status = {
+        "observedGeneration": generation,
+        "progress": f"{done}/{planned}" if planned else None,
+        "bestSpeedup": f"{max(speedups):.3f}x {objective}" if speedups else None,
+        "accuracyValidated": accuracy_validated,
+        "targets": [t.wire() for t in targets],
+    }
+    before = previous.get("conditions")
+    if all(t.stage in FINISHED for t in targets):
+        if failed:
+            reason = failed[0].reason or "TargetFailed"
+            message = "; ".join(f"{t.gpu_type}: {t.message}" for t in failed)
+            event = ("Warning", "Failed", message) if previous.get("phase") != "Failed" else None
+            return {**status, "phase": "Failed", "message": message,
+                    "conditions": conditions(before, generation, "stalled", reason, message)}, event
+        reason = "DryRun" if dry_run else "Succeeded"
+        message = ("dry run: " if dry_run else "") + "; ".join(f"{t.gpu_type}: {t.message}" for t in targets)
+        event = ("Normal", reason, message) if previous.get("phase") != "Succeeded" else None
+        return {**status, "phase": "Succeeded", "message": message,
+                "conditions": conditions(before, generation, "ready", reason, message)}, event
+    stages = {t.stage for t in targets}
+    phase = "Confirming" if "confirming" in stages else "Running" if stages & {"stage1", "stage2"} else "Pending"
+    message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
+    # A target that waits says why (Unschedulable) in the Ready and Reconciling conditions' reason.
+    reason = next((t.reason for t in targets if t.stage not in FINISHED and t.reason), "Reconciling")
+    return {**status, "phase": phase, "message": message,
+            "conditions": conditions(before, generation, "reconciling", reason, message)}, None
+
+
+def target_counts(status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
+    """`status` with what the target's cache entries count: routes planned, done, failed, rejected
+    and left unmeasured, the default's time, the best passing route and the GPU seconds spent (a
+    reused entry's were spent by the run that measured it)."""
+    values = list(entries.values())
+    failed = sum(e.outcome in (Outcome.crash, Outcome.build_failed, Outcome.timeout) for e in values)
+    rejected = sum(e.outcome is Outcome.accuracy_rejected for e in values)
+    default = next((e for e in values if e.route == ""), None)
+    passed = [e for e in values if e.passed and e.route and e.speedup]
+    best = max(passed, key=lambda e: (e.speedup, e.route_id), default=None)
+    return status.model_copy(update={
+        "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
+        "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
+        "failed": failed, "rejected": rejected,
+        "default_ms": default.median_ms if default else None,
+        "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
+                            speedup=round(best.speedup, 4), max_loss=best.max_loss) if best else None,
+        "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused), 3),
+    })

@@ -1,0 +1,67 @@
+"""What a reconcile pass raises, and how the answers of the API server and the store are told apart.
+
+`Problem` is the user's to fix (the run is Stalled with its reason); `StoreUnavailable` is the store
+being away (the pass is retried); `PublishError` and `PublishRefused` are what publishing says before
+it becomes a Problem; anything else the store or the API server answered passes through.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+
+from enginewright.controller.tenancy import Refusal
+from enginewright.store.objects import MissingObject
+
+
+class Problem(Exception):
+    """Something the user must fix; `reason` becomes the Stalled condition's reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+class StoreUnavailable(Exception):
+    """The object store did not answer; the pass is retried."""
+
+
+class PublishError(RuntimeError):
+    """The engine cannot be published as measured (its bytes differ from the measured digest)."""
+
+
+class PublishRefused(RuntimeError):
+    """The run's namespace may not publish under this catalog model name."""
+
+    def __init__(self, refusal: Refusal):
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+def api_exception():
+    """kubernetes' ApiException (imported when first needed: the pure modules do not need kubernetes)."""
+    from kubernetes.client.exceptions import ApiException
+    return ApiException
+
+
+def api_reason(exc) -> str:
+    """The API server's message of an ApiException."""
+    try:
+        return json.loads(exc.body).get("message") or str(exc.reason)
+    except (TypeError, ValueError):
+        return str(exc.reason)
+
+
+@contextmanager
+def store_errors():
+    """Connection refused, timeouts, broken responses: the store is away, the pass is retried
+    (StoreUnavailable). What the store itself answered (S3Error, a missing object, a digest that
+    does not match, a publication refused) passes through to the caller."""
+    try:
+        yield
+    except (MissingObject, PublishError, PublishRefused):
+        raise
+    except Exception as exc:
+        if type(exc).__name__ == "S3Error":
+            raise
+        raise StoreUnavailable(f"{type(exc).__name__}: {exc}") from None
