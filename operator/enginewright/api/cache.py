@@ -428,7 +428,7 @@ def trtexec_reading(row: dict, *, defaults: dict[str, str], threshold: float | N
     if row["crash"]:
         outcome = Outcome.crash
     elif loss and (any(v is None for v in loss.values())
-                   or (threshold is not None and any(v >= threshold for v in loss.values()))):
+                   or (threshold is not None and any(v is not None and v >= threshold for v in loss.values()))):
         outcome = Outcome.accuracy_rejected
     else:
         outcome = Outcome.ok

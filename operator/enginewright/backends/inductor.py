@@ -122,6 +122,7 @@ def discover_knobs(config, device: str) -> list[Knob]:
             default = _config_value(config, name)
         except AttributeError:
             continue
+        allowed: tuple[str, ...]
         if isinstance(default, bool):
             allowed = ("false", "true")
         elif values is not None:

@@ -480,7 +480,8 @@ def model_page(view: ModelView, catalog: Catalog, generated_at: str) -> str:
 def index_page(models: dict[str, list[IndexEntry]], catalog: Catalog, generated_at: str) -> str:
     """Every model (engines, products, versions, last published) and, per GPU product, each model's
     current engines."""
-    rows, by_product = [], {}
+    rows: list[str] = []
+    by_product: dict[str, list[tuple[str, IndexEntry]]] = {}
     for model, entries in sorted(models.items()):
         cells: dict[tuple[str, str], IndexEntry] = {}
         for e in entries:
