@@ -116,8 +116,14 @@ def _consumer(args, compilers: set[str]):
 
 def cmd_fetch(args) -> int:
     from enginewright.catalog.compatibility import NoCompatibleEngine, NotInCatalog, compiler_name
-    from enginewright.catalog.fetch import (EXIT_ERROR, EXIT_INCOMPATIBLE, EXIT_NOT_FOUND, EXIT_TAMPERED,
-                                            TamperedEngine, fetch)
+    from enginewright.catalog.fetch import (
+        EXIT_ERROR,
+        EXIT_INCOMPATIBLE,
+        EXIT_NOT_FOUND,
+        EXIT_TAMPERED,
+        TamperedEngine,
+        fetch,
+    )
     from enginewright.catalog.reader import Catalog
     from enginewright.catalog.this_machine import NoGpuFound
     try:
@@ -189,6 +195,7 @@ def cmd_catalog_verify(args) -> int:
 
 def cmd_catalog_site(args) -> int:
     import time
+
     from enginewright.catalog.compatibility import NotInCatalog
     from enginewright.catalog.fetch import EXIT_NOT_FOUND
     from enginewright.catalog.reader import Catalog

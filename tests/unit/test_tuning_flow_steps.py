@@ -4,8 +4,16 @@ step, and a step already done is never asked for again."""
 import pytest
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
-from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation,
-                                      confirmation_name, next_step)
+from enginewright.search.flow import (
+    Decided,
+    Failed,
+    FlowSpec,
+    Observed,
+    RunBatches,
+    RunConfirmation,
+    confirmation_name,
+    next_step,
+)
 from enginewright.search.planners import PlanError
 from enginewright.search.routes import Knob, Route
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from datetime import datetime, timezone
-from pathlib import Path
-from enum import Enum
 from collections import Counter
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from pydantic import Field, field_validator

@@ -49,8 +49,7 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
-                                        cuda_timed_calls)
+from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner, cuda_timed_calls
 from enginewright.search.routes import Knob
 
 # Candidate knobs: name -> explicit values for non-boolean options (booleans sweep false/true).

@@ -23,8 +23,15 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
-                                        cuda_timed_calls, onnx_signature)
+from enginewright.backends.base import (
+    OBJECTIVES,
+    Backend,
+    BackendUnavailable,
+    BuildRequest,
+    Runner,
+    cuda_timed_calls,
+    onnx_signature,
+)
 from enginewright.search.routes import Knob, canonical_route, parse_tensorrt_knobs
 
 # Base settings a TuningRun may pin for every route (IBuilderConfig attributes / flags).

@@ -32,13 +32,21 @@ from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Vers
 from enginewright.api.fingerprint import Fingerprint, fingerprint_of
 from enginewright.api.models import Accuracy as AccuracySpec, Search, Timing, default_of
 from enginewright.backends.base import stats_of
-from enginewright.search.paired import (Spread, compare, engine_of, load_key, round_order, rounds_until, stop_after,
-                                       summarise_loads)
+from enginewright.search.paired import (
+    Spread,
+    compare,
+    engine_of,
+    load_key,
+    round_order,
+    rounds_until,
+    stop_after,
+    summarise_loads,
+)
 from enginewright.search.routes import Route
-from enginewright.worker.child import ChildRequest
-from enginewright.worker.quiet import wait_quiet
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import ObjectStore
+from enginewright.worker.child import ChildRequest
+from enginewright.worker.quiet import wait_quiet
 
 log = logging.getLogger("enginewright.worker")
 

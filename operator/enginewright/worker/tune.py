@@ -13,10 +13,28 @@ from pathlib import Path
 from typing import Callable
 
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
-from enginewright.api.models import (Accuracy as AccuracySpec, Compiler, CompilerName, Confirm, KnobValues, ReuseMode,
-                                     Search, SearchMode, Timing, default_of)
-from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, first_step,
-                                      next_step)
+from enginewright.api.models import (
+    Accuracy as AccuracySpec,
+    Compiler,
+    CompilerName,
+    Confirm,
+    KnobValues,
+    ReuseMode,
+    Search,
+    SearchMode,
+    Timing,
+    default_of,
+)
+from enginewright.search.flow import (
+    Decided,
+    Failed,
+    FlowSpec,
+    Observed,
+    RunBatches,
+    RunConfirmation,
+    first_step,
+    next_step,
+)
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
