@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
@@ -120,11 +119,19 @@ def main() -> int:
                         help="how power trials slow the default down (device: for device-bound workloads, e.g. mlp)")
     args = parser.parse_args()
     import torch
+
     from enginewright.api.models import Confirm, Search
     from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.search.paired import (compare, interval, load_key, round_order, rounds_until, stop_after,
-                                            summarise_loads)
+    from enginewright.search.paired import (
+        compare,
+        interval,
+        load_key,
+        round_order,
+        rounds_until,
+        stop_after,
+        summarise_loads,
+    )
     from enginewright.search.winner import confirm, confirm_by_rounds, twin
     from enginewright.worker.child import Held, interleaved_round, load_npz
     from workloads import setup as bench_setup

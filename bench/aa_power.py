@@ -68,6 +68,7 @@ class SlowedInductor(InductorBackend):
 
     def load(self, engine: bytes, workdir: Path):
         import statistics as stats
+
         import numpy as np
         runner = super().load(engine, workdir)
         call, factor = runner._call, self.slowdown
@@ -209,8 +210,10 @@ def main() -> int:
     parser.add_argument("--export", type=Path, help="also write aa_power.json here after every trial")
     parser.add_argument("--device", default="cuda", help="cpu: a quick check of the script without a GPU")
     args = parser.parse_args()
-    import torch
     from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
     from enginewright.search.paired import alternate, one_after_the_other, round_order, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
     from enginewright.worker.batch import Server, measuring_cpus
@@ -359,8 +362,9 @@ def main() -> int:
         if index % 20 == 0:
             s = summary()
             say(f"{index} trials: " + "; ".join(
-                f"{l} A/A {s[l]['aa']['trials']} (after {s[l]['aa']['after']}, before {s[l]['aa']['before']}), "
-                f"power {s[l]['power']['trials']} (after {s[l]['power']['after']})" for l in layouts))
+                f"{layout} A/A {s[layout]['aa']['trials']} (after {s[layout]['aa']['after']}, "
+                f"before {s[layout]['aa']['before']}), "
+                f"power {s[layout]['power']['trials']} (after {s[layout]['power']['after']})" for layout in layouts))
     for server in servers.values():
         server.close()
     result = summary()

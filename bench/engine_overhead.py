@@ -87,6 +87,7 @@ class TorchCompileBaseline:
     def load(self, engine: bytes, workdir: Path):
         import torch
         import torch._inductor.config as config
+
         from enginewright.backends.base import Runner
         from enginewright.backends.inductor import route_options
         spec, device = json.loads(engine), self.device
@@ -265,6 +266,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="cpu: float32 modules, host clock (no CUDA graphs)")
     args = parser.parse_args()
     import torch
+
     from enginewright.api.models import Timing
     from workloads import setup
     variants = {"engine": "inductor", **dict(v.split("=", 1) for v in args.variant)}

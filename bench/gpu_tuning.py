@@ -61,6 +61,7 @@ def cost_seconds(entries) -> float:
 
 def run_workload(name: str, out: Path, say) -> dict:
     import torch
+
     from enginewright.search.winner import choose_winner, noise_margin
     from enginewright.worker.batch import Worker
     from enginewright.worker.tune import TuneOptions, tune
@@ -233,7 +234,9 @@ def cmd_noise(args) -> int:
     from enginewright.worker.tune import TuneOptions, tune
     from workloads import WORKLOADS, prepare
     out = Path(args.out)
-    say = lambda m: print(f"[{args.workload}] {m}", flush=True)
+
+    def say(message: str) -> None:
+        print(f"[{args.workload}] {message}", flush=True)
     workload = next(w for w in WORKLOADS if w.name == args.workload)
     files = prepare(workload, out / "data", "cuda")
     common = dict(backend="inductor", model=files["program"], inputs=files["inputs"], references=files["references"],

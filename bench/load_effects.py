@@ -145,16 +145,14 @@ def main() -> int:
     parser.add_argument("--export", type=Path)
     parser.add_argument("--device", default="cuda")
     args = parser.parse_args()
-    import numpy as np
     import torch
+
     from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
     from enginewright.search.routes import Route
     from enginewright.worker.batch import Worker
     from enginewright.worker.child import Held, load_npz
-    from workloads import setup as bench_setup
-
-    from workloads import WORKLOADS
+    from workloads import WORKLOADS, setup as bench_setup
     workload = args.workload
     if workload not in {w.name for w in WORKLOADS}:  # engine_overhead.py's mlp / block / tiny
         from engine_overhead import workloads as overhead_workloads

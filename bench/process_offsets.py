@@ -130,6 +130,7 @@ def copies_child(engine: str, sample: str, copies: int, rotations: int, objectiv
     """(run in a subprocess) Load `copies` copies of the engine into this one process and time them
     in rotating rounds, as the serving processes are; print one JSON line."""
     import numpy as np
+
     from enginewright.backends.base import calls_per_round, time_round, warm_up
     from enginewright.backends.inductor import InductorBackend
     data = np.load(sample)
@@ -168,6 +169,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", help="cpu: a quick check of the script without a GPU")
     args = parser.parse_args()
     import torch
+
     from enginewright.worker.batch import Server
     from workloads import setup as bench_setup
 

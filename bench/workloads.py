@@ -157,6 +157,7 @@ def setup(out: Path, workload: str | Workload, device: str, objective: str, repo
     processes inherit."""
     import os
     import time
+
     from enginewright.api.models import Timing
     began = time.monotonic()
     os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "bench"),

@@ -11,11 +11,11 @@ import uuid
 import pytest
 from hypothesis import settings
 
+from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY, LocalCluster, wait_for
+
 settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
 if os.environ.get("CI") == "true":
     settings.load_profile("ci")
-
-from tests.cluster.harness import LocalCluster, S3_ACCESS_KEY, S3_SECRET_KEY, wait_for
 
 
 @pytest.fixture(scope="session")

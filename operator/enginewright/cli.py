@@ -61,7 +61,7 @@ def cmd_crds(args) -> int:
 
 def cmd_plan(args) -> int:
     from enginewright.backends import BackendUnavailable
-    from enginewright.search.flow import FlowSpec, Observed, next_step
+    from enginewright.search.flow import FlowSpec, first_step
     from enginewright.search.planners import PlanError
     run = _load_run(args.manifest)
     search = run.spec.search
@@ -73,7 +73,7 @@ def cmd_plan(args) -> int:
     try:
         knobs = compiler_knobs(run.spec.compiler.name.value, args.knobs)
         # The flow's first step with nothing measured yet: what the controller would launch.
-        step = next_step(FlowSpec.of(run.spec), Observed(knobs))
+        step = first_step(FlowSpec.of(run.spec), knobs)
     except (PlanError, BackendUnavailable) as exc:
         print(f"enginewright plan: {exc}", file=sys.stderr)
         return 2
@@ -116,8 +116,14 @@ def _consumer(args, compilers: set[str]):
 
 def cmd_fetch(args) -> int:
     from enginewright.catalog.compatibility import NoCompatibleEngine, NotInCatalog, compiler_name
-    from enginewright.catalog.fetch import (EXIT_ERROR, EXIT_INCOMPATIBLE, EXIT_NOT_FOUND, EXIT_TAMPERED,
-                                            TamperedEngine, fetch)
+    from enginewright.catalog.fetch import (
+        EXIT_ERROR,
+        EXIT_INCOMPATIBLE,
+        EXIT_NOT_FOUND,
+        EXIT_TAMPERED,
+        TamperedEngine,
+        fetch,
+    )
     from enginewright.catalog.reader import Catalog
     from enginewright.catalog.this_machine import NoGpuFound
     try:
@@ -189,6 +195,7 @@ def cmd_catalog_verify(args) -> int:
 
 def cmd_catalog_site(args) -> int:
     import time
+
     from enginewright.catalog.compatibility import NotInCatalog
     from enginewright.catalog.fetch import EXIT_NOT_FOUND
     from enginewright.catalog.reader import Catalog

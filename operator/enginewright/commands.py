@@ -29,11 +29,11 @@ def _knobs(values: list[str] | None) -> list[tuple[str, list[str]]]:
 
 
 def cmd_tune(args) -> int:
+    from enginewright import report
     from enginewright.api.models import Timing
     from enginewright.backends import BACKENDS, BackendUnavailable, misfit
     from enginewright.search.planners import PlanError
     from enginewright.worker.tune import TuneError, TuneOptions, tune
-    from enginewright import report
 
     if not Path(args.model).is_file():
         print(f"enginewright tune: {args.model}: no such model file", file=sys.stderr)
@@ -204,7 +204,7 @@ def _export_entries(args, directory: Path, entries) -> int:
     from enginewright.api.models import Accuracy, Search, default_of
     summary = _json_or_empty(directory / "summary.json")
     options = summary.get("options", {})
-    header = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
+    header: dict = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
     parameters = header.get("accuracy_parameter") or {}
     metric = args.metric or summary.get("metric") or trtexec_metric(header.get("accuracy_algorithm", ""))
     if metric is None:

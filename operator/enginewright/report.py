@@ -100,7 +100,7 @@ def objective(summary: dict, entries: Sequence[CacheEntry]) -> str:
 def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, str, str]]:
     """(ratio, name, what it compares) for the winner, at full precision; the first is the headline,
     the one the decision used."""
-    by_id = {e.route_id: e for e in entries}
+    by_id: dict[str | None, CacheEntry] = {e.route_id: e for e in entries}  # (winner_id may be None)
     default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
     if default is None or winner is None or not (default.median_ms and winner.median_ms):
         return []
@@ -128,7 +128,7 @@ def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
     """The lines `enginewright tune` ends with: the two times the headline compares (measured in the
     same rounds: their ratio is the speedup), the headline speedup with its interval and the others
     by name, what the host has to do with it, the decision."""
-    by_id = {e.route_id: e for e in entries}
+    by_id: dict[str | None, CacheEntry] = {e.route_id: e for e in entries}  # (winner_id may be None)
     default, winner = by_id.get(summary["default_id"]), by_id.get(summary.get("winner_id"))
     what = objective(summary, entries)
     times = summary.get("times") or {}
@@ -237,7 +237,7 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     default_id, winner_id = summary["default_id"], summary.get("winner_id")
     measured = [e for e in entries if e.timing and e.outcome in (Outcome.ok, Outcome.accuracy_rejected)
                 and (e.route_id == default_id or e.speedup)]
-    positive = [max_loss(e) for e in measured if (max_loss(e) or 0.0) > 0.0]
+    positive = [loss for e in measured if (loss := max_loss(e)) is not None and loss > 0.0]
     floor = min(positive) / 10 if positive else 1e-12
     # The winner sits at the headline speedup, with the headline's interval: the figure says what the
     # headline says (the sweep's figure for it is in the report's table).
@@ -248,6 +248,7 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
             return 1.0
         if e.route_id == winner_id and headline_speedup:
             return headline_speedup
+        assert e.speedup is not None  # `measured` holds only the default and routes with a speedup
         return e.speedup
 
     def interval(e: CacheEntry) -> tuple[float, float] | None:
@@ -278,7 +279,7 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
         if zero:
             ax.scatter([x(e) for e in zero], [floor] * len(zero), s=40, marker="v", facecolors="none",
                        edgecolors=colour, label=f"{label}, loss 0 or not checked (drawn at {floor:.0e})")
-    by_id = {e.route_id: e for e in measured}
+    by_id: dict[str | None, CacheEntry] = {e.route_id: e for e in measured}  # (winner_id may be None)
     default, winner = by_id.get(default_id), by_id.get(summary.get("winner_id"))
     if default:
         ax.scatter([1.0], [y(default)], s=200, marker="s", facecolors="none", edgecolors="black",
@@ -309,12 +310,13 @@ def _spread_labels(fig, labels) -> None:
     """Move labels up, one line at a time, until none overlaps another (routes close in speedup and
     loss would otherwise print over each other)."""
     from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
     renderer = fig.canvas.get_renderer()
 
     def box(label):  # the text alone, not its leader line
         label.update_positions(renderer)
         return Text.get_window_extent(label, renderer)
-    placed = []
+    placed: list[Bbox] = []
     for label in labels:
         dx, dy = label.xyann
         for _ in range(60):

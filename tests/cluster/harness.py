@@ -23,8 +23,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-
 REPO = Path(__file__).resolve().parents[2]
 S3_ACCESS_KEY = "enginewright"
 S3_SECRET_KEY = "enginewright-secret-key"

@@ -88,6 +88,7 @@ def upload_example(cluster, folder: Path, models_bucket: str = "enginewright-mod
     from minio import Minio
     sys.path.insert(0, str(REPO / "examples"))
     from make_example import write_example
+
     from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
     write_example(folder)
     s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)

@@ -93,6 +93,7 @@ def test_invalid_manifest_is_refused_naming_the_field(cluster, crd_installed, na
 @pytest.mark.parametrize("case", sorted(INVALID))
 def test_the_same_manifests_fail_pydantic_validation(case):
     from pydantic import ValidationError
+
     from enginewright.api.models import TuningRun
     with pytest.raises(ValidationError):
         TuningRun.model_validate(INVALID[case][0])

@@ -5,8 +5,8 @@ leaves provenance without its engine or an index entry without both, and complet
 import json
 import time
 
-from tests.faults.conftest import cached_entries
 from tests.conftest import get_json
+from tests.faults.conftest import cached_entries
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, run_status, wait_condition
 
 KNOBS = [{"name": "enable_mem_pattern", "values": ["0"]}, {"name": "enable_cpu_mem_arena", "values": ["0"]}]

@@ -4,8 +4,8 @@ entries were written, and the run completes without measuring them again."""
 import json
 import time
 
-from tests.faults.conftest import cached_entries
 from tests.conftest import get_json
+from tests.faults.conftest import cached_entries
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
 
 KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended"]},

@@ -72,6 +72,7 @@ def test_the_served_program_carries_none_of_exports_per_call_hooks(program):
     call down nn.Module's slow path: ~10 us a call on CPU); the engine's flat program has none and
     gives the same outputs."""
     from pathlib import Path
+
     from enginewright.backends.inductor import _flat_program
     folder, device = program
     exported = torch.export.load(str(folder / "model.pt2")).module()

@@ -5,7 +5,7 @@ import time
 
 from enginewright.api.names import LABEL_STAGE
 from tests.conftest import get_json
-from tests.operator.conftest import (RUNS_BUCKET, apply, condition, jobs, manifest, run_status, wait_condition)
+from tests.operator.conftest import RUNS_BUCKET, apply, condition, jobs, manifest, run_status, wait_condition
 
 KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended", "all"]},
          {"name": "enable_mem_pattern", "values": ["0"]},

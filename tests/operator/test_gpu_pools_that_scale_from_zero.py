@@ -22,8 +22,18 @@ import pytest
 from enginewright.api.names import LABEL_STAGE
 from tests.cluster.harness import REPO, _die_with_parent, wait_for
 from tests.cluster.operator_process import create_store_secret, start_operator
-from tests.operator.conftest import (RUNS_BUCKET, TEST_INTERVAL, Operator, apply, condition, events, jobs,
-                                     manifest, run_status, wait_condition)
+from tests.operator.conftest import (
+    RUNS_BUCKET,
+    TEST_INTERVAL,
+    Operator,
+    apply,
+    condition,
+    events,
+    jobs,
+    manifest,
+    run_status,
+    wait_condition,
+)
 
 UNSCHEDULABLE_SECONDS = 40
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]

@@ -18,8 +18,8 @@ import pytest
 
 from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import ConfirmationResult, Provenance
-from tests.cluster.image_cluster import MODELS_BUCKET, RUNS_BUCKET, started_image_cluster
 from tests.cluster.harness import wait_for
+from tests.cluster.image_cluster import MODELS_BUCKET, RUNS_BUCKET, started_image_cluster
 from tests.cluster.images import image_name
 from tests.cluster.operator_process import start_operator
 from tests.operator.conftest import apply, wait_condition

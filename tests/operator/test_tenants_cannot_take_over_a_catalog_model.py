@@ -6,8 +6,16 @@ refusal: Stalled with its reason, a Warning Event, no Job, nothing written to th
 import json
 import uuid
 
-from tests.operator.conftest import (PUBLISH_BUCKETS, RUNS_BUCKET, apply, condition, events, jobs, manifest,
-                                     wait_condition)
+from tests.operator.conftest import (
+    PUBLISH_BUCKETS,
+    RUNS_BUCKET,
+    apply,
+    condition,
+    events,
+    jobs,
+    manifest,
+    wait_condition,
+)
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 

@@ -2,8 +2,8 @@
 and the images its settings allow (tenancy.allowedImages) are run. Another image stalls the run with
 ImageNotAllowed and a Warning Event, and no Job is created."""
 
-from tests.operator.conftest import apply, condition, events, jobs, manifest, run_status, wait_condition
 from tests.cluster.harness import wait_for
+from tests.operator.conftest import apply, condition, events, jobs, manifest, run_status, wait_condition
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 

@@ -7,8 +7,16 @@ import math
 
 from hypothesis import given, strategies as st
 
-from enginewright.api.cache import (CacheEntry, Outcome, TimingStats, Versions, export_trtexec, import_trtexec,
-                                    parse_trtexec_route, trtexec_files)
+from enginewright.api.cache import (
+    CacheEntry,
+    Outcome,
+    TimingStats,
+    Versions,
+    export_trtexec,
+    import_trtexec,
+    parse_trtexec_route,
+    trtexec_files,
+)
 from enginewright.search.routes import Route, parse_tensorrt_knobs, route_id
 
 KNOB_JSON = json.dumps({"tuner_version": "2.19.15", "tuner_options": [

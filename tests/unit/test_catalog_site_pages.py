@@ -14,9 +14,21 @@ from pathlib import Path
 
 import pytest
 
-from enginewright.api.contracts import (AccuracyFacts, CompilerFacts, EngineFacts, GpuFacts, IndexEntry,
-                                        MeasuredRoute, MeasuredRoutes, ModelFacts, Provenance, RouteFacts, RunFacts,
-                                        SearchFacts, TimingFacts)
+from enginewright.api.contracts import (
+    AccuracyFacts,
+    CompilerFacts,
+    EngineFacts,
+    GpuFacts,
+    IndexEntry,
+    MeasuredRoute,
+    MeasuredRoutes,
+    ModelFacts,
+    Provenance,
+    RouteFacts,
+    RunFacts,
+    SearchFacts,
+    TimingFacts,
+)
 from enginewright.catalog.reader import Catalog
 from enginewright.catalog.site import read_model, write_site
 from enginewright.store.layout import CatalogKeys, site_page

@@ -10,8 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from enginewright.api.cache import Versions
-from enginewright.api.contracts import (BatchRequest, ConfirmationResult, IndexEntry, KnobInfo, ProbeResult,
-                                        Provenance)
+from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, KnobInfo, ProbeResult, Provenance
 from enginewright.catalog.compatibility import Offer
 from enginewright.search.flow import FlowSpec, Observed, RunBatches, next_step
 from enginewright.search.routes import Knob
@@ -63,6 +62,7 @@ def test_confirmation_rounds_keep_opaque_keys():
 
 def test_batch_request_round_trip(tmp_path):
     import yaml
+
     from enginewright.api.models import TuningRunSpec
     spec = TuningRunSpec.model_validate(yaml.safe_load(open("examples/tuningrun-onnx-fast.yaml"))["spec"])
     request = BatchRequest(target="cpu", stage="stage1", batch="stage1-b000", bucket="b", prefix="runs/x",

@@ -2,9 +2,21 @@
 
 import pytest
 
-from enginewright.catalog.compatibility import (HARDWARE_COMPATIBLE, SAME_COMPUTE_CAPABILITY, SAME_HARDWARE,
-                                                SAME_PRODUCT, Consumer, Installed, NoCompatibleEngine, NotInCatalog,
-                                                Offer, gpu_match, judge, select, version_problem)
+from enginewright.catalog.compatibility import (
+    HARDWARE_COMPATIBLE,
+    SAME_COMPUTE_CAPABILITY,
+    SAME_HARDWARE,
+    SAME_PRODUCT,
+    Consumer,
+    Installed,
+    NoCompatibleEngine,
+    NotInCatalog,
+    Offer,
+    gpu_match,
+    judge,
+    select,
+    version_problem,
+)
 from enginewright.catalog.listing import coverage, render_table
 
 ORT = Installed("onnxruntime-1.32.0")

@@ -4,8 +4,18 @@ import pytest
 from hypothesis import given, strategies as st
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
-from enginewright.search.planners import (PlanError, build_space, full_size, improving_values, make_batches,
-                                          pending, plan_fast, plan_full, plan_mixed_stage2, plan_stage1)
+from enginewright.search.planners import (
+    PlanError,
+    build_space,
+    full_size,
+    improving_values,
+    make_batches,
+    pending,
+    plan_fast,
+    plan_full,
+    plan_mixed_stage2,
+    plan_stage1,
+)
 from enginewright.search.routes import Knob
 
 KNOBS = [

@@ -4,8 +4,17 @@ step, and a step already done is never asked for again."""
 import pytest
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
-from enginewright.search.flow import (Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation,
-                                      confirmation_name, next_step)
+from enginewright.search.flow import (
+    Decided,
+    Failed,
+    FlowSpec,
+    Observed,
+    RunBatches,
+    RunConfirmation,
+    confirmation_name,
+    first_step,
+    next_step,
+)
 from enginewright.search.planners import PlanError
 from enginewright.search.routes import Knob, Route
 
@@ -39,6 +48,10 @@ def test_nothing_observed_asks_for_every_stage1_batch_with_the_default_first():
     assert isinstance(step, RunBatches) and step.stage == "stage1" and step.default == DEFAULT
     assert [b.name for b in step.batches] == ["stage1-b000", "stage1-b001", "stage1-b002"]
     assert routes_of(step)[0] == "" and len(routes_of(step)) == step.planned == 5
+
+
+def test_the_first_step_is_the_step_of_nothing_observed():
+    assert first_step(FAST, KNOBS) == next_step(FAST, observed())
 
 
 def test_the_same_observations_give_the_same_step():

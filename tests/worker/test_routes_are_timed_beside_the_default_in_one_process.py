@@ -6,11 +6,11 @@ and the next route is timed against the default loaded again in a fresh process.
 import json
 from pathlib import Path
 
+import pytest
+
 from enginewright.api.cache import Outcome
 from enginewright.search.routes import Route
 from tests.worker.conftest import recording_worker
-import pytest
-
 from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED
 
 THREE_ROUNDS = {"min_rounds": 3, "max_rounds": 3}  # paired rounds of each route

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from datetime import datetime, timezone
-from pathlib import Path
-from enum import Enum
 from collections import Counter
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
 from typing import Iterable, Sequence
 
 from pydantic import Field, field_validator
@@ -428,7 +428,7 @@ def trtexec_reading(row: dict, *, defaults: dict[str, str], threshold: float | N
     if row["crash"]:
         outcome = Outcome.crash
     elif loss and (any(v is None for v in loss.values())
-                   or (threshold is not None and any(v >= threshold for v in loss.values()))):
+                   or (threshold is not None and any(v is not None and v >= threshold for v in loss.values()))):
         outcome = Outcome.accuracy_rejected
     else:
         outcome = Outcome.ok

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from enginewright.api import names
 from enginewright.api.models import TuningRunSpec, TuningRunStatus
@@ -64,10 +65,9 @@ def _structural(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def _object_defaults(model: type, schema: dict[str, Any]) -> None:
+def _object_defaults(model: type[BaseModel], schema: dict[str, Any]) -> None:
     """Give nested objects built by a default_factory `default: {}`, so the API server fills in
     their own field defaults when a manifest leaves the whole object out."""
-    from pydantic import BaseModel
     for name, info in model.model_fields.items():
         prop = schema.get("properties", {}).get(info.alias or name)
         if prop is None:
@@ -79,7 +79,7 @@ def _object_defaults(model: type, schema: dict[str, Any]) -> None:
             _object_defaults(kind, prop)
 
 
-def model_schema(model: type) -> dict[str, Any]:
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     """Structural OpenAPI v3 schema of one pydantic model, camelCase field names."""
     raw = model.model_json_schema(by_alias=True, mode="validation")
     schema = _structural(raw, raw.get("$defs", {}))

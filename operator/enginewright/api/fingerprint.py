@@ -97,7 +97,7 @@ def fingerprint_of(*, backend: str, model_sha256: str, versions: "Versions", obj
         compute_capability=versions.compute_capability, compiler=versions.compiler, cuda=versions.cuda,
         driver_major=driver_major(versions.driver), settings=dict(settings or {}), route_id=route_id,
         data_sha256=list(data_sha256), metric=metric if checked else None,
-        threshold=float(threshold) if checked else None,
+        threshold=float(threshold) if checked and threshold is not None else None,
         atol=float(atol) if tolerances and atol is not None else None,
         rtol=float(rtol) if tolerances and rtol is not None else None,
         outputs=sorted(outputs) if checked else [], objective=objective)

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonDict
 
 from enginewright.api.names import API_VERSION, KIND
 
@@ -23,7 +24,7 @@ _CONTROL = r"\x00-\x1f\x7f-\x9f"
 _SEGMENT = (rf"(?:[^/.{_CONTROL}]|[^/.{_CONTROL}][^/{_CONTROL}]|\.[^/.{_CONTROL}]|[^/{_CONTROL}]{{3,}})")
 S3_URI_PATTERN = rf"^s3://[a-z0-9][a-z0-9.\-]{{1,61}}[a-z0-9](?:/{_SEGMENT})+$"
 S3_URI_MAX_LENGTH = 5 + 63 + 1 + 1024  # s3:// + bucket + / + S3's longest key
-_S3_URI_RULES = {"maxLength": S3_URI_MAX_LENGTH, "pattern": S3_URI_PATTERN, "x-kubernetes-validations": [{
+_S3_URI_RULES: JsonDict = {"maxLength": S3_URI_MAX_LENGTH, "pattern": S3_URI_PATTERN, "x-kubernetes-validations": [{
     "rule": r"!self.matches('^s3://.*/(\\.\\.?)?(/|$)') && !self.matches('[\\x00-\\x1f\\x7f-\\x9f]')",
     "message": "must be s3://bucket/key with no empty, '.' or '..' key segments and no control characters"}]}
 

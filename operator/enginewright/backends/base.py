@@ -7,12 +7,15 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
 
 from enginewright.api.cache import Measurements, TimingStats, Versions
 from enginewright.search.routes import Knob
+
+if TYPE_CHECKING:
+    from enginewright.accuracy.signature import Signature
 
 
 class BackendUnavailable(RuntimeError):

@@ -49,8 +49,7 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
-                                        cuda_timed_calls)
+from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner, cuda_timed_calls
 from enginewright.search.routes import Knob
 
 # Candidate knobs: name -> explicit values for non-boolean options (booleans sweep false/true).
@@ -122,6 +121,7 @@ def discover_knobs(config, device: str) -> list[Knob]:
             default = _config_value(config, name)
         except AttributeError:
             continue
+        allowed: tuple[str, ...]
         if isinstance(default, bool):
             allowed = ("false", "true")
         elif values is not None:

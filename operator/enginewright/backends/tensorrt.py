@@ -23,8 +23,15 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from enginewright.api.cache import Versions
-from enginewright.backends.base import (OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner,
-                                        cuda_timed_calls, onnx_signature)
+from enginewright.backends.base import (
+    OBJECTIVES,
+    Backend,
+    BackendUnavailable,
+    BuildRequest,
+    Runner,
+    cuda_timed_calls,
+    onnx_signature,
+)
 from enginewright.search.routes import Knob, canonical_route, parse_tensorrt_knobs
 
 # Base settings a TuningRun may pin for every route (IBuilderConfig attributes / flags).
@@ -196,12 +203,16 @@ class TensorRTBackend(Backend):
         trt = _trt()
         return trt.Logger(trt.Logger.WARNING)
 
-    def knobs(self) -> list[Knob]:
+    def _build_routes(self) -> str:
+        """TensorRT's `all_build_routes` JSON (read from the builder once, unless given)."""
         if self._knobs_json is None:
             trt = _trt()
             builder = trt.Builder(self._logger())
             self._knobs_json = builder.create_builder_config().all_build_routes
-        version, knobs = parse_tensorrt_knobs(self._knobs_json)
+        return self._knobs_json
+
+    def knobs(self) -> list[Knob]:
+        version, knobs = parse_tensorrt_knobs(self._build_routes())
         if not knobs:
             raise BackendUnavailable("this TensorRT build reports no build-route knobs (all_build_routes is empty)")
         return knobs
@@ -209,7 +220,7 @@ class TensorRTBackend(Backend):
     def cache_compiler(self) -> str:
         """trtexec's files name the tuner, not TensorRT: `tensorrt-tuner-<tuner_version>`."""
         self.knobs()
-        return f"tensorrt-tuner-{parse_tensorrt_knobs(self._knobs_json)[0]}"
+        return f"tensorrt-tuner-{parse_tensorrt_knobs(self._build_routes())[0]}"
 
     def versions(self) -> Versions:
         trt = _trt()

@@ -268,7 +268,7 @@ def select(offers: list[Offer], consumer: Consumer, *, model: str, prefer: str =
     def fastest(v: Verdict):
         return (v.offer.speedup if v.offer.speedup is not None else float("-inf")), *newest(v)
 
-    best_match = min(v.match for v in fitting)
+    best_match = min(v.match for v in fitting if v.match is not None)  # (every fitting one has a match)
     closest = [v for v in fitting if v.match == best_match]
     chosen = max(closest, key=fastest if prefer == SPEEDUP else newest)
     rule = ("pinned run" if run_uid else "best speedup" if prefer == SPEEDUP else "newest")

@@ -444,8 +444,8 @@ def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
                     f"default's in the same rounds; the winner at its headline speedup. The table says the same in "
                     f"numbers.</figcaption></figure>" if svg else "") + routes_table(engine.routes))
     else:
-        measured = (f"<h4>Routes measured</h4><p>Not in the catalog for this engine (no routes.json: published "
-                    f"before it was written); its report.md lists them.</p>")
+        measured = ("<h4>Routes measured</h4><p>Not in the catalog for this engine (no routes.json: published "
+                    "before it was written); its report.md lists them.</p>")
     return (f'<article class="engine{" superseded" if engine.superseded_by else ""}" id="{engine.anchor}">'
             f"<h4>{_e(entry.compiler_version)} · {_e(entry.published_at[:10])} · run {_e(entry.run)} {badge}</h4>"
             f"{headline}{get_it}{facts}{knob_table}{measured}{provenance_section(engine, catalog)}</article>")
@@ -463,7 +463,7 @@ def model_page(view: ModelView, catalog: Catalog, generated_at: str) -> str:
               f"generated {_e(generated_at)}</p><h1>{_e(view.model)}</h1>"
               f"<p>{len(view.engines)} engine(s) published, {len(current)} current, on {len(view.products)} GPU "
               f"product(s) × {len(view.versions)} compiler version(s)"
-              + (f"; no engine for " + ", ".join(f"{_e(p)} × {_e(v)}" for p, v in gaps) if gaps else "") + ".</p>")
+              + ("; no engine for " + ", ".join(f"{_e(p)} × {_e(v)}" for p, v in gaps) if gaps else "") + ".</p>")
     auto = (f"enginewright fetch --catalog {shlex.quote(catalog.location)} --model {shlex.quote(view.model)} "
             f"--dest ./engine")
     body = [f"<h2>What to deploy</h2>{grid(view)}<p>On the serving machine, <code>{_e(auto)}</code> picks the "
@@ -480,7 +480,8 @@ def model_page(view: ModelView, catalog: Catalog, generated_at: str) -> str:
 def index_page(models: dict[str, list[IndexEntry]], catalog: Catalog, generated_at: str) -> str:
     """Every model (engines, products, versions, last published) and, per GPU product, each model's
     current engines."""
-    rows, by_product = [], {}
+    rows: list[str] = []
+    by_product: dict[str, list[tuple[str, IndexEntry]]] = {}
     for model, entries in sorted(models.items()):
         cells: dict[tuple[str, str], IndexEntry] = {}
         for e in entries:

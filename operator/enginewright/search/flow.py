@@ -19,8 +19,14 @@ from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import Confirm, Search, default_of
-from enginewright.search.planners import (Batch, build_space, improving_values, make_batches, plan_mixed_stage2,
-                                          plan_stage1)
+from enginewright.search.planners import (
+    Batch,
+    build_space,
+    improving_values,
+    make_batches,
+    plan_mixed_stage2,
+    plan_stage1,
+)
 from enginewright.search.routes import Knob, Route
 from enginewright.search.winner import Decision, choose_winner, confirm, could_win, noise_margin, rank_candidates
 
@@ -242,13 +248,15 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
                else "its Job ended without writing the default route's entry")
         return Failed("DefaultRouteNotMeasured", f"the default route was not measured ({why}): there is "
                       f"nothing to compare the routes against", len(planned))
+    default_ms = default_entry.median_ms
+    assert default_ms is not None  # it passed (or the flow failed above): it was timed
 
     cut: list[str] = []
     notes: list[str] = []
     if spec.mode == "mixed":
         measured = [entries[r.id] for r in stage1 if r.id in entries]
         margin = noise_margin(measured, spec.noise_margin)
-        improving = improving_values(space, measured, default_entry.median_ms, margin)
+        improving = improving_values(space, measured, default_ms, margin)
         budget = max(0, spec.max_routes - len(stage1))
         combined = plan_mixed_stage2(space, improving, dict(spec.pinned))
         stage2 = combined[:budget]
@@ -270,7 +278,7 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
     margin = noise_margin(measured, spec.noise_margin)
     decision = sweep_decision(measured, default.id, spec.noise_margin)
     unconfirmed = choose_winner(measured, default.id, margin)  # reused routes too: said in a note when it differs
-    candidates = tuple(e for e in rank_candidates(measured, default.id, default_entry.median_ms)
+    candidates = tuple(e for e in rank_candidates(measured, default.id, default_ms)
                        if e.engine_uri and could_win(e, margin))[:spec.top_k]
     if spec.top_k and spec.confirm_rounds >= 2 and candidates:
         name = confirmation_name(candidates)
@@ -289,6 +297,15 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
                      f"({unconfirmed.speedup:.3f}x, {entries[unconfirmed.winner_id].reused_from}) but was not "
                      f"confirmed on this run's hardware: a reused number alone never wins")
     return Decided(decision, default_entry, tuple(measured), len(planned), "; ".join(cut) or None, tuple(notes))
+
+
+def first_step(spec: FlowSpec, knobs: Sequence[Knob]) -> RunBatches:
+    """The flow's first step, nothing measured yet: stage 1's batches, the default route first (what
+    `enginewright plan` shows and what a run launches first)."""
+    step = next_step(spec, Observed(knobs))
+    if not isinstance(step, RunBatches):  # (with no entries the default is unmeasured: never)
+        raise RuntimeError(f"the flow's first step is {type(step).__name__}, not stage 1's batches")
+    return step
 
 
 def _default_failed(default_entry: CacheEntry, measured: list[CacheEntry], planned: int) -> Failed:

@@ -66,13 +66,13 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
                 values = (knob.default,) + tuple(v for v in knob.default_sweep if v != knob.default)
                 space.append(SpaceKnob(knob.name, knob.default, values, knob.exclusive))
         return space
-    for name, values in requested:
+    for name, asked in requested:
         if name in pinned:
             raise PlanError(f"spec.search.knobs: knob {name!r} is also pinned; sweep it or pin it, not both")
-        for value in values:
+        for value in asked:
             _check_value(by_name, name, value, "spec.search.knobs")
         knob = by_name[name]
-        ordered = (knob.default,) + tuple(dict.fromkeys(v for v in values if v != knob.default))
+        ordered = (knob.default,) + tuple(dict.fromkeys(v for v in asked if v != knob.default))
         space.append(SpaceKnob(name, knob.default, ordered, knob.exclusive))
     named = {name for name, _ in requested}
     for knob in compiler_knobs:  # not compiling is a route: measured unless left out or pinned

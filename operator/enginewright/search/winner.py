@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry
 from enginewright.search.paired import Spread, by_engine, compare
@@ -62,23 +62,26 @@ def rank_candidates(entries: Sequence[CacheEntry], default_id: str, default_ms: 
 def choose_winner(entries: Sequence[CacheEntry], default_id: str, margin: float) -> Decision:
     """Preliminary winner from sweep measurements alone (before any confirmation round)."""
     default = next((e for e in entries if e.route_id == default_id and e.passed), None)
-    if default is None:
+    if default is None or default.median_ms is None:  # (an entry that passed was timed: never None)
         raise ValueError("the default route has no successful measurement: nothing to compare against")
-    ranked = rank_candidates(entries, default_id, default.median_ms)
-    clear = [e for e in ranked if clearly_faster(e, default.median_ms, margin)]
+    default_ms = default.median_ms
+    ranked = rank_candidates(entries, default_id, default_ms)
+    clear = [e for e in ranked if clearly_faster(e, default_ms, margin)]
     if clear:
         best = clear[0]
         how = ("paired with the default in its batch, the whole interval" if best.paired
                else "against its batch's default")
         paired = best.paired
-        return Decision(best.route_id, default_id, entry_speedup(best, default.median_ms), margin,
-                        f"route {best.route or '(default)'} is {entry_speedup(best, default.median_ms):.3f}x the "
+        best_ms = best.median_ms
+        assert best_ms is not None  # it passed: it was timed
+        return Decision(best.route_id, default_id, entry_speedup(best, default_ms), margin,
+                        f"route {best.route or '(default)'} is {entry_speedup(best, default_ms):.3f}x the "
                         f"default in the sweep ({how} beyond the {margin:.1%} noise margin); unconfirmed: "
                         f"no confirmation round decided",
                         low=1.0 / paired.high if paired else None, high=1.0 / paired.low if paired else None,
                         loads=(paired.loads or 1) if paired else 0,
-                        times={default_id: paired.default_ms or default.median_ms,
-                               best.route_id: paired.route_ms or best.median_ms} if paired else {})
+                        times={default_id: paired.default_ms or default_ms,
+                               best.route_id: paired.route_ms or best_ms} if paired else {})
     return Decision(default_id, default_id, 1.0, margin,
                     "no route beat the default route beyond the noise margin" if ranked
                     else "no other route passed")
@@ -96,7 +99,7 @@ def twin(default_id: str) -> str:
     return f"{default_id}~2"
 
 
-def confirm(rounds: dict[str, Sequence[float]], default_id: str, margin: float) -> Decision:
+def confirm(rounds: Mapping[str, Sequence[float]], default_id: str, margin: float) -> Decision:
     """Decide from an interleaved confirmation round.
 
     `rounds[key][i]` is a load's time in round i, keys `search.paired.load_key(route_id, n)`; every
@@ -154,7 +157,7 @@ def confirm(rounds: dict[str, Sequence[float]], default_id: str, margin: float) 
                     times={default_id: times[default_id]} if times else {})
 
 
-def confirm_by_rounds(rounds: dict[str, Sequence[float]], default_id: str, margin: float) -> Decision:
+def confirm_by_rounds(rounds: Mapping[str, Sequence[float]], default_id: str, margin: float) -> Decision:
     """The rule before loads, for rounds of one load per engine (the default possibly twice, key
     `<default_id>~2`): a candidate is confirmed when, against every default load, the geometric mean
     of its per-round ratios is below 1 - margin AND the one-sided Student-t upper bound of the mean

@@ -25,19 +25,28 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import IO, Callable, Sequence
 
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Versions, now_iso
 from enginewright.api.fingerprint import Fingerprint, fingerprint_of
 from enginewright.api.models import Accuracy as AccuracySpec, Search, Timing, default_of
 from enginewright.backends.base import stats_of
-from enginewright.search.paired import (Spread, compare, engine_of, load_key, round_order, rounds_until, stop_after,
-                                       summarise_loads)
+from enginewright.search.paired import (
+    Spread,
+    compare,
+    engine_of,
+    load_key,
+    round_order,
+    rounds_until,
+    stop_after,
+    summarise_loads,
+)
 from enginewright.search.routes import Route
+from enginewright.store.layout import RunKeys
+from enginewright.store.objects import ObjectStore
 from enginewright.worker.child import ChildRequest
 from enginewright.worker.quiet import wait_quiet
-from enginewright.store.layout import RunKeys
 
 log = logging.getLogger("enginewright.worker")
 
@@ -68,7 +77,7 @@ class WorkerContext:
     backend: str
     model: Path
     accuracy: Accuracy
-    store: object  # store.ObjectStore
+    store: ObjectStore
     prefix: str  # e.g. runs/<ns>/<run>-<uid8>/<gpu-type>
     target: str
     workdir: Path
@@ -200,8 +209,9 @@ def run_child(ctx: WorkerContext, request: ChildRequest, timeout: float, failure
     """Run one child step in its own process group; a timeout kills the whole group."""
     folder = Path(request.workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    request = request.model_copy(update={"result": str(folder / f"{request.action}-result.json")})
-    Path(request.result).unlink(missing_ok=True)
+    result_path = folder / f"{request.action}-result.json"
+    request = request.model_copy(update={"result": str(result_path)})
+    result_path.unlink(missing_ok=True)
     request_path = folder / f"{request.action}-request.json"
     request_path.write_text(request.model_dump_json())
     log_path = folder / f"{request.action}.log"
@@ -215,7 +225,6 @@ def run_child(ctx: WorkerContext, request: ChildRequest, timeout: float, failure
             return ChildResult(False, {}, Outcome.timeout, f"{request.action} exceeded {timeout:.0f}s")
         finally:
             _kill_group(proc)  # leftovers of the child's own children
-    result_path = Path(request.result)
     if not result_path.exists():
         return ChildResult(False, {}, Outcome.crash, f"{request.action} process {how_it_ended(code, log_path)}")
     data = json.loads(result_path.read_text())
@@ -319,6 +328,7 @@ class Worker:
                                                   route=route.as_dict, inputs=[str(ctx.accuracy.inputs[0])]),
                            min(ctx.route_timeout, ctx.time_left()), Outcome.build_failed)
         if not result.ok:
+            assert result.outcome is not None  # run_child sets it on every failure
             return Built(route, failed_entry(entry, result.outcome, result.error), None)
         engine = engine_path.read_bytes()
         return Built(route, entry.model_copy(update={
@@ -548,6 +558,9 @@ class Worker:
                             default_built = built  # its engine file stays until the batch ends
                             entry, baseline = self.measure_default(built, timed=writes_default)
                         else:
+                            # The default is the first route of the first group, and a batch whose
+                            # default did not load has returned by now.
+                            assert baseline is not None and default_built is not None
                             if baseline.proc is None:  # the last route's failure closed the process
                                 if out_of_time():
                                     return written
@@ -567,6 +580,7 @@ class Worker:
                             return written
                         elif is_default:
                             if writes_default:  # written before the line: progress counts it
+                                assert built.engine_path is not None  # it built: its entry is ok
                                 entry = self._keep(entry, built.engine_path, is_default=True)
                                 self._write(entry)
                                 written.append(entry)
@@ -688,7 +702,7 @@ class Server:
     def __init__(self, ctx: WorkerContext, key: str, engine: Path, workdir: Path, references: bool):
         self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
         self.references = references
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
 
     @property
@@ -770,31 +784,40 @@ class Server:
                                engine=reply["failed"])
         return reply
 
+    def _running(self) -> tuple[subprocess.Popen[str], IO[str], IO[str]]:
+        """The serving process and its request and reply pipes; asking a closed one is a caller's bug."""
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise RuntimeError(f"the process holding engine {self.key} is not running (closed, or never launched)")
+        return proc, proc.stdin, proc.stdout
+
     def _ask(self, request: dict, timeout: float) -> dict:
+        proc, requests, _ = self._running()
         try:
-            self.proc.stdin.write(json.dumps(request) + "\n")
-            self.proc.stdin.flush()
+            requests.write(json.dumps(request) + "\n")
+            requests.flush()
         except (BrokenPipeError, OSError):
             pass  # the reply (none) says what happened
         reply = self._reply(timeout, request["op"])
         # The next engine is timed only once this one's threads have gone idle: ONNX Runtime's
         # intra-op threads spin for tens of milliseconds after a run, and on 2 cores that tripled the
         # per-call time of the next process's 1 ms engine (3.1 ms against 1.1 ms with a 50 ms pause).
-        wait_quiet(self.proc.pid)
+        wait_quiet(proc.pid)
         return reply
 
     def _reply(self, timeout: float, what: str) -> dict:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        proc, _, replies = self._running()
+        ready, _, _ = select.select([replies], [], [], timeout)
         if not ready:
             self.close()
             raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
-        line = self.proc.stdout.readline()
+        line = replies.readline()
         if not line:
             try:
-                code = self.proc.wait(timeout=10)
+                code = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                _kill_group(self.proc)
-                code = self.proc.returncode
+                _kill_group(proc)
+                code = proc.returncode
             raise ServerFailed(Outcome.crash, f"the process holding engine {self.key} "
                                               f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}")
         return json.loads(line)
@@ -804,7 +827,8 @@ class Server:
             return
         proc, self.proc = self.proc, None
         try:
-            proc.stdin.close()
+            if proc.stdin is not None:  # (always: it is opened with a pipe)
+                proc.stdin.close()
         except OSError:
             pass
         try:

@@ -28,7 +28,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from enginewright.api.models import Accuracy as AccuracySpec, Timing, default_of
-from enginewright.backends.base import calls_per_round, calls_to_fill, measure_all, warm_up
+from enginewright.backends.base import Runner, calls_per_round, calls_to_fill, measure_all, warm_up
 from enginewright.worker.quiet import cpu_nanoseconds, wait_quiet
 
 
@@ -73,6 +73,8 @@ def _backend(request: ChildRequest):
 def build(request: ChildRequest) -> dict:
     from enginewright.api.models import InputShape
     from enginewright.backends.base import BuildRequest
+    if request.model is None:
+        raise ValueError("a build request needs `model`, the model file to build (got none)")
     backend = _backend(request)
     workdir = Path(request.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
@@ -85,10 +87,12 @@ def build(request: ChildRequest) -> dict:
     return {"build_seconds": time.monotonic() - started, "engine_size": len(engine)}
 
 
-def check(runner, request: ChildRequest, inputs: list[dict]) -> dict:
+def check(runner: Runner, request: ChildRequest, inputs: list[dict]) -> dict:
     """Run every reference pair and compare (no references: passed, nothing checked)."""
     if not request.references:
         return {"loss": None, "passed": True, "failing": []}
+    if request.threshold is None:
+        raise ValueError("a serve request with `references` needs `threshold`, the accuracy bound (got none)")
     from enginewright.accuracy import compare
     references = [load_npz(p) for p in request.references]
     outputs = [runner.run(pair) for pair in inputs]
@@ -189,7 +193,7 @@ SPIN_SHARE = 0.2  # other threads busy for more than this share of a block's wal
 class Held:
     """An engine loaded in the serving process, and the calls that fill one of its rounds."""
 
-    runner: object  # backends.base.Runner
+    runner: Runner
     calls: int = 1
     key: str = ""
 
@@ -313,6 +317,8 @@ def main(argv: list[str]) -> int:
     if request.action == "serve":
         serve(request)
         return 0
+    if request.result is None:
+        raise ValueError(f"a {request.action} request needs `result`, the file its JSON result goes to (got none)")
     out = Path(request.result)
     try:
         result = {"ok": True, **ACTIONS[request.action](request)}

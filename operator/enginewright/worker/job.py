@@ -93,6 +93,7 @@ def probe(request: BatchRequest, workdir: Path) -> int:
     knobs, its versions on this node, the model's digest and the input shapes. Bad inputs are
     written there too (`ok: false`), so the controller can say why without reading pod logs."""
     import numpy as np
+
     from enginewright.store import store_from_env
     from enginewright.store.layout import RunKeys
     store, key = store_from_env(request.bucket), RunKeys(request.prefix).probe
@@ -123,7 +124,6 @@ def probe(request: BatchRequest, workdir: Path) -> int:
 def run(request: BatchRequest, workdir: Path) -> int:
     from enginewright.store import store_from_env
     from enginewright.worker.batch import Worker
-    spec = request.spec
     if request.mode == "probe":
         return probe(request, workdir)
     from enginewright import failpoints

@@ -13,9 +13,28 @@ from pathlib import Path
 from typing import Callable
 
 from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
-from enginewright.api.models import (Accuracy as AccuracySpec, Compiler, CompilerName, Confirm, KnobValues, ReuseMode,
-                                     Search, SearchMode, Timing, default_of)
-from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
+from enginewright.api.models import (
+    Accuracy as AccuracySpec,
+    Compiler,
+    CompilerName,
+    Confirm,
+    KnobValues,
+    ReuseMode,
+    Search,
+    SearchMode,
+    Timing,
+    default_of,
+)
+from enginewright.search.flow import (
+    Decided,
+    Failed,
+    FlowSpec,
+    Observed,
+    RunBatches,
+    RunConfirmation,
+    first_step,
+    next_step,
+)
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
@@ -73,7 +92,9 @@ class TuneOptions:
             mode=SearchMode(self.mode), knobs=[KnobValues.model_construct(name=name, values=list(values))
                                                for name, values in self.knobs],
             pinned=self.pinned, max_routes=self.max_routes, routes_per_job=self.routes_per_batch,
-            route_timeout_seconds=self.route_timeout, save_all_engines=self.save_all_engines,
+            # (tune's --route-timeout is a float of seconds; the spec's int is the API server's bound)
+            route_timeout_seconds=self.route_timeout,  # type: ignore[arg-type]
+            save_all_engines=self.save_all_engines,
             noise_margin=self.noise_margin, confirm=confirm, reuse=ReuseMode(self.reuse),
             measure_uncompiled=self.measure_uncompiled)
         compiler = Compiler.model_construct(name=CompilerName(self.backend), settings=self.settings, input_shapes=[])
@@ -183,7 +204,7 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     worker = Worker(ctx)
     spec = FlowSpec.of(local)
     knobs = backend.knobs()
-    default_id = next_step(spec, Observed(knobs)).default.id  # nothing measured: stage 1, from the default
+    default_id = first_step(spec, knobs).default.id  # nothing measured: stage 1, from the default
     reused = sum(e.reused and e.route_id != default_id for e in worker.existing().values())
     if reused:
         say(f"{reused} routes of earlier runs with this run's fingerprint in {cache_dir}: not built again "
