@@ -7,6 +7,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+
 from enginewright.backends.inductor import compiles, discover_knobs, route_options
 from enginewright.search.planners import build_space, plan_full
 

@@ -18,9 +18,21 @@ from dataclasses import dataclass
 from enginewright import failpoints
 from enginewright.api.contracts import BatchRequest
 from enginewright.api.models import Target, TuningRunSpec
-from enginewright.api.names import (ANNOTATION_SPEC_HASH, API_VERSION, GPU_RESOURCE, KIND, LABEL_BATCH,
-                                    LABEL_COMPONENT, LABEL_MANAGED_BY, LABEL_RUN, LABEL_STAGE, LABEL_TARGET,
-                                    MANAGED_BY, SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
+from enginewright.api.names import (
+    ANNOTATION_SPEC_HASH,
+    API_VERSION,
+    GPU_RESOURCE,
+    KIND,
+    LABEL_BATCH,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_RUN,
+    LABEL_STAGE,
+    LABEL_TARGET,
+    MANAGED_BY,
+    SECRET_ACCESS_KEY_ID,
+    SECRET_SECRET_ACCESS_KEY,
+)
 from enginewright.controller import metrics
 from enginewright.controller.errors import Problem, api_exception, api_reason, store_errors
 from enginewright.controller.settings import Settings
@@ -233,9 +245,10 @@ class WorkerJobs:
         except Exception as exc:
             if type(exc).__name__ != "S3Error":
                 raise
-            reason = "StoreBucketMissing" if exc.code == "NoSuchBucket" else "StoreAccessDenied"
+            code = getattr(exc, "code", None)  # minio.error.S3Error's
+            reason = "StoreBucketMissing" if code == "NoSuchBucket" else "StoreAccessDenied"
             raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
-                          f"({exc.code}): the operator's administrators must create the runs bucket "
+                          f"({code}): the operator's administrators must create the runs bucket "
                           f"{self.settings.runs_bucket!r} or grant the key access to it") from None
         manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
                                 self.settings, active_deadline(spec, routes, left))

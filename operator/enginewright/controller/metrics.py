@@ -9,6 +9,7 @@ finished, every series of the run when it is deleted. `runs` counts runs by phas
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -74,7 +75,7 @@ def observe_run(uid: str, namespace: str, name: str, status: dict, finished: boo
             BEST_SPEEDUP.labels(*labels).set(speedup)
 
 
-def forget_run(uid: str, namespace: str, name: str, targets: list[str] = ()) -> None:
+def forget_run(uid: str, namespace: str, name: str, targets: Sequence[str] = ()) -> None:
     """The run is deleted: none of its series stays."""
     with RUNS.lock:
         known = RUNS.runs.pop(uid, None)

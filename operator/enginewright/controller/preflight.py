@@ -71,7 +71,7 @@ def check_publish_target(run: RunRef, spec: TuningRunSpec, settings: Settings, s
         if type(exc).__name__ != "S3Error":
             raise
         raise Problem("StoreAccessDenied", f"spec.publish.bucket: the store refused the operator's key on "
-                      f"bucket {bucket!r} ({exc.code}): the operator's administrators must grant it") from None
+                      f"bucket {bucket!r} ({getattr(exc, 'code', None)}): the operator's administrators must grant it") from None
     if not exists:
         raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
                       f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "

@@ -22,12 +22,23 @@ import threading
 from collections import defaultdict
 
 from enginewright import failpoints, report
-from enginewright.api.contracts import (AccuracyFacts, CompilerFacts, EngineFacts, GpuFacts, IndexEntry, ModelFacts,
-                                        ProbeResult, Provenance, ReuseFacts, RouteFacts, RunFacts, SearchFacts,
-                                        TimingFacts)
+from enginewright.api.contracts import (
+    AccuracyFacts,
+    CompilerFacts,
+    EngineFacts,
+    GpuFacts,
+    IndexEntry,
+    ModelFacts,
+    ProbeResult,
+    Provenance,
+    ReuseFacts,
+    RouteFacts,
+    RunFacts,
+    SearchFacts,
+    TimingFacts,
+)
 from enginewright.api.models import Target, TuningRunSpec
-from enginewright.controller.errors import (Problem, PublishError, PublishRefused, api_exception,
-                                            store_errors)
+from enginewright.controller.errors import Problem, PublishError, PublishRefused, api_exception, store_errors
 from enginewright.controller.jobs import RunRef
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import Emit, now
@@ -179,7 +190,11 @@ def publish_winner(*, settings: Settings, core, runs_store: S3Store, catalog_sto
     if not winner.engine_sha256:
         raise Problem("NoEngine", f"{target.gpu_type}: the winning route {winner.route_id} has no measured engine")
     versions = winner.versions or step.default.versions
-    compiler_version = versions.compiler if versions else probe.versions.compiler
+    named = versions or probe.versions
+    if named is None or probe.model_sha256 is None:
+        raise Problem("ProbeIncomplete", f"{target.gpu_type}: the probe result names no compiler version or "
+                      "model digest, so the catalog key cannot be formed: delete the run's probe Job to probe again")
+    compiler_version = named.compiler
     catalog = CatalogKeys(model=spec.publish.model_name or run.name, gpu_product=target.gpu_type,
                           compiler_version=compiler_version, model_sha256=probe.model_sha256,
                           shapes_hash=shapes_hash(probe.input_shapes), run_uid=run.uid)

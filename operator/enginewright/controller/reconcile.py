@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -26,25 +26,26 @@ from enginewright.controller.errors import Problem, StoreUnavailable, api_except
 from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
 from enginewright.controller.preflight import check_inputs
 from enginewright.controller.publish import publish_winner
+from enginewright.controller.reuse import copy_reused
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.settings import Settings
-from enginewright.controller.reuse import copy_reused
-from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.status import FINISHED, Emit, run_status, stalled, target_counts, waiting_for_store
+from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError
 from enginewright.store.layout import RunKeys, run_prefix
 from enginewright.store.objects import S3Store
 
+
 @dataclass
 class Clients:
     """What a pass talks to (made in `handlers.reconciler`)."""
 
-    core: object  # kubernetes.client.CoreV1Api
-    batch: object  # kubernetes.client.BatchV1Api
-    s3: object  # minio.Minio, with the operator's key
-    s3_as: Callable[[str, str], object]  # (access key id, secret key) -> minio.Minio with a run's own key
+    core: Any  # kubernetes.client.CoreV1Api (the client is untyped)
+    batch: Any  # kubernetes.client.BatchV1Api
+    s3: Any  # minio.Minio, with the operator's key
+    s3_as: Callable[[str, str], Any]  # (access key id, secret key) -> minio.Minio with a run's own key
 
 
 class Reconciler:

@@ -22,7 +22,7 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def conditions(previous: list[dict], generation: int, state: str, reason: str, message: str) -> list[dict]:
+def conditions(previous: list[dict] | None, generation: int, state: str, reason: str, message: str) -> list[dict]:
     """The three conditions for `state` (reconciling, stalled or ready); a condition keeps its
     lastTransitionTime while its status does not change."""
     wanted = {
@@ -76,7 +76,7 @@ def run_status(targets: list[TargetStatus], previous: dict, generation: int, *, 
     planned = sum(t.planned for t in targets)
     done = sum(t.done + t.failed + t.rejected for t in targets)
     failed = [t for t in targets if t.stage == "failed"]
-    speedups = [t.winner.speedup for t in targets if t.winner]
+    speedups = [t.winner.speedup for t in targets if t.winner and t.winner.speedup is not None]
     status = {
         "observedGeneration": generation,
         "progress": f"{done}/{planned}" if planned else None,
@@ -115,13 +115,13 @@ def target_counts(status: TargetStatus, entries: dict[str, CacheEntry], step: St
     rejected = sum(e.outcome is Outcome.accuracy_rejected for e in values)
     default = next((e for e in values if e.route == ""), None)
     passed = [e for e in values if e.passed and e.route and e.speedup]
-    best = max(passed, key=lambda e: (e.speedup, e.route_id), default=None)
+    best = max(passed, key=lambda e: (e.speedup or 0.0, e.route_id), default=None)
     return status.model_copy(update={
         "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
         "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
         "failed": failed, "rejected": rejected,
         "default_ms": default.median_ms if default else None,
         "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
-                            speedup=round(best.speedup, 4), max_loss=best.max_loss) if best else None,
+                            speedup=round(best.speedup or 0.0, 4), max_loss=best.max_loss) if best else None,
         "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused), 3),
     })
