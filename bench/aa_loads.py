@@ -61,8 +61,8 @@ class Injection:
         self.on: set[int] = set()
         self.amount = 0.0  # share of the call's own duration
         self.kind = kind
-        self.call_ms = 0.0          # device: the call's time unslowed (set at calibration)
-        self.cycles_per_ms = 0.0    # device: GPU clock cycles of torch.cuda._sleep per ms
+        self.call_ms = 0.0  # device: the call's time unslowed (set at calibration)
+        self.cycles_per_ms = 0.0  # device: GPU clock cycles of torch.cuda._sleep per ms
 
     def wrap(self, runner) -> None:
         call, me = runner._call, id(runner)
@@ -73,6 +73,7 @@ class Injection:
             if self.kind == "device":  # a sleep kernel on the call's stream, `amount` of its time
                 out = call(tensors)
                 import torch
+
                 torch.cuda._sleep(max(1, int(self.amount * self.call_ms * self.cycles_per_ms)))
                 return out
             started = time.perf_counter()
@@ -81,11 +82,13 @@ class Injection:
             while time.perf_counter() < until:
                 pass
             return out
+
         runner._call = slowed
 
     def calibrate_device(self, held, objective: str, inputs: dict, round_seconds: float) -> None:
         """The sleep kernel's cycles per ms (CUDA events around a long sleep) and the call's own time."""
         import torch
+
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize()
         start.record()
@@ -115,8 +118,12 @@ def main() -> int:
     parser.add_argument("--max-trials", type=int, default=100000)
     parser.add_argument("--export", type=Path, help="also write aa_loads.json here after every trial")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--injection", choices=("host", "device"), default="host",
-                        help="how power trials slow the default down (device: for device-bound workloads, e.g. mlp)")
+    parser.add_argument(
+        "--injection",
+        choices=("host", "device"),
+        default="host",
+        help="how power trials slow the default down (device: for device-bound workloads, e.g. mlp)",
+    )
     args = parser.parse_args()
     import torch
 
@@ -164,6 +171,7 @@ def main() -> int:
         def one(index: int) -> dict[str, float]:
             order = round_order(keys, index)
             return dict(zip(order, interleaved_round([held[k] for k in order], objective, inputs, round_seconds)))
+
         times, _ = rounds_until(one, stop or (lambda t: "enough" if len(t[keys[0]]) >= count else None))
         return times
 
@@ -177,6 +185,7 @@ def main() -> int:
 
     def measured_slowdown(h: Held, rounds: int = 6) -> float:
         """The injection's own effect on one load: the load timed with it on and off, interleaved."""
+
         class Toggle(Held):
             def timed_calls(self, objective, inputs, calls):
                 if self.key == "on":
@@ -186,6 +195,7 @@ def main() -> int:
                 finally:
                     if self.key == "on":
                         injection.on.discard(id(self.runner))
+
         was_on = id(h.runner) in injection.on
         injection.on.discard(id(h.runner))
         times = rounds_of({"off": Toggle(h.runner, h.calls, "off"), "on": Toggle(h.runner, h.calls, "on")}, rounds)
@@ -217,15 +227,28 @@ def main() -> int:
         power = [t for t in trials if t["kind"] == "power" and t["verified"]]
         discarded = [t for t in trials if t["kind"] == "power" and not t["verified"]]
         slowdowns = [t["verified_slowdown"] for t in trials if t["kind"] == "power"]
-        result = {"workload": bench.workload.name, "note": bench.workload.note, "objective": objective,
-                  "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "torch": torch.__version__,
-                  "timing": timing.wire(), "injection": args.injection, "loads": loads, "confirm_loads": confirm_loads,
-                  "confirm_rounds": confirm_rounds, "margin": margin, "slowdown": args.slowdown,
-                  "calibration": calibration, "wall_s": round(time.monotonic() - bench.began, 1),
-                  "seconds_per_trial": round((time.monotonic() - began) / max(1, len(trials)), 2)}
+        result = {
+            "workload": bench.workload.name,
+            "note": bench.workload.note,
+            "objective": objective,
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "timing": timing.wire(),
+            "injection": args.injection,
+            "loads": loads,
+            "confirm_loads": confirm_loads,
+            "confirm_rounds": confirm_rounds,
+            "margin": margin,
+            "slowdown": args.slowdown,
+            "calibration": calibration,
+            "wall_s": round(time.monotonic() - bench.began, 1),
+            "seconds_per_trial": round((time.monotonic() - began) / max(1, len(trials)), 2),
+        }
         for rule in ("after", "sweep_alone", "before"):
-            result[rule] = {"aa": {"trials": len(aa), "false_winners": sum(t[rule] for t in aa)},
-                            "power": {"trials": len(power), "found": sum(t[rule] for t in power)}}
+            result[rule] = {
+                "aa": {"trials": len(aa), "false_winners": sum(t[rule] for t in aa)},
+                "power": {"trials": len(power), "found": sum(t[rule] for t in power)},
+            }
             r = result[rule]
             r["aa"]["upper95"] = upper_bound(r["aa"]["false_winners"], len(aa))
             r["power"]["lower95"] = lower_bound(r["power"]["found"], len(power))
@@ -234,9 +257,19 @@ def main() -> int:
         edges = [(-1.0, 0.03), (0.03, 0.04), (0.04, 0.06), (0.06, 1.0)]
         result["power_by_verified"] = {
             f"{low:+.0%}..{high:+.0%}": {
-                "trials": len(hits := [t for t in trials if t["kind"] == "power" and t["verified_slowdown"] is not None
-                                       and low <= t["verified_slowdown"] < high]),
-                "found": sum(t["after"] for t in hits)} for low, high in edges}
+                "trials": len(
+                    hits := [
+                        t
+                        for t in trials
+                        if t["kind"] == "power"
+                        and t["verified_slowdown"] is not None
+                        and low <= t["verified_slowdown"] < high
+                    ]
+                ),
+                "found": sum(t["after"] for t in hits),
+            }
+            for low, high in edges
+        }
         result["verified_slowdown_median"] = statistics.median(slowdowns) if slowdowns else None
         result["trials"] = trials
         return result
@@ -263,11 +296,19 @@ def main() -> int:
             n = len(t[d_keys[0]])
             if n < timing.min_rounds:
                 return None
-            return stop_after(compare([t[k] for k in r_keys], [t[k] for k in d_keys]), n, margin=margin,
-                              precision=timing.precision, min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+            return stop_after(
+                compare([t[k] for k in r_keys], [t[k] for k in d_keys]),
+                n,
+                margin=margin,
+                precision=timing.precision,
+                min_rounds=timing.min_rounds,
+                max_rounds=timing.max_rounds,
+            )
+
         times = rounds_of(held, stop=stop)
-        stage1 = summarise_loads(compare([times[k] for k in r_keys], [times[k] for k in d_keys]),
-                                 len(times[d_keys[0]]), stop(times))
+        stage1 = summarise_loads(
+            compare([times[k] for k in r_keys], [times[k] for k in d_keys]), len(times[d_keys[0]]), stop(times)
+        )
         _, low_before, high_before = interval(times[r_keys[0]], times[d_keys[0]])
         close(held.values())
         # confirmation: fresh loads of both
@@ -279,8 +320,11 @@ def main() -> int:
             injection.on.update(id(h.runner) for k, h in held.items() if k.startswith("d"))
         rounds = rounds_of(held, confirm_rounds)
         after = confirm(rounds, "d", margin)
-        before = confirm_by_rounds({"d": rounds["d"], twin("d"): rounds[load_key("d", 1)], "r": rounds["r"]}, "d",
-                                   margin) if confirm_loads > 1 else after
+        before = (
+            confirm_by_rounds({"d": rounds["d"], twin("d"): rounds[load_key("d", 1)], "r": rounds["r"]}, "d", margin)
+            if confirm_loads > 1
+            else after
+        )
         verified, per_load = None, None
         if power:  # the injection's effect on every slowed load the confirmation timed, each in itself
             per_load = [measured_slowdown(held[load_key("d", i)], 6) for i in range(confirm_loads)]
@@ -288,25 +332,36 @@ def main() -> int:
         close(held.values())
         line = 1.0 - margin
         candidate = stage1.low < line
-        record = {"kind": "power" if power else "aa", "seconds": round(time.monotonic() - started, 2),
-                  "stage1": stage1.wire(), "candidate": candidate,
-                  "confirm": {"ratio": after.ratios.get("r"), "low": after.low, "high": after.high,
-                              "named": not after.default_won},
-                  "after": candidate and not after.default_won,
-                  "sweep_alone": stage1.high < line,
-                  "before": low_before < line and not before.default_won,
-                  "verified_slowdown": verified, "verified": counts_as_power(verified, args.slowdown),
-                  "verified_per_load": per_load,
-                  "rounds": rounds}
+        record = {
+            "kind": "power" if power else "aa",
+            "seconds": round(time.monotonic() - started, 2),
+            "stage1": stage1.wire(),
+            "candidate": candidate,
+            "confirm": {
+                "ratio": after.ratios.get("r"),
+                "low": after.low,
+                "high": after.high,
+                "named": not after.default_won,
+            },
+            "after": candidate and not after.default_won,
+            "sweep_alone": stage1.high < line,
+            "before": low_before < line and not before.default_won,
+            "verified_slowdown": verified,
+            "verified": counts_as_power(verified, args.slowdown),
+            "verified_per_load": per_load,
+            "rounds": rounds,
+        }
         trials.append(record)
         write()
         if len(trials) % 10 == 0:
             s = summary()
-            bench.say(f"{len(trials)} trials ({s['seconds_per_trial']} s each): A/A false winners "
-                      f"{s['after']['aa']['false_winners']}/{s['after']['aa']['trials']} (before "
-                      f"{s['before']['aa']['false_winners']}), power {s['after']['power']['found']}/"
-                      f"{s['after']['power']['trials']} (discarded {s['power_discarded']}, verified slowdown "
-                      f"{s['verified_slowdown_median']})")
+            bench.say(
+                f"{len(trials)} trials ({s['seconds_per_trial']} s each): A/A false winners "
+                f"{s['after']['aa']['false_winners']}/{s['after']['aa']['trials']} (before "
+                f"{s['before']['aa']['false_winners']}), power {s['after']['power']['found']}/"
+                f"{s['after']['power']['trials']} (discarded {s['power_discarded']}, verified slowdown "
+                f"{s['verified_slowdown_median']})"
+            )
     close([primer])
     write()
     s = summary()
@@ -323,9 +378,12 @@ def counts_as_power(measured: float | None, asked: float, tolerance: float = 0.2
 
 def table(paths: list[str]) -> str:
     """One markdown row per saved run."""
-    rows = ["| run | workload | loads (stage 1 / confirmation) | A/A trials | false winners: after (≤95%) | "
-            "before | power trials (discarded) | found: after (≥95%) | before | verified slowdown (median) | "
-            "s / trial |", "|" + " --- |" * 11]
+    rows = [
+        "| run | workload | loads (stage 1 / confirmation) | A/A trials | false winners: after (≤95%) | "
+        "before | power trials (discarded) | found: after (≥95%) | before | verified slowdown (median) | "
+        "s / trial |",
+        "|" + " --- |" * 11,
+    ]
     for path in paths:
         d = json.loads(Path(path).read_text())
         a, b = d["after"], d["before"]
@@ -333,7 +391,8 @@ def table(paths: list[str]) -> str:
             f"| {Path(path).parent.name}/{Path(path).stem} | {d['workload']} | {d['loads']} / {d['confirm_loads']} | "
             f"{a['aa']['trials']} | {a['aa']['false_winners']} ({a['aa']['upper95']:.1%}) | {b['aa']['false_winners']} | "
             f"{a['power']['trials']} ({d['power_discarded']}) | {a['power']['found']} ({a['power']['lower95']:.0%}) | "
-            f"{b['power']['found']} | {_pct(d['verified_slowdown_median'])} | {d['seconds_per_trial']} |")
+            f"{b['power']['found']} | {_pct(d['verified_slowdown_median'])} | {d['seconds_per_trial']} |"
+        )
     return "\n".join(rows)
 
 

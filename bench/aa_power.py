@@ -70,9 +70,11 @@ class SlowedInductor(InductorBackend):
         import statistics as stats
 
         import numpy as np
+
         runner = super().load(engine, workdir)
         call, factor = runner._call, self.slowdown
         if runner.device != "cuda":
+
             def slowed(tensors):
                 started = time.perf_counter()
                 out = call(tensors)
@@ -80,6 +82,7 @@ class SlowedInductor(InductorBackend):
                 while time.perf_counter() < until:
                     pass
                 return out
+
             runner._call = slowed
             return runner
         torch = runner.torch
@@ -106,6 +109,7 @@ class SlowedInductor(InductorBackend):
             out = call(tensors)
             torch.cuda._sleep(extra)
             return out
+
         runner._call = slowed  # run() and run_prepared() both go through _call
         return runner
 
@@ -113,13 +117,15 @@ class SlowedInductor(InductorBackend):
 def upper_bound(failures: int, trials: int, level: float = 0.95) -> float:
     """One-sided Clopper-Pearson upper bound of a rate (bisection on the binomial tail)."""
     from math import comb
+
     if trials == 0:
         return 1.0
     if failures == trials:
         return 1.0
 
     def tail(p: float) -> float:  # P(X <= failures)
-        return sum(comb(trials, k) * p ** k * (1 - p) ** (trials - k) for k in range(failures + 1))
+        return sum(comb(trials, k) * p**k * (1 - p) ** (trials - k) for k in range(failures + 1))
+
     lo, hi = failures / trials, 1.0
     for _ in range(60):
         mid = (lo + hi) / 2
@@ -138,8 +144,11 @@ def verdicts(trial: dict, margin: float) -> dict[str, bool]:
     (the whole paired interval below the line); before: the confirmation rule before paired rounds
     (one default, no gate), on the same rounds."""
     line = 1.0 - margin
-    return {"after": trial["paired"]["low"] < line and trial["confirm_only"],
-            "sweep_alone": trial["paired"]["high"] < line, "before": trial["before"]}
+    return {
+        "after": trial["paired"]["low"] < line and trial["confirm_only"],
+        "sweep_alone": trial["paired"]["high"] < line,
+        "before": trial["before"],
+    }
 
 
 RULES = ("after", "sweep_alone", "before")
@@ -158,9 +167,12 @@ def counts(trials: list[dict], margin: float) -> dict:
 def table(paths: list[str]) -> str:
     """The figures of saved runs (aa_power.json files), one markdown row per run and layout, the
     rules applied to the recorded trials."""
-    rows = ["| run | layout | objective | A/A trials | false winners: after | sweep alone | before | power trials | "
-            "found: after | sweep alone | before | measured slowdown | plain holders: slowest / fastest | "
-            "stage-1 rounds (median) |", "|" + " --- |" * 14]
+    rows = [
+        "| run | layout | objective | A/A trials | false winners: after | sweep alone | before | power trials | "
+        "found: after | sweep alone | before | measured slowdown | plain holders: slowest / fastest | "
+        "stage-1 rounds (median) |",
+        "|" + " --- |" * 14,
+    ]
     for path in paths:
         d = json.loads(Path(path).read_text())
         layouts = sorted({t.get("layout", "processes") for t in d["trials"]})
@@ -169,9 +181,14 @@ def table(paths: list[str]) -> str:
             c = counts(trials, d["margin"])
             aa, pw = c["aa"], c["power"]
             n_aa, n_pw = max(aa["trials"], 1), max(pw["trials"], 1)
-            plain = [v for k, v in d["process_median_ms"].items()
-                     if (k.startswith("A") and layout == "processes") or (k.startswith("P") and layout == "shared")]
-            rounds = statistics.median(t["paired"]["rounds"] for t in trials if t["kind"] == "aa") if aa["trials"] else "-"
+            plain = [
+                v
+                for k, v in d["process_median_ms"].items()
+                if (k.startswith("A") and layout == "processes") or (k.startswith("P") and layout == "shared")
+            ]
+            rounds = (
+                statistics.median(t["paired"]["rounds"] for t in trials if t["kind"] == "aa") if aa["trials"] else "-"
+            )
             rows.append(
                 f"| {Path(path).stem} | {layout} | {d['objective']} | {aa['trials']} | {aa['after']} "
                 f"({aa['after'] / n_aa:.1%}, ≤{upper_bound(aa['after'], aa['trials']):.1%}) | "
@@ -179,7 +196,8 @@ def table(paths: list[str]) -> str:
                 f"{pw['trials']} | {pw['after']} ({pw['after'] / n_pw:.0%}, ≥{lower_bound(pw['after'], pw['trials']):.0%}) | "
                 f"{pw['sweep_alone']} ({pw['sweep_alone'] / n_pw:.0%}) | {pw['before']} ({pw['before'] / n_pw:.0%}) | "
                 f"{d.get('measured_slowdown', float('nan')):+.1%} | "
-                f"{(max(plain) / min(plain)) if plain else float('nan'):.3f} | {rounds} |")
+                f"{(max(plain) / min(plain)) if plain else float('nan'):.3f} | {rounds} |"
+            )
     return "\n".join(rows)
 
 
@@ -190,8 +208,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--workload", default="attention")
-    parser.add_argument("--seconds", type=float, default=420.0,
-                        help="stop starting trials this long after the serving processes are ready")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=420.0,
+        help="stop starting trials this long after the serving processes are ready",
+    )
     parser.add_argument("--slowdown", type=float, default=0.05)
     parser.add_argument("--layouts", default="processes,shared")
     parser.add_argument("--pool", type=int, default=5, help="processes layout: processes serving the plain engine")
@@ -203,9 +225,12 @@ def main() -> int:
     parser.add_argument("--margin", type=float, default=0.03)
     parser.add_argument("--power-every", type=int, default=3, help="every Nth trial of a layout is a power trial")
     parser.add_argument("--objective", default="gpuTime")
-    parser.add_argument("--round-seconds", type=float,
-                        help="timing.roundSeconds (the product's default otherwise); on CPU, where a call "
-                             "takes milliseconds, rounds long enough for 10 blocks of calls")
+    parser.add_argument(
+        "--round-seconds",
+        type=float,
+        help="timing.roundSeconds (the product's default otherwise); on CPU, where a call "
+        "takes milliseconds, rounds long enough for 10 blocks of calls",
+    )
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--export", type=Path, help="also write aa_power.json here after every trial")
     parser.add_argument("--device", default="cuda", help="cpu: a quick check of the script without a GPU")
@@ -227,8 +252,12 @@ def main() -> int:
     os.environ["AA_POWER_SAMPLE"] = str(files["inputs"][0])  # the slowed engine calibrates on it
     plain_backend = {"backend": "inductor", "backend_options": {"device": args.device}}
     plain = bench.context(margin=args.margin, measure_cpus=measuring_cpus())
-    slowed = bench.context("aa_power:SlowedInductor", {"device": args.device, "slowdown": args.slowdown},
-                           margin=args.margin, measure_cpus=measuring_cpus())
+    slowed = bench.context(
+        "aa_power:SlowedInductor",
+        {"device": args.device, "slowdown": args.slowdown},
+        margin=args.margin,
+        measure_cpus=measuring_cpus(),
+    )
     engine = bench.build_default()
 
     # processes layout: one engine per process (A: plain, S: slowed); shared: P (plain default) and
@@ -255,10 +284,14 @@ def main() -> int:
             server.add("T", engine, server.workdir / "load-T", 600, check=False)
             for key in route_keys:
                 server.add(key, engine, server.workdir / f"load-{key}", 600, check=False, **plain_backend)
+
     with ThreadPoolExecutor(max_workers=len(servers)) as pool:
         list(pool.map(ready, servers))
-    say(f"{len(servers)} serving processes ready ({args.objective}; calls per round: "
-        + "; ".join(f"{n} " + ",".join(f"{k}={c}" for k, c in s.calls_of.items()) for n, s in servers.items()) + ")")
+    say(
+        f"{len(servers)} serving processes ready ({args.objective}; calls per round: "
+        + "; ".join(f"{n} " + ",".join(f"{k}={c}" for k, c in s.calls_of.items()) for n, s in servers.items())
+        + ")"
+    )
 
     rng = random.Random(args.seed)
     times: dict[str, list[float]] = {}
@@ -269,31 +302,44 @@ def main() -> int:
             value = servers[name].time(600, key=key)
             times.setdefault(f"{name}/{key}" if name[0] in "PQ" else name, []).append(value)
             return value
+
         return timed
 
     def summary() -> dict:
         medians = {k: statistics.median(v) for k, v in times.items() if v}
-        result = {"workload": workload.name, "note": workload.note,
-                  "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-                  "torch": torch.__version__, "objective": args.objective, "slowdown": args.slowdown,
-                  "margin": args.margin, "confirm_rounds": args.confirm_rounds, "timing": timing.wire(),
-                  "layouts": layouts, "copies": args.copies,
-                  "cpus": len(os.sched_getaffinity(0)), "measure_cpus": sorted(plain.measure_cpus or []),
-                  "wall_s": round(time.monotonic() - bench.began, 1), "process_median_ms": medians}
+        result = {
+            "workload": workload.name,
+            "note": workload.note,
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+            "torch": torch.__version__,
+            "objective": args.objective,
+            "slowdown": args.slowdown,
+            "margin": args.margin,
+            "confirm_rounds": args.confirm_rounds,
+            "timing": timing.wire(),
+            "layouts": layouts,
+            "copies": args.copies,
+            "cpus": len(os.sched_getaffinity(0)),
+            "measure_cpus": sorted(plain.measure_cpus or []),
+            "wall_s": round(time.monotonic() - bench.began, 1),
+            "process_median_ms": medians,
+        }
         for layout in layouts:
             mine = [t for t in trials if t["layout"] == layout]
             c = counts(mine, args.margin)
             result[layout] = {
                 "aa": {**c["aa"], "after_rate_upper95": upper_bound(c["aa"]["after"], c["aa"]["trials"])},
-                "power": {**c["power"], "after_power_lower95": lower_bound(c["power"]["after"], c["power"]["trials"])}}
+                "power": {**c["power"], "after_power_lower95": lower_bound(c["power"]["after"], c["power"]["trials"])},
+            }
         slow = [x for k, v in times.items() if k[0] == "S" or (k[0] == "Q" and k.endswith(("/D", "/T"))) for x in v]
         fast = [x for k, v in times.items() if k[0] == "A" or (k[0] in "PQ" and "/R" in k) for x in v]
         if slow and fast:
             result["measured_slowdown"] = statistics.median(slow) / statistics.median(fast) - 1
         # Lasting offsets: each shared process's route copies and twin against its default, and each
         # plain holder of the processes layout against the median of them all.
-        result["copy_over_default"] = {k: medians[k] / medians[k.split("/")[0] + "/D"]
-                                       for k in medians if k[0] in "PQ" and not k.endswith("/D")}
+        result["copy_over_default"] = {
+            k: medians[k] / medians[k.split("/")[0] + "/D"] for k in medians if k[0] in "PQ" and not k.endswith("/D")
+        }
         result["trials"] = trials
         return result
 
@@ -318,6 +364,7 @@ def main() -> int:
 
             def confirm_round(order: list[str]) -> list[float]:
                 return [confirmation[key]() for key in order]
+
             names = {"default": default, "twin": other, "route": route}
         else:
             first, second = rng.sample([k for k in servers if k[0] == ("Q" if power else "P")], 2)
@@ -329,14 +376,24 @@ def main() -> int:
                 else:
                     r, d = interleaved(first, [r1, "D"])
                 return r, d
+
             in_process = {"d": "D", twin("d"): "T", "r": r2}
 
             def confirm_round(order: list[str]) -> list[float]:
                 return interleaved(second, [in_process[key] for key in order])
+
             names = {"stage1": f"{first}/D vs {first}/{r1}", "confirmation": f"{second}/D,T vs {second}/{r2}"}
         route_ms, default_ms, stopped = alternate(
-            time_round, lambda r, d: stop_reason(r, d, margin=args.margin, precision=timing.precision,
-                                                 min_rounds=timing.min_rounds, max_rounds=timing.max_rounds))
+            time_round,
+            lambda r, d: stop_reason(
+                r,
+                d,
+                margin=args.margin,
+                precision=timing.precision,
+                min_rounds=timing.min_rounds,
+                max_rounds=timing.max_rounds,
+            ),
+        )
         paired = summarise(route_ms, default_ms, stopped)
         keys = ["d", twin("d"), "r"]
         rounds: dict[str, list[float]] = {k: [] for k in keys}
@@ -346,9 +403,16 @@ def main() -> int:
                 rounds[key].append(value)
         after = confirm(rounds, "d", args.margin)
         before = confirm({"d": rounds["d"], "r": rounds["r"]}, "d", args.margin)
-        record = {"layout": layout, "kind": "power" if power else "aa", **names, "paired": paired.wire(),
-                  "confirm_ratio": after.ratios["r"], "rounds": rounds, "confirm_only": not after.default_won,
-                  "before": not before.default_won}
+        record = {
+            "layout": layout,
+            "kind": "power" if power else "aa",
+            **names,
+            "paired": paired.wire(),
+            "confirm_ratio": after.ratios["r"],
+            "rounds": rounds,
+            "confirm_only": not after.default_won,
+            "before": not before.default_won,
+        }
         return {**record, **verdicts(record, args.margin)}
 
     index = 0
@@ -361,20 +425,27 @@ def main() -> int:
         write(summary())
         if index % 20 == 0:
             s = summary()
-            say(f"{index} trials: " + "; ".join(
-                f"{layout} A/A {s[layout]['aa']['trials']} (after {s[layout]['aa']['after']}, "
-                f"before {s[layout]['aa']['before']}), "
-                f"power {s[layout]['power']['trials']} (after {s[layout]['power']['after']})" for layout in layouts))
+            say(
+                f"{index} trials: "
+                + "; ".join(
+                    f"{layout} A/A {s[layout]['aa']['trials']} (after {s[layout]['aa']['after']}, "
+                    f"before {s[layout]['aa']['before']}), "
+                    f"power {s[layout]['power']['trials']} (after {s[layout]['power']['after']})"
+                    for layout in layouts
+                )
+            )
     for server in servers.values():
         server.close()
     result = summary()
     write(result)
     for layout in layouts:
         aa, pw = result[layout]["aa"], result[layout]["power"]
-        say(f"{layout}: A/A false winners after {aa['after']}/{aa['trials']} (95% upper bound "
+        say(
+            f"{layout}: A/A false winners after {aa['after']}/{aa['trials']} (95% upper bound "
             f"{aa['after_rate_upper95']:.1%}), before {aa['before']}/{aa['trials']}; power for a {args.slowdown:.0%} "
             f"win (measured {result.get('measured_slowdown', float('nan')):.1%}): after {pw['after']}/{pw['trials']} "
-            f"(95% lower bound {pw['after_power_lower95']:.1%}), before {pw['before']}/{pw['trials']}")
+            f"(95% lower bound {pw['after_power_lower95']:.1%}), before {pw['before']}/{pw['trials']}"
+        )
     say("copy/default (shared): " + ", ".join(f"{k} {v:.3f}" for k, v in sorted(result["copy_over_default"].items())))
     return 0
 

@@ -59,8 +59,13 @@ def main() -> int:
 
     bench = setup(args.out, args.workload, args.device, "gpuTime", REPO)
     inputs = load_npz(bench.files["inputs"][0])
-    result = {"workload": args.workload, "device": args.device, "rounds": args.rounds,
-              "round_seconds": args.round_seconds, "routes": {}}
+    result = {
+        "workload": args.workload,
+        "device": args.device,
+        "rounds": args.rounds,
+        "round_seconds": args.round_seconds,
+        "routes": {},
+    }
 
     def write() -> None:
         for folder in filter(None, (args.out, args.export)):
@@ -112,8 +117,12 @@ def main() -> int:
         held = Held(runner, calls_per_round(runner, inputs, "gpuTime", args.round_seconds), name)
         times = {c: [] for c in CONDITIONS}
         waited = {c: 0 for c in CONDITIONS}
-        entry = result["routes"][name] = {"calls": held.calls, "host_cpu_ms": runner.host_cpu_ms(inputs),
-                                          "times": times, "waited_blocks": waited}
+        entry = result["routes"][name] = {
+            "calls": held.calls,
+            "host_cpu_ms": runner.host_cpu_ms(inputs),
+            "times": times,
+            "waited_blocks": waited,
+        }
         for index in range(args.rounds):
             shift = index % len(CONDITIONS)
             for condition in CONDITIONS[shift:] + CONDITIONS[:shift]:
@@ -123,19 +132,27 @@ def main() -> int:
             entry["median"] = {c: statistics.median(v) for c, v in times.items()}
             entry["to_round"] = {c: entry["median"][c] / entry["median"]["round"] for c in CONDITIONS}
             write()
-        bench.say(f"{name}: " + json.dumps({c: round(v, 4) for c, v in entry["median"].items()})
-                  + f" waited {waited} host_cpu_ms {entry['host_cpu_ms']:.4f} calls {held.calls}")
+        bench.say(
+            f"{name}: "
+            + json.dumps({c: round(v, 4) for c, v in entry["median"].items()})
+            + f" waited {waited} host_cpu_ms {entry['host_cpu_ms']:.4f} calls {held.calls}"
+        )
         runner.close()
     print(table(result))
     return 0
 
 
 def table(result: dict) -> str:
-    rows = ["| route | host CPU ms/call | " + " | ".join(CONDITIONS) + " |",
-            "| --- | --- | " + " | ".join("---" for _ in CONDITIONS) + " |"]
+    rows = [
+        "| route | host CPU ms/call | " + " | ".join(CONDITIONS) + " |",
+        "| --- | --- | " + " | ".join("---" for _ in CONDITIONS) + " |",
+    ]
     for name, entry in result["routes"].items():
-        rows.append(f"| {name} | {entry['host_cpu_ms']:.4f} | " + " | ".join(
-            f"{entry['median'][c]:.4f} ({entry['to_round'][c]:.2f})" for c in CONDITIONS) + " |")
+        rows.append(
+            f"| {name} | {entry['host_cpu_ms']:.4f} | "
+            + " | ".join(f"{entry['median'][c]:.4f} ({entry['to_round'][c]:.2f})" for c in CONDITIONS)
+            + " |"
+        )
     return "\n".join(rows)
 
 

@@ -59,18 +59,29 @@ class _Graph:
 
     def const(self, kind: str, array: np.ndarray) -> str:
         from onnx import numpy_helper
+
         name = self.name(kind)
         self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
     def node(self, op: str, inputs: list[str], **attrs) -> str:
         from onnx import helper
+
         out = self.name(op.lower())
         self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
         return out
 
-    def conv(self, x: str, cin: int, cout: int, kernel: int = 1, stride: int = 1, groups: int = 1,
-             act: str | None = None, gain: float = 1.0) -> str:
+    def conv(
+        self,
+        x: str,
+        cin: int,
+        cout: int,
+        kernel: int = 1,
+        stride: int = 1,
+        groups: int = 1,
+        act: str | None = None,
+        gain: float = 1.0,
+    ) -> str:
         """Conv with batch norm folded in (weight scaled per output channel, bias = shift)."""
         fan_in = cin // groups * kernel * kernel
         weight = self.rng.standard_normal((cout, cin // groups, kernel, kernel), dtype=np.float32)
@@ -78,8 +89,14 @@ class _Graph:
         scale = self.rng.uniform(0.8, 1.2, cout).astype(np.float32)  # gamma / sqrt(var + eps)
         bias = self.rng.uniform(-0.1, 0.1, cout).astype(np.float32)  # beta - mean * scale
         pad = kernel // 2
-        y = self.node("Conv", [x, self.const("w", weight * scale[:, None, None, None]), self.const("b", bias)],
-                      kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, group=groups)
+        y = self.node(
+            "Conv",
+            [x, self.const("w", weight * scale[:, None, None, None]), self.const("b", bias)],
+            kernel_shape=[kernel, kernel],
+            strides=[stride, stride],
+            pads=[pad] * 4,
+            group=groups,
+        )
         return self.act(y, act)
 
     def act(self, x: str, act: str | None) -> str:
@@ -92,8 +109,7 @@ class _Graph:
     def squeeze_excite(self, x: str, channels: int) -> str:
         squeezed = self.node("GlobalAveragePool", [x])
         hidden = self.conv(squeezed, channels, _scaled(channels / 4, 1.0), act="relu")
-        gate = self.node("HardSigmoid", [self.conv(hidden, _scaled(channels / 4, 1.0), channels)],
-                         alpha=0.2, beta=0.5)
+        gate = self.node("HardSigmoid", [self.conv(hidden, _scaled(channels / 4, 1.0), channels)], alpha=0.2, beta=0.5)
         return self.node("Mul", [x, gate])
 
     def upsample(self, x: str, factor: int) -> str:
@@ -103,14 +119,16 @@ class _Graph:
     def deconv2x(self, x: str, cin: int, cout: int, act: str | None) -> str:
         weight = self.rng.standard_normal((cin, cout, 2, 2), dtype=np.float32) * np.float32(np.sqrt(2.0 / cin))
         bias = self.rng.uniform(-0.1, 0.1, cout).astype(np.float32)
-        y = self.node("ConvTranspose", [x, self.const("w", weight), self.const("b", bias)],
-                      kernel_shape=[2, 2], strides=[2, 2])
+        y = self.node(
+            "ConvTranspose", [x, self.const("w", weight), self.const("b", bias)], kernel_shape=[2, 2], strides=[2, 2]
+        )
         return self.act(y, act)
 
 
 def db_text_detector(size: int = 640, width: float = 1.0, neck: int = 96, seed: int = 0):
     """The detector as an `onnx.ModelProto` for a fixed 1x3x`size`x`size` input (size a multiple of 32)."""
     from onnx import TensorProto, checker, helper
+
     if size % 32:
         raise ValueError(f"size must be a multiple of 32 (five stride-2 steps), got {size}")
     g = _Graph(np.random.default_rng(seed))
@@ -134,18 +152,19 @@ def db_text_detector(size: int = 640, width: float = 1.0, neck: int = 96, seed: 
         merged.insert(0, g.node("Add", [lateral, g.upsample(merged[0], 2)]))
     quarter = neck // 4
     smoothed = [g.conv(m, neck, quarter, kernel=3) for m in merged]
-    fused = g.node("Concat", [smoothed[0]] + [g.upsample(s, 2 ** i) for i, s in enumerate(smoothed) if i], axis=1)
+    fused = g.node("Concat", [smoothed[0]] + [g.upsample(s, 2**i) for i, s in enumerate(smoothed) if i], axis=1)
     head = g.conv(fused, neck, quarter, kernel=3, act="relu")
     head = g.deconv2x(head, quarter, quarter, act="relu")
     head = g.deconv2x(head, quarter, 1, act=None)
     g.nodes.append(helper.make_node("Sigmoid", [head], ["maps"], name="sigmoid_out"))
     graph = helper.make_graph(
-        g.nodes, "db_text_detector",
+        g.nodes,
+        "db_text_detector",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("maps", TensorProto.FLOAT, [1, 1, size, size])],
-        initializer=g.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
-                              producer_name="enginewright-bench")
+        initializer=g.initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="enginewright-bench")
     model.ir_version = 8  # readable by every ONNX Runtime of the last years
     checker.check_model(model)
     return model
@@ -162,7 +181,7 @@ def image_like_inputs(size: int, count: int, seed: int = 1) -> list[dict[str, np
         image = np.repeat(base[None], 3, axis=0)
         for _ in range(max(4, size // 20)):  # "text lines": dark horizontal bars
             y0, x0 = rng.integers(0, size - 8), rng.integers(0, size - 32)
-            image[:, y0:y0 + rng.integers(3, 8), x0:x0 + rng.integers(16, max(17, size // 2))] *= 0.2
+            image[:, y0 : y0 + rng.integers(3, 8), x0 : x0 + rng.integers(16, max(17, size // 2))] *= 0.2
         image += rng.normal(0, 0.02, image.shape).astype(np.float32)
         mean = np.array([0.485, 0.456, 0.406], dtype=np.float32)[:, None, None]
         std = np.array([0.229, 0.224, 0.225], dtype=np.float32)[:, None, None]

@@ -46,28 +46,39 @@ TIMING = {"objective": "throughput", "warmup_iterations": 50, "round_seconds": 0
 
 def _mlp():
     import torch
-    return torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024),
-                               torch.nn.LayerNorm(1024))
+
+    return torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024), torch.nn.LayerNorm(1024)
+    )
 
 
 def _block():
     import torch
-    return torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True,
-                                            dropout=0.0, norm_first=True)
+
+    return torch.nn.TransformerEncoderLayer(
+        d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True, dropout=0.0, norm_first=True
+    )
 
 
 def _tiny():
     import torch
-    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64),
-                               torch.nn.LayerNorm(64))
+
+    return torch.nn.Sequential(
+        torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64), torch.nn.LayerNorm(64)
+    )
 
 
 def workloads():
     from workloads import Workload
-    return {w.name: w for w in (
-        Workload("mlp", _mlp, (256, 1024), "MLP 1024-4096-1024 + LayerNorm, 256 rows"),
-        Workload("tiny", _tiny, (16, 64), "MLP 64-256-64 + LayerNorm, 16 rows: on CPU the per-call overhead"),
-        Workload("block", _block, (8, 256, 1024), "transformer encoder layer d=1024 h=16 ff=4096, 8x256 tokens"))}
+
+    return {
+        w.name: w
+        for w in (
+            Workload("mlp", _mlp, (256, 1024), "MLP 1024-4096-1024 + LayerNorm, 256 rows"),
+            Workload("tiny", _tiny, (16, 64), "MLP 64-256-64 + LayerNorm, 16 rows: on CPU the per-call overhead"),
+            Workload("block", _block, (8, 256, 1024), "transformer encoder layer d=1024 h=16 ff=4096, 8x256 tokens"),
+        )
+    }
 
 
 class TorchCompileBaseline:
@@ -82,6 +93,7 @@ class TorchCompileBaseline:
 
     def versions(self):
         from enginewright.backends.inductor import InductorBackend
+
         return InductorBackend(device=self.device).versions()
 
     def load(self, engine: bytes, workdir: Path):
@@ -90,6 +102,7 @@ class TorchCompileBaseline:
 
         from enginewright.backends.base import Runner
         from enginewright.backends.inductor import route_options
+
         spec, device = json.loads(engine), self.device
         torch.manual_seed(0)
         module = workloads()[spec["workload"]].make().eval().to(device)
@@ -128,6 +141,7 @@ class TorchCompileBaseline:
                     end.record()
                     end.synchronize()
                 return start.elapsed_time(end)
+
         return CompiledRunner()
 
 
@@ -147,6 +161,7 @@ def build(bench, backend: str, route: dict, folder: Path) -> tuple[Path, float]:
     """One engine built by the product's build child (`Worker.build`); its path and build seconds."""
     from enginewright.search.routes import Route
     from enginewright.worker.batch import Worker
+
     ctx = replace(bench.context(backend), workdir=folder)
     built = Worker(ctx).build(Route.of(route), "bench", "bench")
     if built.engine_path is None:
@@ -154,8 +169,7 @@ def build(bench, backend: str, route: dict, folder: Path) -> tuple[Path, float]:
     return built.engine_path, built.entry.build_seconds
 
 
-def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say,
-              layouts: list[str]) -> list[dict]:
+def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say, layouts: list[str]) -> list[dict]:
     workload = bench.workload.name
     route = ROUTES[route_name]
     base = bench.out / f"{workload}-{route_name}"
@@ -168,12 +182,16 @@ def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say
             return build(bench, variants[variant], route, base / variant)
         except Exception as exc:  # reported, and the other variants still run
             return exc
+
     with ThreadPoolExecutor(len(variants)) as pool:
         outcomes = dict(zip(variants, pool.map(attempt, variants)))
     failed = {v: str(o)[:500] for v, o in outcomes.items() if isinstance(o, Exception)}
     builds = {v: o for v, o in outcomes.items() if v not in failed}
-    say(f"{workload}/{route_name}: built " + ", ".join(f"{v} {s:.0f}s" for v, (_, s) in builds.items())
-        + "".join(f"; {v} FAILED: {why}" for v, why in failed.items()))
+    say(
+        f"{workload}/{route_name}: built "
+        + ", ".join(f"{v} {s:.0f}s" for v, (_, s) in builds.items())
+        + "".join(f"; {v} FAILED: {why}" for v, why in failed.items())
+    )
     backends = {"compile": "engine_overhead:TorchCompileBaseline", **{v: variants[v] for v in builds}}
     engines = {"compile": spec, **{v: path for v, (path, _) in builds.items()}}
     results = []
@@ -182,15 +200,25 @@ def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say
         times = timer(bench, backends, engines, base / layout, rounds)
         keys = list(times)
         ratios = {key: statistics.median(t / c for t, c in zip(times[key], times["compile"])) for key in keys}
-        results.append({"workload": workload, "route": route_name, "layout": layout, "rounds": times,
-                        "median_ms": {key: statistics.median(times[key]) for key in keys}, "ratio_to_compile": ratios,
-                        "build_seconds": {v: round(s, 1) for v, (_, s) in builds.items()}, "failed": failed})
+        results.append(
+            {
+                "workload": workload,
+                "route": route_name,
+                "layout": layout,
+                "rounds": times,
+                "median_ms": {key: statistics.median(times[key]) for key in keys},
+                "ratio_to_compile": ratios,
+                "build_seconds": {v: round(s, 1) for v, (_, s) in builds.items()},
+                "failed": failed,
+            }
+        )
     return results
 
 
 def server(bench, backend: str, key: str, engine: Path, folder: Path):
     """A serving process of the product (`worker.batch.Server`) holding `engine` as `key`."""
     from enginewright.worker.batch import Server
+
     return Server(bench.context(backend, {"device": bench.device}), key, engine, folder, references=False)
 
 
@@ -217,13 +245,21 @@ def time_shared(bench, backends: dict, engines: dict, folder: Path, rounds: int)
     """Every key loaded into one serving process, each round of them interleaved in blocks on its
     thread, in the worker's order (`round_order`): the product's layout."""
     from enginewright.search.paired import round_order
+
     held = server(bench, backends["compile"], "compile", engines["compile"], folder)
     try:
         held.start(600)
         for key in backends:
             if key != "compile":
-                held.add(key, engines[key], folder / f"load-{key}", 600, check=False, backend=backends[key],
-                         backend_options={"device": bench.device})
+                held.add(
+                    key,
+                    engines[key],
+                    folder / f"load-{key}",
+                    600,
+                    check=False,
+                    backend=backends[key],
+                    backend_options={"device": bench.device},
+                )
         keys = list(backends)
         times: dict[str, list[float]] = {key: [] for key in keys}
         for index in range(rounds):
@@ -242,14 +278,24 @@ def _cell(values: dict, key: str, digits: int) -> str:
 def table(results: list[dict], workload: str = "workload (fp16)") -> str:
     keys = list(dict.fromkeys(k for r in results for k in r["median_ms"]))
     layouts = any("layout" in r for r in results)  # (results from before layouts had none)
-    head = f"| {workload} | route | " + ("layout | " if layouts else "") + \
-        " | ".join(f"`{k}` ms" for k in keys) + " | " + \
-        " | ".join(f"`{k}` / `compile`" for k in keys if k != "compile") + " |"
+    head = (
+        f"| {workload} | route | "
+        + ("layout | " if layouts else "")
+        + " | ".join(f"`{k}` ms" for k in keys)
+        + " | "
+        + " | ".join(f"`{k}` / `compile`" for k in keys if k != "compile")
+        + " |"
+    )
     lines = [head, "|" + " --- |" * (2 + layouts + 2 * len(keys) - 1)]
     for r in results:
-        lines.append(f"| {r['workload']} | {r['route']} | " + (f"{r.get('layout', 'processes')} | " if layouts else "")
-                     + " | ".join(_cell(r["median_ms"], k, 4) for k in keys)
-                     + " | " + " | ".join(_cell(r["ratio_to_compile"], k, 3) for k in keys if k != "compile") + " |")
+        lines.append(
+            f"| {r['workload']} | {r['route']} | "
+            + (f"{r.get('layout', 'processes')} | " if layouts else "")
+            + " | ".join(_cell(r["median_ms"], k, 4) for k in keys)
+            + " | "
+            + " | ".join(_cell(r["ratio_to_compile"], k, 3) for k in keys if k != "compile")
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -259,16 +305,22 @@ def main() -> int:
     parser.add_argument("--workloads", default="mlp,block")
     parser.add_argument("--routes", default="default,cudagraphs,eager")
     parser.add_argument("--rounds", type=int, default=9)
-    parser.add_argument("--layouts", default="shared,processes",
-                        help="shared: every key loaded into one serving process (the product's layout); "
-                             "processes: each key in a process of its own")
-    parser.add_argument("--variant", action="append", default=[], help="NAME=module:Class, built and served like engine")
+    parser.add_argument(
+        "--layouts",
+        default="shared,processes",
+        help="shared: every key loaded into one serving process (the product's layout); "
+        "processes: each key in a process of its own",
+    )
+    parser.add_argument(
+        "--variant", action="append", default=[], help="NAME=module:Class, built and served like engine"
+    )
     parser.add_argument("--device", default="cuda", help="cpu: float32 modules, host clock (no CUDA graphs)")
     args = parser.parse_args()
     import torch
 
     from enginewright.api.models import Timing
     from workloads import setup
+
     variants = {"engine": "inductor", **dict(v.split("=", 1) for v in args.variant)}
     args.out.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
@@ -281,12 +333,26 @@ def main() -> int:
                 continue  # CUDA graphs need a GPU
             for result in run_route(bench, route_name, variants, args.rounds, bench.say, args.layouts.split(",")):
                 results.append(result)
-                bench.say(f"{name}/{route_name} ({result['layout']}): " + ", ".join(
-                    f"{k} {v:.4f} ms ({result['ratio_to_compile'][k]:.3f}x)" for k, v in result["median_ms"].items()))
-            (args.out / "overhead.json").write_text(json.dumps(
-                {"gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu", "device": args.device,
-                 "torch": torch.__version__, "timing": TIMING, "rounds": args.rounds, "variants": variants,
-                 "results": results}, indent=1))
+                bench.say(
+                    f"{name}/{route_name} ({result['layout']}): "
+                    + ", ".join(
+                        f"{k} {v:.4f} ms ({result['ratio_to_compile'][k]:.3f}x)" for k, v in result["median_ms"].items()
+                    )
+                )
+            (args.out / "overhead.json").write_text(
+                json.dumps(
+                    {
+                        "gpu": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                        "device": args.device,
+                        "torch": torch.__version__,
+                        "timing": TIMING,
+                        "rounds": args.rounds,
+                        "variants": variants,
+                        "results": results,
+                    },
+                    indent=1,
+                )
+            )
     print(table(results, "workload (fp16)" if args.device == "cuda" else "workload (float32, CPU)"))
     return 0
 

@@ -62,6 +62,7 @@ def node_for(device: str) -> tuple[dict, str]:
     if device != "cuda":
         return {"name": "cpu-0", "labels": {"nvidia.com/gpu.product": "cpu"}, "gpus": 0}, "cpu"
     from enginewright.catalog.this_machine import local_gpu
+
     gpu = local_gpu()
     labels = {"nvidia.com/gpu.product": gpu.product}
     if gpu.compute_capability:
@@ -76,17 +77,32 @@ def tuning_run(name: str, device: str, gpu_type: str, program: str, pairs: int) 
     knobs = [{"name": "compile", "values": ["false"]}]
     if device == "cuda":
         knobs.append({"name": "triton.cudagraphs", "values": ["true"]})
-    return {"apiVersion": "tuning.enginewright.io/v1alpha1", "kind": "TuningRun", "metadata": {"name": name},
-            "spec": {
-                "model": {"uri": f"s3://{MODELS_BUCKET}/e2e/{program}", "format": "torch-export"},
-                "compiler": {"name": "inductor", "settings": {"device": device, **(
-                    {"input_dtype": "float16"} if device == "cuda" else {})}},
-                "search": {"mode": "mixed", "knobs": knobs},
-                "accuracy": {"metric": "cosine", "threshold": 1e-3, "pairs": [
-                    {"inputs": f"s3://{MODELS_BUCKET}/e2e/inputs-{i}.npz",
-                     "references": f"s3://{MODELS_BUCKET}/e2e/references-{i}.npz"} for i in range(pairs)]},
-                "publish": {"modelName": name},
-                "targets": [{"gpuType": gpu_type, "gpusPerJob": 1 if device == "cuda" else 0}]}}
+    return {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningRun",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"uri": f"s3://{MODELS_BUCKET}/e2e/{program}", "format": "torch-export"},
+            "compiler": {
+                "name": "inductor",
+                "settings": {"device": device, **({"input_dtype": "float16"} if device == "cuda" else {})},
+            },
+            "search": {"mode": "mixed", "knobs": knobs},
+            "accuracy": {
+                "metric": "cosine",
+                "threshold": 1e-3,
+                "pairs": [
+                    {
+                        "inputs": f"s3://{MODELS_BUCKET}/e2e/inputs-{i}.npz",
+                        "references": f"s3://{MODELS_BUCKET}/e2e/references-{i}.npz",
+                    }
+                    for i in range(pairs)
+                ],
+            },
+            "publish": {"modelName": name},
+            "targets": [{"gpuType": gpu_type, "gpusPerJob": 1 if device == "cuda" else 0}],
+        },
+    }
 
 
 def main() -> int:
@@ -97,8 +113,12 @@ def main() -> int:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--workload", default="attention")
     parser.add_argument("--timeout", type=float, default=420.0, help="seconds to wait for Ready")
-    parser.add_argument("--workdir", type=Path, default=Path("/tmp/e2e-work"),
-                        help="the cluster, store, model and fetched engine (OUT gets the figures and logs)")
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path("/tmp/e2e-work"),
+        help="the cluster, store, model and fetched engine (OUT gets the figures and logs)",
+    )
     args = parser.parse_args()
     from minio import Minio
 
@@ -141,9 +161,13 @@ def main() -> int:
         # worker pods run this checkout with this Python, and the packages this process found (on the GPU
         # machine: the unpacked bundle's, which its Python lacks)
         path = os.pathsep.join([str(REPO / "operator"), os.environ.get("PYTHONPATH", "")])
-        operator = start_operator(cluster, out / "logs" / "operator.log", RUNS_BUCKET,
-                                  ENGINEWRIGHT_NAMESPACES=NAMESPACE,
-                                  ENGINEWRIGHT_WORKER_COMMAND=f"env PYTHONPATH={path} {sys.executable} -m enginewright.worker")
+        operator = start_operator(
+            cluster,
+            out / "logs" / "operator.log",
+            RUNS_BUCKET,
+            ENGINEWRIGHT_NAMESPACES=NAMESPACE,
+            ENGINEWRIGHT_WORKER_COMMAND=f"env PYTHONPATH={path} {sys.executable} -m enginewright.worker",
+        )
         run = f"e2e-{args.workload}"
         manifest = tuning_run(run, args.device, gpu_type, files["program"].name, len(files["inputs"]))
         cluster.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=json.dumps(manifest))
@@ -152,10 +176,14 @@ def main() -> int:
         seen: dict = {}
 
         def ready():
-            status = json.loads(cluster.kubectl("get", "tuningrun", run, "-n", NAMESPACE, "-o", "json").stdout
-                                ).get("status") or {}
-            brief = {"phase": status.get("phase"),
-                     "targets": [(t.get("gpuType"), t.get("stage"), t.get("message")) for t in status.get("targets", [])]}
+            status = (
+                json.loads(cluster.kubectl("get", "tuningrun", run, "-n", NAMESPACE, "-o", "json").stdout).get("status")
+                or {}
+            )
+            brief = {
+                "phase": status.get("phase"),
+                "targets": [(t.get("gpuType"), t.get("stage"), t.get("message")) for t in status.get("targets", [])],
+            }
             if brief != seen.get("brief"):
                 seen["brief"] = brief
                 record("progress", **brief)
@@ -163,6 +191,7 @@ def main() -> int:
             if conditions.get("Stalled", {}).get("status") == "True" or status.get("phase") == "Failed":
                 raise RuntimeError(f"the run ended {status.get('phase')}: {conditions}")
             return status if conditions.get("Ready", {}).get("status") == "True" else None
+
         try:
             status = wait_for(ready, args.timeout, f"TuningRun {run} Ready", interval=2)
         finally:
@@ -173,18 +202,45 @@ def main() -> int:
             (out / "tuningrun.json").write_text(got.stdout)
         pods = json.loads((out / "pods.json").read_text())["items"]
         (target,) = status["targets"]
-        record("ready", phase=status["phase"], winner=target.get("winner"), speedup=target.get("speedup"),
-               engine=target.get("engineUri"), sha256=target.get("engineSha256"),
-               pods=[(p["metadata"]["labels"].get("tuning.enginewright.io/stage"), p["spec"].get("nodeName"),
-                      p["status"].get("phase")) for p in pods])
+        record(
+            "ready",
+            phase=status["phase"],
+            winner=target.get("winner"),
+            speedup=target.get("speedup"),
+            engine=target.get("engineUri"),
+            sha256=target.get("engineSha256"),
+            pods=[
+                (
+                    p["metadata"]["labels"].get("tuning.enginewright.io/stage"),
+                    p["spec"].get("nodeName"),
+                    p["status"].get("phase"),
+                )
+                for p in pods
+            ],
+        )
 
         dest = work / "fetched"
         gpu_flag = "auto" if args.device == "cuda" else "cpu"
-        fetched = subprocess.run([sys.executable, "-m", "enginewright", "fetch", "--catalog", f"s3://{RUNS_BUCKET}",
-                                  "--model", run, "--gpu", gpu_flag, "--dest", str(dest)],
-                                 env={**cluster.env, "PYTHONPATH": os.pathsep.join(sys.path[:3] + [
-                                     os.environ.get("PYTHONPATH", "")])},
-                                 capture_output=True, text=True, timeout=300)
+        fetched = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "enginewright",
+                "fetch",
+                "--catalog",
+                f"s3://{RUNS_BUCKET}",
+                "--model",
+                run,
+                "--gpu",
+                gpu_flag,
+                "--dest",
+                str(dest),
+            ],
+            env={**cluster.env, "PYTHONPATH": os.pathsep.join(sys.path[:3] + [os.environ.get("PYTHONPATH", "")])},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         record("fetched", rc=fetched.returncode, stdout=fetched.stdout.strip(), stderr=fetched.stderr.strip()[-2000:])
         if fetched.returncode != 0:
             return 1
@@ -197,8 +253,12 @@ def main() -> int:
         logs.mkdir(exist_ok=True)
         for log in (work / "cluster" / "logs").glob("*.log"):
             (logs / log.name).write_text(log.read_text(errors="replace")[-200_000:])
-    served = subprocess.run([sys.executable, __file__, "serve", str(dest), str(work / "model"), args.device],
-                            capture_output=True, text=True, timeout=300)
+    served = subprocess.run(
+        [sys.executable, __file__, "serve", str(dest), str(work / "model"), args.device],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     (out / "serve.log").write_text(served.stdout + served.stderr)
     if served.returncode != 0:
         record("served", rc=served.returncode, tail=(served.stdout + served.stderr)[-2000:])
@@ -231,8 +291,11 @@ def serve(argv: list[str]) -> int:
     primer = backend.load(engine, dest / "load-primer")  # the worker never times a process's first load
     primer.run(inputs[0])
     runner = backend.load(engine, dest / "load")
-    worst = max(loss(runner.run(x)[name], ref[name], provenance.accuracy.metric)
-                for x, ref in zip(inputs, references) for name in ref)
+    worst = max(
+        loss(runner.run(x)[name], ref[name], provenance.accuracy.metric)
+        for x, ref in zip(inputs, references)
+        for name in ref
+    )
     objective = timing.objective
     round_seconds = 0.05
     warm_up(runner, inputs[0], objective, 10)
@@ -252,22 +315,32 @@ def serve(argv: list[str]) -> int:
             plain.append(start.elapsed_time(end) / 200)
     product_ms = statistics.median(product_rounds)
     compared = plain_loop_ratio(torch, model, provenance, inputs[0], device)
-    figures = {"accuracy_worst": worst, "accuracy_ok": bool(worst <= (provenance.accuracy.threshold or 1e-3)),
-               "route": provenance.route.route, "objective": objective, "recorded_ms": recorded,
-               "times_ms": timing.times_ms, "product_rounds_ms": product_rounds, "product_ms": product_ms,
-               "plain_loop_ms": plain, "plain_ms": statistics.median(plain) if plain else None,
-               "served_over_recorded": product_ms / recorded if recorded else None,
-               "plain_over_recorded": statistics.median(plain) / recorded if plain and recorded else None,
-               "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-               **compared}
+    figures = {
+        "accuracy_worst": worst,
+        "accuracy_ok": bool(worst <= (provenance.accuracy.threshold or 1e-3)),
+        "route": provenance.route.route,
+        "objective": objective,
+        "recorded_ms": recorded,
+        "times_ms": timing.times_ms,
+        "product_rounds_ms": product_rounds,
+        "product_ms": product_ms,
+        "plain_loop_ms": plain,
+        "plain_ms": statistics.median(plain) if plain else None,
+        "served_over_recorded": product_ms / recorded if recorded else None,
+        "plain_over_recorded": statistics.median(plain) / recorded if plain and recorded else None,
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else "cpu",
+        "torch": torch.__version__,
+        **compared,
+    }
     runner.close()
     primer.close()
     print(json.dumps(figures))
     return 0
 
 
-def plain_loop_ratio(torch, model: Path, provenance, inputs: dict, device: str, calls: int = 200,
-                     rounds: int = 7) -> dict:
+def plain_loop_ratio(
+    torch, model: Path, provenance, inputs: dict, device: str, calls: int = 200, rounds: int = 7
+) -> dict:
     """The default and the winner as `torch.compile` in a plain loop (the eager route: the exported
     module itself), taking turns: default/winner per turn, their median, and whether the headline's
     interval holds it. CUDA events on CUDA, the host clock on CPU."""
@@ -307,9 +380,14 @@ def plain_loop_ratio(torch, model: Path, provenance, inputs: dict, device: str, 
                 loops[name].append(timed(compiled[name]))
     ratio = statistics.median(d / w for d, w in zip(loops["default"], loops["winner"]))
     interval = provenance.timing.speedup_interval
-    return {"plain_default_ms": loops["default"], "plain_winner_ms": loops["winner"], "plain_ratio": ratio,
-            "headline": provenance.timing.speedup, "headline_interval": interval,
-            "plain_ratio_in_interval": bool(interval and interval[0] <= ratio <= interval[1])}
+    return {
+        "plain_default_ms": loops["default"],
+        "plain_winner_ms": loops["winner"],
+        "plain_ratio": ratio,
+        "headline": provenance.timing.speedup,
+        "headline_interval": interval,
+        "plain_ratio_in_interval": bool(interval and interval[0] <= ratio <= interval[1]),
+    }
 
 
 def parse_option(value: str):

@@ -46,36 +46,66 @@ def pooled(runs: list[dict]) -> dict | None:
     power = [t for t in trials if t["kind"] == "power" and t["verified"]]
     slowdowns = [t["verified_slowdown"] for t in trials if t["kind"] == "power" and t["verified_slowdown"] is not None]
     false_winners, found = sum(t["after"] for t in aa), sum(t["after"] for t in power)
-    return {**{k: _protocol(first, k) for k in PROTOCOL},
-            "after": {"aa": {"trials": len(aa), "false_winners": false_winners,
-                             "upper95": upper_bound(false_winners, len(aa))},
-                      "power": {"trials": len(power), "found": found, "lower95": lower_bound(found, len(power))}},
-            "power_discarded": sum(run["power_discarded"] for run in runs),
-            "verified_slowdown_median": statistics.median(slowdowns) if slowdowns else None}
+    return {
+        **{k: _protocol(first, k) for k in PROTOCOL},
+        "after": {
+            "aa": {"trials": len(aa), "false_winners": false_winners, "upper95": upper_bound(false_winners, len(aa))},
+            "power": {"trials": len(power), "found": found, "lower95": lower_bound(found, len(power))},
+        },
+        "power_discarded": sum(run["power_discarded"] for run in runs),
+        "verified_slowdown_median": statistics.median(slowdowns) if slowdowns else None,
+    }
+
 
 AA_COMMAND = "python3 bench/aa_loads.py --out /tmp/aa --export $OUT/aa --workload attention --seconds 480"
-OVERHEAD_COMMAND = ("python3 bench/engine_overhead.py --out /tmp/ov --workloads mlp,block "
-                    "--routes default,cudagraphs,eager --rounds 7 --layouts shared")
-GOALS = {"aa_false_winner_rate_max": 0.01, "aa_trials_min": 300, "aa_upper95_max": 0.02, "power_min": 0.90,
-         "power_trials_min": 100, "overhead_max": 1.05}  # (100 power trials: 5 of 5 found says little)
+OVERHEAD_COMMAND = (
+    "python3 bench/engine_overhead.py --out /tmp/ov --workloads mlp,block "
+    "--routes default,cudagraphs,eager --rounds 7 --layouts shared"
+)
+GOALS = {
+    "aa_false_winner_rate_max": 0.01,
+    "aa_trials_min": 300,
+    "aa_upper95_max": 0.02,
+    "power_min": 0.90,
+    "power_trials_min": 100,
+    "overhead_max": 1.05,
+}  # (100 power trials: 5 of 5 found says little)
 
 
 def goals(aa: dict | None, overheads: list[dict], revision: str, sources: list[str]) -> dict:
-    result: dict = {"goals": GOALS, "revision": revision, "sources": sources,
-                    "commands": [AA_COMMAND, OVERHEAD_COMMAND]}
+    result: dict = {
+        "goals": GOALS,
+        "revision": revision,
+        "sources": sources,
+        "commands": [AA_COMMAND, OVERHEAD_COMMAND],
+    }
     if aa:
         after = aa["after"]
-        result["aa"] = {"trials": after["aa"]["trials"], "false_winners": after["aa"]["false_winners"],
-                        "upper95": after["aa"]["upper95"], "workload": aa["workload"],
-                        "loads": aa["loads"], "confirm_loads": aa["confirm_loads"]}
-        result["power"] = {"trials": after["power"]["trials"], "found": after["power"]["found"],
-                           "lower95": after["power"]["lower95"], "discarded": aa["power_discarded"],
-                           "verified_slowdown": aa["verified_slowdown_median"], "asked_slowdown": aa["slowdown"]}
+        result["aa"] = {
+            "trials": after["aa"]["trials"],
+            "false_winners": after["aa"]["false_winners"],
+            "upper95": after["aa"]["upper95"],
+            "workload": aa["workload"],
+            "loads": aa["loads"],
+            "confirm_loads": aa["confirm_loads"],
+        }
+        result["power"] = {
+            "trials": after["power"]["trials"],
+            "found": after["power"]["found"],
+            "lower95": after["power"]["lower95"],
+            "discarded": aa["power_discarded"],
+            "verified_slowdown": aa["verified_slowdown_median"],
+            "asked_slowdown": aa["slowdown"],
+        }
         a, p = result["aa"], result["power"]
         result["met"] = {
-            "aa": (a["trials"] >= GOALS["aa_trials_min"] and a["upper95"] <= GOALS["aa_upper95_max"]
-                   and a["false_winners"] <= GOALS["aa_false_winner_rate_max"] * a["trials"]),
-            "power": p["trials"] >= GOALS["power_trials_min"] and p["found"] / p["trials"] >= GOALS["power_min"]}
+            "aa": (
+                a["trials"] >= GOALS["aa_trials_min"]
+                and a["upper95"] <= GOALS["aa_upper95_max"]
+                and a["false_winners"] <= GOALS["aa_false_winner_rate_max"] * a["trials"]
+            ),
+            "power": p["trials"] >= GOALS["power_trials_min"] and p["found"] / p["trials"] >= GOALS["power_min"],
+        }
     else:
         result["aa"] = result["power"] = None
         result["met"] = {"aa": False, "power": False}
@@ -97,8 +127,10 @@ def main() -> int:
     parser.add_argument("--revision")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
-    revision = args.revision or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                               text=True).stdout.strip()
+    revision = (
+        args.revision
+        or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    )
     aa = pooled([json.loads(p.read_text()) for p in args.aa])
     overheads = [json.loads(p.read_text()) for p in args.overhead]
     sources = [str(p) for p in args.aa + args.overhead]

@@ -50,8 +50,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
-ROUTES = {"default": {}, "cudagraphs": {"triton.cudagraphs": "true"}, "freezing": {"freezing": "true"},
-          "coordinate_descent": {"coordinate_descent_tuning": "true"}}
+ROUTES = {
+    "default": {},
+    "cudagraphs": {"triton.cudagraphs": "true"},
+    "freezing": {"freezing": "true"},
+    "coordinate_descent": {"coordinate_descent_tuning": "true"},
+}
 
 
 def cpu_now() -> int | None:
@@ -64,13 +68,24 @@ def cpu_now() -> int | None:
 
 
 def host_facts() -> dict:
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), None) if Path("/proc/cpuinfo").exists() else None
+    model = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            None,
+        )
+        if Path("/proc/cpuinfo").exists()
+        else None
+    )
     return {"cpu_model": model, "cpus": len(os.sched_getaffinity(0)), "loadavg": os.getloadavg()}
 
 
 def mean_ci(logs: list[float]) -> tuple[float, float, float]:
     from enginewright.search.winner import t_quantile
+
     mean = statistics.fmean(logs)
     if len(logs) < 2:
         return math.exp(mean), float("nan"), float("nan")
@@ -86,8 +101,7 @@ def analyse(times: dict[str, list[float]], rng: random.Random) -> dict:
     per_load = {}
     for key in keys:
         ratio, low, high = mean_ci([math.log(a / b) for a, b in zip(times[key], times[first])])
-        per_load[key] = {"ratio_to_first": ratio, "low": low, "high": high,
-                         "median_ms": statistics.median(times[key])}
+        per_load[key] = {"ratio_to_first": ratio, "low": low, "high": high, "median_ms": statistics.median(times[key])}
     # round-centred log times: what interleaving leaves of each load's rounds
     centred = {k: [] for k in keys}
     for r in range(rounds):
@@ -103,20 +117,26 @@ def analyse(times: dict[str, list[float]], rng: random.Random) -> dict:
     for key in keys[1:]:
         picked = sorted(rng.sample(range(rounds), rounds // 2))
         rest = [r for r in range(rounds) if r not in picked]
-        halves[key] = (statistics.median(times[key][r] for r in picked)
-                       / statistics.median(times[first][r] for r in rest))
+        halves[key] = statistics.median(times[key][r] for r in picked) / statistics.median(
+            times[first][r] for r in rest
+        )
     ratios = [v["ratio_to_first"] for v in per_load.values()]
-    return {"per_load": per_load, "rounds": rounds,
-            "sd_load_means_pct": 100 * math.sqrt(between), "sd_lasting_pct": 100 * math.sqrt(lasting),
-            "sd_round_noise_pct": 100 * math.sqrt(within),
-            "paired_ratio_range": [min(ratios), max(ratios)],
-            "disjoint_median_ratio_range": [min(halves.values()), max(halves.values())] if halves else None,
-            "drift_first_load_ms": [min(times[first]), max(times[first])]}
+    return {
+        "per_load": per_load,
+        "rounds": rounds,
+        "sd_load_means_pct": 100 * math.sqrt(between),
+        "sd_lasting_pct": 100 * math.sqrt(lasting),
+        "sd_round_noise_pct": 100 * math.sqrt(within),
+        "paired_ratio_range": [min(ratios), max(ratios)],
+        "disjoint_median_ratio_range": [min(halves.values()), max(halves.values())] if halves else None,
+        "drift_first_load_ms": [min(times[first]), max(times[first])],
+    }
 
 
 def timed_rounds(held: list, objective: str, inputs: dict, round_seconds: float, rounds: int) -> tuple[dict, list]:
     from enginewright.search.paired import round_order
     from enginewright.worker.child import interleaved_round
+
     keys = [h.key for h in held]
     times = {k: [] for k in keys}
     cpus = []
@@ -153,9 +173,11 @@ def main() -> int:
     from enginewright.worker.batch import Worker
     from enginewright.worker.child import Held, load_npz
     from workloads import WORKLOADS, setup as bench_setup
+
     workload = args.workload
     if workload not in {w.name for w in WORKLOADS}:  # engine_overhead.py's mlp / block / tiny
         from engine_overhead import workloads as overhead_workloads
+
         workload = overhead_workloads()[workload]
     bench = bench_setup(args.out, workload, args.device, args.objective, REPO)
     timing = bench.timing
@@ -163,9 +185,15 @@ def main() -> int:
     phases = args.phases.split(",")
     inputs = load_npz(str(bench.files["inputs"][0]))
     rng = random.Random(7)
-    result: dict = {"workload": bench.workload.name, "objective": args.objective, "round_seconds": round_seconds,
-                    "torch": torch.__version__, "device": torch.cuda.get_device_name() if args.device == "cuda"
-                    else "cpu", "host": host_facts(), "phases": {}}
+    result: dict = {
+        "workload": bench.workload.name,
+        "objective": args.objective,
+        "round_seconds": round_seconds,
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+        "host": host_facts(),
+        "phases": {},
+    }
 
     def write() -> None:
         result["wall_s"] = round(time.monotonic() - bench.began, 1)
@@ -184,8 +212,10 @@ def main() -> int:
             result["phases"][name] = {"error": f"{type(exc).__name__}: {exc}"[:2000]}
         result["phases"][name]["seconds"] = round(time.monotonic() - started, 1)
         write()
-        bench.say(f"phase {name} done: " + json.dumps({k: v for k, v in result["phases"][name].items()
-                                                         if k != "per_load"})[:600])
+        bench.say(
+            f"phase {name} done: "
+            + json.dumps({k: v for k, v in result["phases"][name].items() if k != "per_load"})[:600]
+        )
 
     engines = {}
     worker = Worker(bench.context())
@@ -219,6 +249,7 @@ def main() -> int:
             loaded[name] = load_copies(name, args.loads)
             times, cpus = timed_rounds(loaded[name], args.objective, inputs, round_seconds, args.rounds)
             return {**analyse(times, rng), "times": times, "cpus": cpus}
+
         return work
 
     def weights_phase(name: str):
@@ -234,9 +265,13 @@ def main() -> int:
             after = analyse(times, rng)
             first = [before["per_load"][k]["ratio_to_first"] for k in before["per_load"]]
             second = [after["per_load"][k]["ratio_to_first"] for k in after["per_load"]]
-            corr = statistics.correlation([math.log(x) for x in first[1:]], [math.log(x) for x in second[1:]]) \
-                if len(first) > 2 else None
+            corr = (
+                statistics.correlation([math.log(x) for x in first[1:]], [math.log(x) for x in second[1:]])
+                if len(first) > 2
+                else None
+            )
             return {**after, "times": times, "cpus": cpus, "offset_correlation_before_after": corr}
+
         return work
 
     for name in args.routes.split(","):
@@ -251,11 +286,14 @@ def main() -> int:
         held = []
         for index in range(3):
             for name in ("default", args.second):
-                runner = InductorBackend().load(engines[name].read_bytes(), args.out / "loads" / "order" / f"{name}{index}")
+                runner = InductorBackend().load(
+                    engines[name].read_bytes(), args.out / "loads" / "order" / f"{name}{index}"
+                )
                 runner.run(inputs)
                 warm_up(runner, inputs, args.objective, timing.warmup_iterations)
-                held.append(Held(runner, calls_per_round(runner, inputs, args.objective, round_seconds),
-                                 f"{name}#{index}"))
+                held.append(
+                    Held(runner, calls_per_round(runner, inputs, args.objective, round_seconds), f"{name}#{index}")
+                )
         times, cpus = timed_rounds(held, args.objective, inputs, round_seconds, args.rounds)
         report = {"times": times, "cpus": cpus}
         for name in ("default", args.second):
@@ -266,6 +304,7 @@ def main() -> int:
         for h in held:
             h.runner.close()
         return report
+
     phase("order", order)
 
     def inject() -> dict:
@@ -300,6 +339,7 @@ def main() -> int:
             if state["mode"] == "sleep":
                 torch.cuda._sleep(state["sleep"])
             return out
+
         runner._call = slowed
 
         class Toggle(Held):
@@ -309,22 +349,28 @@ def main() -> int:
                     return super().timed_calls(objective, inputs, calls)
                 finally:
                     state["mode"] = None
+
         calls = calls_per_round(runner, inputs, args.objective, round_seconds)
-        report = {"per_call_device_ms": per_call_device, "per_call_wall_ms": per_call_wall * 1000,
-                  "asked": args.slowdown}
-        for mode in (["sleep", "spin"] if args.device == "cuda" else ["spin"]):
+        report = {
+            "per_call_device_ms": per_call_device,
+            "per_call_wall_ms": per_call_wall * 1000,
+            "asked": args.slowdown,
+        }
+        for mode in ["sleep", "spin"] if args.device == "cuda" else ["spin"]:
             held = [Toggle(runner, calls, "plain"), Toggle(runner, calls, f"{mode}-on")]
             times, _ = timed_rounds(held, args.objective, inputs, round_seconds, args.rounds)
             ratio, low, high = mean_ci([math.log(a / b) for a, b in zip(times[f"{mode}-on"], times["plain"])])
             report[mode] = {"measured_slowdown": ratio - 1, "low": low - 1, "high": high - 1, "times": times}
         runner.close()
         return report
+
     phase("inject", inject)
 
     def kernels() -> dict:
         if args.device != "cuda":
             return {"skipped": "needs CUDA"}
         from torch.profiler import ProfilerActivity, profile
+
         engine = InductorBackend().load(engines["default"].read_bytes(), args.out / "loads" / "kernels")
         torch.manual_seed(0)
         module = bench.workload.make().eval().to("cuda").half()
@@ -348,18 +394,26 @@ def main() -> int:
                     for _ in range(20):
                         call()
                     torch.cuda.synchronize()
-                kernels = [e for e in prof.events() if getattr(e, "device_type", None) is not None
-                           and str(e.device_type).endswith("CUDA")]
+                kernels = [
+                    e
+                    for e in prof.events()
+                    if getattr(e, "device_type", None) is not None and str(e.device_type).endswith("CUDA")
+                ]
                 busy = sum(getattr(e, "device_time", 0.0) or getattr(e, "cuda_time", 0.0) for e in kernels)
                 names: dict[str, float] = {}
                 for e in kernels:
                     names[e.name] = names.get(e.name, 0.0) + (getattr(e, "device_time", 0.0) or 0.0)
                 top = sorted(names.items(), key=lambda kv: -kv[1])[:12]
-                report[label] = {"host_cpu_ms_per_call": host_ms, "wall_ms_per_call": wall_ms,
-                                 "kernels_per_call": len(kernels) / 20, "kernel_ms_per_call": busy / 20 / 1000,
-                                 "top_kernels_us_per_call": [(n[:120], v / 20) for n, v in top]}
+                report[label] = {
+                    "host_cpu_ms_per_call": host_ms,
+                    "wall_ms_per_call": wall_ms,
+                    "kernels_per_call": len(kernels) / 20,
+                    "kernel_ms_per_call": busy / 20 / 1000,
+                    "top_kernels_us_per_call": [(n[:120], v / 20) for n, v in top],
+                }
         engine.close()
         return report
+
     phase("kernels", kernels)
     result["host_after"] = host_facts()
     write()

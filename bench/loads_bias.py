@@ -75,8 +75,18 @@ def main() -> int:
     for n in holds:
         for probe in routes:
             other = next((r for r in routes if r != probe), probe)
-            cmd = [sys.executable, __file__, "child", str(engines[probe]), str(engines[other]), str(n),
-                   str(args.rounds), str(bench.files["inputs"][0]), args.device, str(args.out / "loads")]
+            cmd = [
+                sys.executable,
+                __file__,
+                "child",
+                str(engines[probe]),
+                str(engines[other]),
+                str(n),
+                str(args.rounds),
+                str(bench.files["inputs"][0]),
+                args.device,
+                str(args.out / "loads"),
+            ]
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if done.returncode != 0:
                 result["runs"].append({"probe": probe, "holds": n, "error": done.stderr[-2000:]})
@@ -85,7 +95,9 @@ def main() -> int:
             write()
             bench.say(json.dumps({k: v for k, v in result["runs"][-1].items() if not k.endswith("_rounds")})[:400])
     for probe in routes:
-        base = next((r["alone"] for r in result["runs"] if r["probe"] == probe and r["holds"] == 1 and "alone" in r), None)
+        base = next(
+            (r["alone"] for r in result["runs"] if r["probe"] == probe and r["holds"] == 1 and "alone" in r), None
+        )
         for run in result["runs"]:
             if run["probe"] == probe and base and "alone" in run:
                 run["to_one_alone"] = {k: run[k] / base for k in ("alone", "interleaved", "alone_after")}
@@ -127,24 +139,37 @@ def child(argv: list[str]) -> int:
         times = dict(zip(order, interleaved_round([cells[k] for k in order], "gpuTime", inputs, 0.05)))
         interleaved.append(times["probe"])
     after = [cells["probe"].round("gpuTime", inputs, 0.05) for _ in range(rounds)]
-    print(json.dumps({"alone": statistics.median(alone), "interleaved": statistics.median(interleaved),
-                      "alone_after": statistics.median(after), "alone_rounds": alone,
-                      "interleaved_rounds": interleaved, "alone_after_rounds": after}))
+    print(
+        json.dumps(
+            {
+                "alone": statistics.median(alone),
+                "interleaved": statistics.median(interleaved),
+                "alone_after": statistics.median(after),
+                "alone_rounds": alone,
+                "interleaved_rounds": interleaved,
+                "alone_after_rounds": after,
+            }
+        )
+    )
     for runner in [*held.values(), primer]:
         runner.close()
     return 0
 
 
 def table(result: dict) -> str:
-    rows = ["| probe route | engines held | alone ms | interleaved ms | alone again ms | × one held, alone |",
-            "| --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| probe route | engines held | alone ms | interleaved ms | alone again ms | × one held, alone |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
     for run in result["runs"]:
         if "error" in run:
             rows.append(f"| {run['probe']} | {run['holds']} | error | | | |")
             continue
         ratio = run.get("to_one_alone", {})
-        rows.append(f"| {run['probe']} | {run['holds']} | {run['alone']:.4f} | {run['interleaved']:.4f} | "
-                    f"{run['alone_after']:.4f} | {' / '.join(f'{ratio[k]:.2f}' for k in ('alone', 'interleaved', 'alone_after')) if ratio else ''} |")
+        rows.append(
+            f"| {run['probe']} | {run['holds']} | {run['alone']:.4f} | {run['interleaved']:.4f} | "
+            f"{run['alone_after']:.4f} | {' / '.join(f'{ratio[k]:.2f}' for k in ('alone', 'interleaved', 'alone_after')) if ratio else ''} |"
+        )
     return "\n".join(rows)
 
 

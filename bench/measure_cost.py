@@ -88,10 +88,17 @@ def agreement(naive_ms: dict[str, float], tune_route: str, margin: float) -> dic
     best = min(naive_ms, key=naive_ms.get)
     mine = naive_ms.get(tune_route)
     ratio = mine / naive_ms[best] if mine is not None else None
-    return {"naive_best": best, "naive_best_ms": naive_ms[best], "tune_winner": tune_route,
-            "naive_ms_of_tune_winner": mine, "naive_default_ms": naive_ms.get(""),
-            "tune_winner_vs_naive_best": round(ratio, 4) if ratio else None, "margin": margin,
-            "exact": best == tune_route, "agree": ratio is not None and ratio <= 1 + margin}
+    return {
+        "naive_best": best,
+        "naive_best_ms": naive_ms[best],
+        "tune_winner": tune_route,
+        "naive_ms_of_tune_winner": mine,
+        "naive_default_ms": naive_ms.get(""),
+        "tune_winner_vs_naive_best": round(ratio, 4) if ratio else None,
+        "margin": margin,
+        "exact": best == tune_route,
+        "agree": ratio is not None and ratio <= 1 + margin,
+    }
 
 
 def parse_cpu_list(text: str) -> list[int]:
@@ -184,8 +191,11 @@ def pin(count: int) -> dict:
         siblings[cpu] = set(parse_cpu_list(path.read_text())) if path.exists() else {cpu}
     chosen = pick_cpus(allowed, count, siblings) if count > 0 else allowed
     os.sched_setaffinity(0, chosen)
-    return {"allowed": len(allowed), "pinned": chosen,
-            "smt_siblings_among_pinned": any((siblings[c] - {c}) & set(chosen) for c in chosen)}
+    return {
+        "allowed": len(allowed),
+        "pinned": chosen,
+        "smt_siblings_among_pinned": any((siblings[c] - {c}) & set(chosen) for c in chosen),
+    }
 
 
 def cpu_model() -> str:
@@ -203,8 +213,10 @@ def make_model(folder: Path, size: int, width: float, neck: int, pairs: int) -> 
     import numpy as np
     import onnx
     import onnxruntime as ort
+
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from cpu_models import db_text_detector, image_like_inputs
+
     folder.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     model = db_text_detector(size, width=width, neck=neck)
@@ -220,19 +232,34 @@ def make_model(folder: Path, size: int, width: float, neck: int, pairs: int) -> 
         inputs.append(folder / f"inputs-{index}.npz")
         references.append(folder / f"references-{index}.npz")
     params = sum(int(np.prod(i.dims)) for i in model.graph.initializer)
-    return {"path": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "size": size,
-            "width": width, "neck": neck, "input": [1, 3, size, size], "nodes": len(model.graph.node),
-            "parameters": params, "bytes": path.stat().st_size, "build_seconds": round(built, 2),
-            "reference_seconds": round(time.monotonic() - began - built, 2),
-            "inputs": [str(p) for p in inputs], "references": [str(p) for p in references]}
+    return {
+        "path": str(path),
+        "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "size": size,
+        "width": width,
+        "neck": neck,
+        "input": [1, 3, size, size],
+        "nodes": len(model.graph.node),
+        "parameters": params,
+        "bytes": path.stat().st_size,
+        "build_seconds": round(built, 2),
+        "reference_seconds": round(time.monotonic() - began - built, 2),
+        "inputs": [str(p) for p in inputs],
+        "references": [str(p) for p in references],
+    }
 
 
 # ----------------------------------------------------------------------------- 2. naive sweep
 def session_options(config: dict[str, str]):
     """A plain SessionOptions for one configuration of the backend's knob names."""
     import onnxruntime as ort
-    levels = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED",
-              "all": "ORT_ENABLE_ALL"}
+
+    levels = {
+        "disable": "ORT_DISABLE_ALL",
+        "basic": "ORT_ENABLE_BASIC",
+        "extended": "ORT_ENABLE_EXTENDED",
+        "all": "ORT_ENABLE_ALL",
+    }
     options = ort.SessionOptions()
     for name, value in config.items():
         if name == "graph_optimization_level":
@@ -251,6 +278,7 @@ def session_options(config: dict[str, str]):
 def naive_sweep(model: dict, warmup: int, runs: int, results: Results) -> dict:
     import numpy as np
     import onnxruntime as ort
+
     feed = dict(np.load(model["inputs"][0]))
     reference = dict(np.load(model["references"][0]))
     defaults = {name: default for name, default, _ in KNOBS}
@@ -271,18 +299,30 @@ def naive_sweep(model: dict, warmup: int, runs: int, results: Results) -> dict:
             times.append((time.perf_counter() - t) * 1000)
         del session
         route = canonical(config, defaults)
-        section["configs"].append({
-            "route": route, "knobs": config, "median_ms": round(statistics.median(times), 3),
-            "min_ms": round(min(times), 3), "mean_ms": round(statistics.fmean(times), 3),
-            "session_seconds": round(created, 3), "seconds": round(time.monotonic() - t0, 3),
-            "max_abs_diff": float(max(np.max(np.abs(first[n] - reference[n])) for n in names)),
-            "times_ms": [round(t, 3) for t in times]})
+        section["configs"].append(
+            {
+                "route": route,
+                "knobs": config,
+                "median_ms": round(statistics.median(times), 3),
+                "min_ms": round(min(times), 3),
+                "mean_ms": round(statistics.fmean(times), 3),
+                "session_seconds": round(created, 3),
+                "seconds": round(time.monotonic() - t0, 3),
+                "max_abs_diff": float(max(np.max(np.abs(first[n] - reference[n])) for n in names)),
+                "times_ms": [round(t, 3) for t in times],
+            }
+        )
         section["wall_seconds"] = round(time.monotonic() - began, 2)
         results.save()
         print(f"  naive {route or '(default)':<75} {statistics.median(times):8.2f} ms", flush=True)
     best = min(section["configs"], key=lambda c: c["median_ms"])
-    section.update(status="done", wall_seconds=round(time.monotonic() - began, 2), best=best["route"],
-                   best_ms=best["median_ms"], default_ms=section["configs"][0]["median_ms"])
+    section.update(
+        status="done",
+        wall_seconds=round(time.monotonic() - began, 2),
+        best=best["route"],
+        best_ms=best["median_ms"],
+        default_ms=section["configs"][0]["median_ms"],
+    )
     results.save()
     return section
 
@@ -291,8 +331,23 @@ def naive_sweep(model: dict, warmup: int, runs: int, results: Results) -> dict:
 def tune_command(python: str, model: dict, out: Path, extra: list[str]) -> list[str]:
     """`enginewright tune`, mixed search over KNOBS, accuracy against the reference pairs, every
     timing option at its default. `extra`: more arguments as given (--tune-arg)."""
-    cmd = [python, "-m", "enginewright", "tune", model["path"], "--backend", "onnxruntime", "--search", "mixed",
-           "--metric", METRIC, "--threshold", str(THRESHOLD), "--out", str(out)]
+    cmd = [
+        python,
+        "-m",
+        "enginewright",
+        "tune",
+        model["path"],
+        "--backend",
+        "onnxruntime",
+        "--search",
+        "mixed",
+        "--metric",
+        METRIC,
+        "--threshold",
+        str(THRESHOLD),
+        "--out",
+        str(out),
+    ]
     for inputs, references in zip(model["inputs"], model["references"]):
         cmd += ["--inputs", inputs, "--references", references]
     for name, _, other in KNOBS:
@@ -308,10 +363,12 @@ def code_identity(path: Path) -> dict:
             digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
     out = {"path": str(path), "py_sha256": digest.hexdigest()[:16]}
     try:
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--", "."], capture_output=True,
-                               text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--", "."], capture_output=True, text=True, timeout=10
+        )
         if head.returncode == 0:
             out["git"] = head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
@@ -325,23 +382,43 @@ def run_tune(label: str, code: Path, model: dict, out: Path, extra: list[str], r
     env["PYTHONUNBUFFERED"] = "1"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    which = subprocess.run([sys.executable, "-c", "import enginewright; print(enginewright.__file__)"],
-                           env=env, cwd=out, capture_output=True, text=True)
+    which = subprocess.run(
+        [sys.executable, "-c", "import enginewright; print(enginewright.__file__)"],
+        env=env,
+        cwd=out,
+        capture_output=True,
+        text=True,
+    )
     module = which.stdout.strip()
     if not module.startswith(str(code.resolve())):
-        raise SystemExit(f"variant {label}: `import enginewright` with {code} first on PYTHONPATH gives "
-                         f"{module or which.stderr.strip()[-500:]}, not that copy")
+        raise SystemExit(
+            f"variant {label}: `import enginewright` with {code} first on PYTHONPATH gives "
+            f"{module or which.stderr.strip()[-500:]}, not that copy"
+        )
     tune_out = out / "tune-out"
     cmd = tune_command(sys.executable, model, tune_out, extra)
-    section = results.data["tune"][label] = {"status": "running", "code": code_identity(code), "module": module,
-                                             "command": cmd, "timeline": []}
+    section = results.data["tune"][label] = {
+        "status": "running",
+        "code": code_identity(code),
+        "module": module,
+        "command": cmd,
+        "timeline": [],
+    }
     results.save()
     print(f"tune [{label}]: {' '.join(cmd)}", flush=True)
     began, began_epoch = time.monotonic(), time.time()
     last_save = began
     with open(out / "tune.log", "w") as log:
-        proc = subprocess.Popen(cmd, env=env, cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, bufsize=1, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd,
+            env=env,
+            cwd=out,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         try:
             for line in proc.stdout:
                 t = round(time.monotonic() - began, 2)
@@ -380,8 +457,19 @@ def read_outputs(tune_out: Path) -> dict:
     if summary_path.exists():
         summary = json.loads(summary_path.read_text())
         out["summary_seconds"] = {k: v for k, v in summary.items() if k.endswith("_seconds")}
-        out["winner"] = {k: summary.get(k) for k in ("winner_id", "winner_route", "winner_ms", "default_ms",
-                                                      "speedup", "decision", "confirmed", "noise_margin")}
+        out["winner"] = {
+            k: summary.get(k)
+            for k in (
+                "winner_id",
+                "winner_route",
+                "winner_ms",
+                "default_ms",
+                "speedup",
+                "decision",
+                "confirmed",
+                "noise_margin",
+            )
+        }
         out["summary"] = {k: v for k, v in summary.items() if k not in ("options",)}
     entries = []
     for path in sorted(tune_out.rglob("entries/*.json")):
@@ -402,12 +490,22 @@ def read_outputs(tune_out: Path) -> dict:
         seconds["route_wall_seconds"] = route_seconds(entry) or 0
         for key, value in seconds.items():
             stage[key] = round(stage.get(key, 0) + value, 3)
-    out["entries"] = {"count": len(entries), "by_stage": stages,
-                      "routes": [{"route": e.get("route"), "stage": e.get("stage"), "outcome": e.get("outcome"),
-                                  "median_ms": (e.get("timing") or {}).get("median_ms"),
-                                  "n": (e.get("timing") or {}).get("n"),
-                                  **{k: v for k, v in e.items() if k.endswith("_seconds")},
-                                  "wall_seconds": route_seconds(e)} for e in entries]}
+    out["entries"] = {
+        "count": len(entries),
+        "by_stage": stages,
+        "routes": [
+            {
+                "route": e.get("route"),
+                "stage": e.get("stage"),
+                "outcome": e.get("outcome"),
+                "median_ms": (e.get("timing") or {}).get("median_ms"),
+                "n": (e.get("timing") or {}).get("n"),
+                **{k: v for k, v in e.items() if k.endswith("_seconds")},
+                "wall_seconds": route_seconds(e),
+            }
+            for e in entries
+        ],
+    }
     confirm = tune_out / "confirm.json"
     if confirm.exists():
         rounds = json.loads(confirm.read_text()).get("rounds", {})
@@ -420,12 +518,20 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", default=str(REPO / "out" / "measure-cost"), help="results folder (results.json)")
     p.add_argument("--cores", type=int, default=2, help="CPUs the whole benchmark is pinned to (0: no pinning)")
-    p.add_argument("--enginewright", default=str(REPO / "operator"),
-                   help="the operator/ folder whose code tune runs (first on its PYTHONPATH)")
+    p.add_argument(
+        "--enginewright",
+        default=str(REPO / "operator"),
+        help="the operator/ folder whose code tune runs (first on its PYTHONPATH)",
+    )
     p.add_argument("--label", default="after", help="label of that tune variant in results.json")
-    p.add_argument("--variant", action="append", default=[], metavar="LABEL=PATH",
-                   help="a tune run with the code of PATH (an operator/ folder); repeat to measure several "
-                        "versions in one run (replaces --enginewright/--label)")
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="LABEL=PATH",
+        help="a tune run with the code of PATH (an operator/ folder); repeat to measure several "
+        "versions in one run (replaces --enginewright/--label)",
+    )
     p.add_argument("--skip-naive", action="store_true", help="no naive sweep")
     p.add_argument("--skip-tune", action="store_true", help="no tune run (model + naive sweep only)")
     p.add_argument("--size", type=int, default=640, help="input height = width (a multiple of 32)")
@@ -434,8 +540,13 @@ def parse_args(argv=None):
     p.add_argument("--pairs", type=int, default=2, help="reference pairs")
     p.add_argument("--warmup", type=int, default=2, help="naive sweep: untimed runs per configuration")
     p.add_argument("--runs", type=int, default=15, help="naive sweep: timed runs per configuration")
-    p.add_argument("--tune-arg", action="append", default=[], metavar="ARG",
-                   help="one more argument for every tune command, e.g. --tune-arg=--noise-margin=0.05")
+    p.add_argument(
+        "--tune-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="one more argument for every tune command, e.g. --tune-arg=--noise-margin=0.05",
+    )
     args = p.parse_args(argv)
     variants = []
     for item in args.variant or [f"{args.label}={args.enginewright}"]:
@@ -460,23 +571,42 @@ def main(argv=None) -> int:
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     import onnxruntime as ort
-    results = Results(out / "results.json", {
-        "benchmark": "measure_cost", "started_at": now(), "argv": sys.argv[1:],
-        "machine": {**machine, "cpu": cpu_model(), "python": platform.python_version(),
-                    "onnxruntime": ort.__version__, "host": platform.node()},
-        "knobs": [{"name": n, "default": d, "other": o} for n, d, o in KNOBS],
-        "variants": {label: str(code) for label, code in args.variants}, "tune": {}, "comparison": {}})
+
+    results = Results(
+        out / "results.json",
+        {
+            "benchmark": "measure_cost",
+            "started_at": now(),
+            "argv": sys.argv[1:],
+            "machine": {
+                **machine,
+                "cpu": cpu_model(),
+                "python": platform.python_version(),
+                "onnxruntime": ort.__version__,
+                "host": platform.node(),
+            },
+            "knobs": [{"name": n, "default": d, "other": o} for n, d, o in KNOBS],
+            "variants": {label: str(code) for label, code in args.variants},
+            "tune": {},
+            "comparison": {},
+        },
+    )
     print(f"pinned to CPUs {machine['pinned']} of {machine['allowed']} ({results.data['machine']['cpu']})")
 
     model = results.data["model"] = make_model(out / "model", args.size, args.width, args.neck, args.pairs)
     results.save()
-    print(f"model: {model['path']} ({model['nodes']} nodes, {model['parameters'] / 1e6:.2f} M parameters, "
-          f"input {model['input']})", flush=True)
+    print(
+        f"model: {model['path']} ({model['nodes']} nodes, {model['parameters'] / 1e6:.2f} M parameters, "
+        f"input {model['input']})",
+        flush=True,
+    )
 
     naive = None
     if not args.skip_naive:
-        print(f"naive sweep: {len(sweep_configs())} configurations x ({args.warmup} warmup + {args.runs} timed runs)",
-              flush=True)
+        print(
+            f"naive sweep: {len(sweep_configs())} configurations x ({args.warmup} warmup + {args.runs} timed runs)",
+            flush=True,
+        )
         naive = naive_sweep(model, args.warmup, args.runs, results)
     if not args.skip_tune:
         for label, code in args.variants:
@@ -504,10 +634,15 @@ def compare(label: str, naive: dict | None, results: Results) -> None:
         margin = winner.get("noise_margin") or NOISE_MARGIN
         naive_ms = {c["route"]: c["median_ms"] for c in naive["configs"]}
         row.update(agreement(naive_ms, route, margin))
-        row["routes"] = [{"route": r["route"], "stage": r["stage"], "tune_median_ms": r["median_ms"],
-                          "naive_median_ms": naive_ms.get(canonical(full_config(parse_route(r["route"] or "")),
-                                                                    defaults))}
-                         for r in tune.get("entries", {}).get("routes", [])]
+        row["routes"] = [
+            {
+                "route": r["route"],
+                "stage": r["stage"],
+                "tune_median_ms": r["median_ms"],
+                "naive_median_ms": naive_ms.get(canonical(full_config(parse_route(r["route"] or "")), defaults)),
+            }
+            for r in tune.get("entries", {}).get("routes", [])
+        ]
     results.data["comparison"][label] = row
     results.save()
 
@@ -516,31 +651,43 @@ def report(data: dict) -> None:
     """One line per mode, then the ratio and the agreement per tune variant."""
     naive = data.get("naive")
     if naive and naive.get("status") == "done":
-        print(f"naive sweep     : {naive['wall_seconds']:7.1f} s wall, {len(naive['configs'])} configurations "
-              f"x {naive['runs']} timed runs; best {naive['best'] or '(default)'} {naive['best_ms']:.2f} ms, "
-              f"default {naive['default_ms']:.2f} ms")
+        print(
+            f"naive sweep     : {naive['wall_seconds']:7.1f} s wall, {len(naive['configs'])} configurations "
+            f"x {naive['runs']} timed runs; best {naive['best'] or '(default)'} {naive['best_ms']:.2f} ms, "
+            f"default {naive['default_ms']:.2f} ms"
+        )
     for label, tune in data["tune"].items():
         s = tune.get("summary_seconds", {})
         w = tune.get("winner") or {}
         seconds = ", ".join(f"{k.removesuffix('_seconds')} {v:.1f} s" for k, v in s.items())
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in (tune.get("phases") or {}).items())
         win = (w.get("winner_route") or "(default)") if w else "?"
-        print(f"tune [{label:<7}]: {tune.get('wall_seconds', float('nan')):7.1f} s wall "
-              f"({tune.get('status')}; summary: {seconds or '-'}; phases: {phases or '-'}); "
-              f"{tune.get('entries', {}).get('count', 0)} routes; winner {win}"
-              + (f" {w['winner_ms']:.2f} ms vs default {w['default_ms']:.2f} ms ({w.get('decision')})"
-                 if w.get("winner_ms") and w.get("default_ms") else ""))
+        print(
+            f"tune [{label:<7}]: {tune.get('wall_seconds', float('nan')):7.1f} s wall "
+            f"({tune.get('status')}; summary: {seconds or '-'}; phases: {phases or '-'}); "
+            f"{tune.get('entries', {}).get('count', 0)} routes; winner {win}"
+            + (
+                f" {w['winner_ms']:.2f} ms vs default {w['default_ms']:.2f} ms ({w.get('decision')})"
+                if w.get("winner_ms") and w.get("default_ms")
+                else ""
+            )
+        )
     for label, row in data.get("comparison", {}).items():
         if "wall_ratio" in row:
             print(f"[{label}] tune wall / naive sweep wall = {row['wall_ratio']:.2f} (goal <= 2)")
         if "agree" in row:
             mine = row["naive_ms_of_tune_winner"]
-            print(f"[{label}] winners {'agree' if row['agree'] else 'DISAGREE'}"
-                  f"{' (same configuration)' if row['exact'] else ''}: naive best {row['naive_best'] or '(default)'} "
-                  f"{row['naive_best_ms']:.2f} ms; naive time of tune's winner {row['tune_winner'] or '(default)'} "
-                  + (f"{mine:.2f} ms ({row['tune_winner_vs_naive_best']:.3f}x, margin {row['margin']:.0%})"
-                     if mine is not None else "not in the sweep")
-                  + f"; naive default {row['naive_default_ms']:.2f} ms")
+            print(
+                f"[{label}] winners {'agree' if row['agree'] else 'DISAGREE'}"
+                f"{' (same configuration)' if row['exact'] else ''}: naive best {row['naive_best'] or '(default)'} "
+                f"{row['naive_best_ms']:.2f} ms; naive time of tune's winner {row['tune_winner'] or '(default)'} "
+                + (
+                    f"{mine:.2f} ms ({row['tune_winner_vs_naive_best']:.3f}x, margin {row['margin']:.0%})"
+                    if mine is not None
+                    else "not in the sweep"
+                )
+                + f"; naive default {row['naive_default_ms']:.2f} ms"
+            )
 
 
 if __name__ == "__main__":

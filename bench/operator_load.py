@@ -79,11 +79,14 @@ def operator_requests(cluster, since: float, until: float) -> int:
 
 def run_manifest(name: str, namespace: str) -> dict:
     import yaml
+
     doc = yaml.safe_load((REPO / "examples/tuningrun-onnx-fast.yaml").read_text())
     doc["metadata"] = {"name": name, "namespace": namespace}
     spec = doc["spec"]
-    spec["search"]["knobs"] = [{"name": "enable_mem_pattern", "values": ["0"]},
-                               {"name": "enable_cpu_mem_arena", "values": ["0"]}]
+    spec["search"]["knobs"] = [
+        {"name": "enable_mem_pattern", "values": ["0"]},
+        {"name": "enable_cpu_mem_arena", "values": ["0"]},
+    ]
     spec["search"]["confirm"] = {"topK": 0, "rounds": 2}
     spec["timing"] = {"warmupIterations": 2, "roundSeconds": 0.005, "minRounds": 2, "maxRounds": 3}
     return doc
@@ -92,8 +95,13 @@ def run_manifest(name: str, namespace: str) -> dict:
 def synthetic_manifest(name: str, namespace: str, routes: int) -> dict:
     doc = run_manifest(name, namespace)
     spec = doc["spec"]
-    spec["search"] = {"mode": "full", "maxRoutes": routes, "routesPerJob": 128, "parallelism": 4,
-                      "confirm": {"topK": 0, "rounds": 2}}
+    spec["search"] = {
+        "mode": "full",
+        "maxRoutes": routes,
+        "routesPerJob": 128,
+        "parallelism": 4,
+        "confirm": {"topK": 0, "rounds": 2},
+    }
     spec["accuracy"] = {"disabled": True, "reason": "synthetic load benchmark: nothing is measured"}
     return doc
 
@@ -113,8 +121,9 @@ def phase(cluster, label: str, docs: list[dict], namespace: str, logdir: Path, t
             status = item.get("status") or {}
             statuses[item["metadata"]["name"]] = status
             targets = status.get("targets") or []
-            if targets and all(t.get("planned") and t["done"] + t["failed"] + t["rejected"] >= t["planned"]
-                               for t in targets):
+            if targets and all(
+                t.get("planned") and t["done"] + t["failed"] + t["rejected"] >= t["planned"] for t in targets
+            ):
                 counted_at.setdefault(item["metadata"]["name"], time.time())
         finished = [s for s in statuses.values() if s.get("phase") in ("Succeeded", "Failed")]
         if len(finished) == len(docs):
@@ -123,32 +132,48 @@ def phase(cluster, label: str, docs: list[dict], namespace: str, logdir: Path, t
     wall = time.time() - began
     metrics = operator.metrics()
     result = {
-        "phase": label, "runs": len(docs), "wall_s": round(wall, 1),
+        "phase": label,
+        "runs": len(docs),
+        "wall_s": round(wall, 1),
         "succeeded": sum(s.get("phase") == "Succeeded" for s in statuses.values()),
         "routes": sum(t.get("planned", 0) for s in statuses.values() for t in s.get("targets") or []),
         "operator_peak_rss_mib": round(operator.peak_rss_mib(), 1),
         "operator_cpu_s": round(cpu_seconds(operator.process.pid) - cpu0, 1),
-        "reconcile_s": {k: (round(v, 4) if isinstance(v, float) else v)
-                        for k, v in quantiles(metrics, "enginewright_reconcile_seconds").items()},
+        "reconcile_s": {
+            k: (round(v, 4) if isinstance(v, float) else v)
+            for k, v in quantiles(metrics, "enginewright_reconcile_seconds").items()
+        },
         "jobs": len(kubectl_json(cluster, "jobs", "-n", namespace)["items"]),
         "failures": sorted({s.get("message", "")[:300] for s in statuses.values() if s.get("phase") != "Succeeded"}),
     }
     operator.stop()
     result["api_requests_per_run"] = round(operator_requests(cluster, began, time.time()) / len(docs), 1)
     from minio import Minio
+
     s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
     lags = []
     for name, when in counted_at.items():
         prefix = f"runs/{namespace}/{name}-"
-        last = max((o.last_modified.timestamp() for o in s3.list_objects(BUCKET, prefix=prefix, recursive=True)
-                    if "/entries/" in o.object_name), default=None)
+        last = max(
+            (
+                o.last_modified.timestamp()
+                for o in s3.list_objects(BUCKET, prefix=prefix, recursive=True)
+                if "/entries/" in o.object_name
+            ),
+            default=None,
+        )
         if last:
             lags.append(when - last)
-    result["last_entry_to_status_s"] = {"median": round(sorted(lags)[len(lags) // 2], 2) if lags else None,
-                                        "max": round(max(lags), 2) if lags else None,
-                                        "note": "S3 LastModified has 1 s resolution; status polled every 0.5 s"}
-    shards = [cm for cm in kubectl_json(cluster, "configmaps", "-n", namespace)["items"]
-              if (cm["metadata"].get("labels") or {}).get("tuning.enginewright.io/component") == "cache"]
+    result["last_entry_to_status_s"] = {
+        "median": round(sorted(lags)[len(lags) // 2], 2) if lags else None,
+        "max": round(max(lags), 2) if lags else None,
+        "note": "S3 LastModified has 1 s resolution; status polled every 0.5 s",
+    }
+    shards = [
+        cm
+        for cm in kubectl_json(cluster, "configmaps", "-n", namespace)["items"]
+        if (cm["metadata"].get("labels") or {}).get("tuning.enginewright.io/component") == "cache"
+    ]
     sizes = [sum(len(k.encode()) + len(v.encode()) for k, v in (cm.get("data") or {}).items()) for cm in shards]
     result["cache_shards"] = len(shards)
     result["largest_shard_bytes"] = max(sizes, default=0)
@@ -165,8 +190,12 @@ def main() -> int:
     args = parser.parse_args()
     cluster = LocalCluster(audit_everything=True)
     cluster.start()
-    results = {"machine": f"{os.cpu_count()} cores", "started": datetime.now().isoformat(timespec="seconds"),
-               "command": " ".join(["python", *sys.argv]), "phases": []}
+    results = {
+        "machine": f"{os.cpu_count()} cores",
+        "started": datetime.now().isoformat(timespec="seconds"),
+        "command": " ".join(["python", *sys.argv]),
+        "phases": [],
+    }
     try:
         cluster.install_crds(REPO / "crds")
         upload_example(cluster, Path(tempfile.mkdtemp(prefix="enginewright-load-")), runs_bucket=BUCKET)
@@ -180,10 +209,18 @@ def main() -> int:
         for routes in [int(r) for r in args.routes.split(",") if r]:
             namespace = f"load-routes-{routes}"
             knobs = int(math.log2(routes))
-            results["phases"].append(phase(
-                cluster, f"routes-{routes}", [synthetic_manifest("big", namespace, routes)], namespace, logdir,
-                args.timeout, ENGINEWRIGHT_WORKER_COMMAND=worker,
-                ENGINEWRIGHT_WORKER_ENV=json.dumps({"SYNTHETIC_KNOBS": str(knobs)})))
+            results["phases"].append(
+                phase(
+                    cluster,
+                    f"routes-{routes}",
+                    [synthetic_manifest("big", namespace, routes)],
+                    namespace,
+                    logdir,
+                    args.timeout,
+                    ENGINEWRIGHT_WORKER_COMMAND=worker,
+                    ENGINEWRIGHT_WORKER_ENV=json.dumps({"SYNTHETIC_KNOBS": str(knobs)}),
+                )
+            )
             args.out.write_text(json.dumps(results, indent=2))
     finally:
         cluster.stop()

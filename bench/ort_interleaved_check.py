@@ -20,14 +20,21 @@ sys.path.insert(0, str(REPO / "operator"))
 from enginewright.backends.onnxruntime import session_options  # noqa: E402
 
 MODEL = REPO / "out/measure-cost/model"
-CONFIGS = {"default": {}, "mem_pattern=0": {"enable_mem_pattern": "0"},
-           "spinning=0": {"session.intra_op.allow_spinning": "0"}}
+CONFIGS = {
+    "default": {},
+    "mem_pattern=0": {"enable_mem_pattern": "0"},
+    "spinning=0": {"session.intra_op.allow_spinning": "0"},
+}
 
 
 def main() -> None:
     inputs = dict(np.load(MODEL / "inputs-0.npz"))
-    sessions = {name: ort.InferenceSession(str(MODEL / "db_text_detector.onnx"), session_options(settings),
-                                           providers=["CPUExecutionProvider"]) for name, settings in CONFIGS.items()}
+    sessions = {
+        name: ort.InferenceSession(
+            str(MODEL / "db_text_detector.onnx"), session_options(settings), providers=["CPUExecutionProvider"]
+        )
+        for name, settings in CONFIGS.items()
+    }
     for session in sessions.values():
         for _ in range(3):
             session.run(None, inputs)
@@ -41,8 +48,10 @@ def main() -> None:
             times[name].append((time.perf_counter() - started) / 3 * 1000)
     for name, values in times.items():
         ratio = statistics.median(a / b for a, b in zip(values, times["default"]))
-        print(f"{name:15s} median {statistics.median(values):7.2f} ms  min {min(values):7.2f}  "
-              f"max {max(values):7.2f}  per-round ratio to default (median) {ratio:.3f}")
+        print(
+            f"{name:15s} median {statistics.median(values):7.2f} ms  min {min(values):7.2f}  "
+            f"max {max(values):7.2f}  per-round ratio to default (median) {ratio:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -62,8 +62,10 @@ def topology(torch) -> dict:
     info: dict = {"allowed_cpus": allowed, "cpu_nodes": {cpu: cpu_node(cpu) for cpu in allowed}}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        bus = f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:" \
-              f"{getattr(props, 'pci_device_id', 0):02x}.0"
+        bus = (
+            f"{getattr(props, 'pci_domain_id', 0):04x}:{getattr(props, 'pci_bus_id', 0):02x}:"
+            f"{getattr(props, 'pci_device_id', 0):02x}.0"
+        )
         device = Path("/sys/bus/pci/devices") / bus
         info["gpu_pci"] = bus
         for name in ("numa_node", "local_cpulist"):
@@ -72,8 +74,9 @@ def topology(torch) -> dict:
             except OSError as exc:
                 info[f"gpu_{name}"] = f"unreadable: {exc}"
     try:
-        info["nvidia_smi_topo"] = subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
-                                                 timeout=20).stdout[-3000:]
+        info["nvidia_smi_topo"] = subprocess.run(
+            ["nvidia-smi", "topo", "-m"], capture_output=True, text=True, timeout=20
+        ).stdout[-3000:]
     except (OSError, subprocess.TimeoutExpired) as exc:
         info["nvidia_smi_topo"] = f"unavailable: {exc}"
     try:
@@ -89,16 +92,18 @@ def last_cpu(pid: int) -> int | None:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(text[text.rindex(")") + 2:].split()[36])
+    return int(text[text.rindex(")") + 2 :].split()[36])
 
 
 def fixed_layout_python(folder: Path) -> str:
     """An interpreter wrapper that turns address-space randomisation off, then execs Python."""
     wrapper = folder / "python-fixed-layout"
-    wrapper.write_text(f"#!{sys.executable}\n"
-                       "import ctypes, os, sys\n"
-                       f"ctypes.CDLL(None).personality({ADDR_NO_RANDOMIZE})\n"
-                       f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n")
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import ctypes, os, sys\n"
+        f"ctypes.CDLL(None).personality({ADDR_NO_RANDOMIZE})\n"
+        f"os.execv({sys.executable!r}, [{sys.executable!r}, *sys.argv[1:]])\n"
+    )
     wrapper.chmod(0o755)
     return str(wrapper)
 
@@ -118,21 +123,34 @@ def rotate(servers: dict, rotations: int) -> dict:
 
 def describe_phase(name: str, rounds: dict, extra: dict | None = None) -> dict:
     medians = {k: statistics.median(v) for k, v in rounds["ms"].items()}
-    result = {"phase": name, "process_median_ms": medians,
-              "spread_slowest_over_fastest": max(medians.values()) / min(medians.values()),
-              "within_process_range": {k: max(v) / min(v) for k, v in rounds["ms"].items()},
-              **rounds, **(extra or {})}
+    result = {
+        "phase": name,
+        "process_median_ms": medians,
+        "spread_slowest_over_fastest": max(medians.values()) / min(medians.values()),
+        "within_process_range": {k: max(v) / min(v) for k, v in rounds["ms"].items()},
+        **rounds,
+        **(extra or {}),
+    }
     return result
 
 
-def copies_child(engine: str, sample: str, copies: int, rotations: int, objective: str, round_seconds: float,
-                 warmup: int, workdir: str) -> None:
+def copies_child(
+    engine: str,
+    sample: str,
+    copies: int,
+    rotations: int,
+    objective: str,
+    round_seconds: float,
+    warmup: int,
+    workdir: str,
+) -> None:
     """(run in a subprocess) Load `copies` copies of the engine into this one process and time them
     in rotating rounds, as the serving processes are; print one JSON line."""
     import numpy as np
 
     from enginewright.backends.base import calls_per_round, time_round, warm_up
     from enginewright.backends.inductor import InductorBackend
+
     data = np.load(sample)
     inputs = {name: data[name] for name in data.files}
     runners = []
@@ -155,8 +173,7 @@ def copies_child(engine: str, sample: str, copies: int, rotations: int, objectiv
 def main() -> int:
     if sys.argv[1:2] == ["copies"]:
         engine, sample, copies, rotations, objective, round_seconds, warmup, workdir = sys.argv[2:10]
-        copies_child(engine, sample, int(copies), int(rotations), objective, float(round_seconds), int(warmup),
-                     workdir)
+        copies_child(engine, sample, int(copies), int(rotations), objective, float(round_seconds), int(warmup), workdir)
         return 0
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
@@ -179,8 +196,14 @@ def main() -> int:
     engine = bench.build_default()
 
     topo = topology(torch)
-    result: dict = {"workload": workload.name, "objective": args.objective, "timing": timing.wire(),
-                    "torch": torch.__version__, "topology": topo, "phases": []}
+    result: dict = {
+        "workload": workload.name,
+        "objective": args.objective,
+        "timing": timing.wire(),
+        "torch": torch.__version__,
+        "topology": topo,
+        "phases": [],
+    }
 
     def write() -> None:
         result["wall_s"] = round(time.monotonic() - bench.began, 1)
@@ -203,8 +226,9 @@ def main() -> int:
             if python:
                 sys.executable = python  # Server.launch runs sys.executable
             for index, context in enumerate(contexts):
-                servers[f"P{index}"] = Server(context, f"P{index}", engine, out / "serve" / name / f"P{index}",
-                                              references=False)
+                servers[f"P{index}"] = Server(
+                    context, f"P{index}", engine, out / "serve" / name / f"P{index}", references=False
+                )
                 servers[f"P{index}"].launch()
         finally:
             sys.executable = real
@@ -217,22 +241,28 @@ def main() -> int:
             for server in servers.values():
                 server.wait_ready(600)
             rounds = rotate(servers, args.rotations)
-            extra = {"pinned": {k: sorted(c.measure_cpus or []) for k, c in zip(servers, contexts)},
-                     "calls": {k: s.calls for k, s in servers.items()}}
+            extra = {
+                "pinned": {k: sorted(c.measure_cpus or []) for k, c in zip(servers, contexts)},
+                "calls": {k: s.calls for k, s in servers.items()},
+            }
         finally:
             for server in servers.values():
                 server.close()
         phase = describe_phase(name, rounds, extra)
         result["phases"].append(phase)
         write()
-        say(f"{name}: process medians " + ", ".join(f"{k} {v:.4f}" for k, v in phase["process_median_ms"].items())
-            + f" ms; slowest/fastest {phase['spread_slowest_over_fastest']:.3f}")
+        say(
+            f"{name}: process medians "
+            + ", ".join(f"{k} {v:.4f}" for k, v in phase["process_median_ms"].items())
+            + f" ms; slowest/fastest {phase['spread_slowest_over_fastest']:.3f}"
+        )
 
     def pairs_phase() -> None:
         """One serving process holding the default D, its twin T and copies R0.. of the same engine;
         each copy's ratio to D, measured two ways in turn: rounds one engine after the other
         (Server.time) and rounds interleaved in blocks (Server.interleave)."""
         from enginewright.search.paired import interval
+
         server = Server(ctx, "D", engine, out / "serve" / "pairs", references=False)
         copies = ["T", *[f"R{i}" for i in range(args.processes - 2)]]
         ms: dict = {method: {c: ([], []) for c in copies} for method in ("rounds", "blocks")}
@@ -263,9 +293,11 @@ def main() -> int:
             ratios = {key: interval(*ms[method][key]) for key in copies}
             phase[f"{method}_ratio_interval"] = ratios
             phase[f"{method}_spread"] = max(r[0] for r in ratios.values()) / min(r[0] for r in ratios.values())
-            say(f"pairs ({method}): copy/D " + ", ".join(f"{k} {r[0]:.3f} [{r[1]:.3f}-{r[2]:.3f}]"
-                                                          for k, r in ratios.items())
-                + f"; slowest/fastest {phase[f'{method}_spread']:.3f}")
+            say(
+                f"pairs ({method}): copy/D "
+                + ", ".join(f"{k} {r[0]:.3f} [{r[1]:.3f}-{r[2]:.3f}]" for k, r in ratios.items())
+                + f"; slowest/fastest {phase[f'{method}_spread']:.3f}"
+            )
         result["phases"].append(phase)
         write()
 
@@ -274,11 +306,10 @@ def main() -> int:
             if name == "unpinned":
                 serve_phase(name, [ctx] * args.processes)
             elif name == "fixed-layout":
-                serve_phase(name, [ctx] * args.processes, python=fixed_layout_python(out),
-                            env={"PYTHONHASHSEED": "0"})
+                serve_phase(name, [ctx] * args.processes, python=fixed_layout_python(out), env={"PYTHONHASHSEED": "0"})
             elif name in ("pinned-local", "pinned-remote"):
                 cpus = local if name == "pinned-local" else remote
-                cpus = [c for c in cpus if c != 0][:args.processes]  # (CPU 0 takes most interrupts)
+                cpus = [c for c in cpus if c != 0][: args.processes]  # (CPU 0 takes most interrupts)
                 if len(cpus) < 2:
                     say(f"{name}: skipped (CPUs {cpus})")
                     continue
@@ -287,19 +318,35 @@ def main() -> int:
                 pairs_phase()
             elif name == "in-process":
                 started = time.monotonic()
-                proc = subprocess.run([sys.executable, __file__, "copies", str(engine), str(files["inputs"][0]),
-                                       str(args.processes), str(args.rotations), args.objective,
-                                       str(timing.round_seconds), str(timing.warmup_iterations),
-                                       str(out / "copies")], capture_output=True, text=True, timeout=600)
+                proc = subprocess.run(
+                    [
+                        sys.executable,
+                        __file__,
+                        "copies",
+                        str(engine),
+                        str(files["inputs"][0]),
+                        str(args.processes),
+                        str(args.rotations),
+                        args.objective,
+                        str(timing.round_seconds),
+                        str(timing.warmup_iterations),
+                        str(out / "copies"),
+                    ],
+                    capture_output=True,
+                    text=True,
+                    timeout=600,
+                )
                 if proc.returncode != 0:
                     raise RuntimeError(proc.stderr[-2000:])
                 rounds = json.loads(proc.stdout.strip().splitlines()[-1])
                 phase = describe_phase(name, rounds, {"seconds": round(time.monotonic() - started, 1)})
                 result["phases"].append(phase)
                 write()
-                say(f"{name}: copy medians " + ", ".join(f"{k} {v:.4f}" for k, v in
-                                                          phase["process_median_ms"].items())
-                    + f" ms; slowest/fastest {phase['spread_slowest_over_fastest']:.3f}")
+                say(
+                    f"{name}: copy medians "
+                    + ", ".join(f"{k} {v:.4f}" for k, v in phase["process_median_ms"].items())
+                    + f" ms; slowest/fastest {phase['spread_slowest_over_fastest']:.3f}"
+                )
             else:
                 raise SystemExit(f"unknown phase {name}")
         except Exception as exc:  # one phase failing must not lose the others

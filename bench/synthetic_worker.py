@@ -49,15 +49,37 @@ def main() -> int:
         bucket, key = parse_s3_uri(request.spec.model.uri)
         model = store_from_env(bucket).get(key)
         count = int(os.environ.get("SYNTHETIC_KNOBS", "8"))
-        store.put(keys.probe, json.dumps({
-            "ok": True, "knobs": [{"name": f"s{i}", "values": ["0", "1"], "default": "0", "help": ""}
-                                  for i in range(count)],
-            "versions": versions.wire(), "model_sha256": hashlib.sha256(model).hexdigest(),
-            "model_size": len(model), "input_shapes": {}, "engine_suffix": SUFFIX, "data_sha256": {}}).encode())
+        store.put(
+            keys.probe,
+            json.dumps(
+                {
+                    "ok": True,
+                    "knobs": [
+                        {"name": f"s{i}", "values": ["0", "1"], "default": "0", "help": ""} for i in range(count)
+                    ],
+                    "versions": versions.wire(),
+                    "model_sha256": hashlib.sha256(model).hexdigest(),
+                    "model_size": len(model),
+                    "input_shapes": {},
+                    "engine_suffix": SUFFIX,
+                    "data_sha256": {},
+                }
+            ).encode(),
+        )
         return 0
     workdir = Path(tempfile.mkdtemp())
-    worker = Worker(WorkerContext(backend="synthetic", model=workdir, accuracy=Accuracy([], []), store=store,
-                                  prefix=request.prefix, target=request.target, workdir=workdir, engine_suffix=SUFFIX))
+    worker = Worker(
+        WorkerContext(
+            backend="synthetic",
+            model=workdir,
+            accuracy=Accuracy([], []),
+            store=store,
+            prefix=request.prefix,
+            target=request.target,
+            workdir=workdir,
+            engine_suffix=SUFFIX,
+        )
+    )
     done = worker.existing()
     default = Route.of(parse_route(request.default_route))
     baseline = synthetic_ms(default.as_dict)
@@ -68,13 +90,27 @@ def main() -> int:
         engine = f"synthetic engine {route.id}".encode()
         store.put(keys.engine(route.id, SUFFIX), engine)
         ms = synthetic_ms(route.as_dict)
-        worker._write(CacheEntry(
-            target=request.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
-            stage=request.stage, batch=request.batch, outcome=Outcome.ok,
-            timing=TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=100), baseline_ms=baseline,
-            build_seconds=0.0, loss={"out": 0.0}, engine_sha256=hashlib.sha256(engine).hexdigest(),
-            engine_size=len(engine), engine_uri=store.uri(keys.engine(route.id, SUFFIX)), versions=versions,
-            started_at=now_iso(), finished_at=now_iso()))
+        worker._write(
+            CacheEntry(
+                target=request.target,
+                route_id=route.id,
+                route=route.canonical,
+                knobs=route.as_dict,
+                stage=request.stage,
+                batch=request.batch,
+                outcome=Outcome.ok,
+                timing=TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=100),
+                baseline_ms=baseline,
+                build_seconds=0.0,
+                loss={"out": 0.0},
+                engine_sha256=hashlib.sha256(engine).hexdigest(),
+                engine_size=len(engine),
+                engine_uri=store.uri(keys.engine(route.id, SUFFIX)),
+                versions=versions,
+                started_at=now_iso(),
+                finished_at=now_iso(),
+            )
+        )
         done[route.id] = True
     return 0
 

@@ -33,8 +33,11 @@ def measured(argv: list[str]) -> dict:
     out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{' '.join(argv)} failed: {err or out}")
-    return {"seconds": round(time.monotonic() - began, 2), "peak_mb": round(usage.ru_maxrss / 1024, 1),
-            "said": out.strip().splitlines()[-1] if out.strip() else ""}
+    return {
+        "seconds": round(time.monotonic() - began, 2),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "said": out.strip().splitlines()[-1] if out.strip() else "",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,10 +56,18 @@ def main(argv: list[str] | None = None) -> int:
     result["import"]["bytes"] = sum(p.stat().st_size for p in files)
     result["export"] = measured([*tool, "export", str(work / "import"), "--out", str(work / "export.jsonl")])
     result["export"]["byte_for_byte"] = filecmp.cmp(args.cache, work / "export.jsonl", shallow=False)
-    result["read_back"] = measured([sys.executable, "-c", (
-        "import sys; from pathlib import Path; from enginewright.store.imports import usable_entries; "
-        "e, _ = usable_entries(Path(sys.argv[1]), 'local', sys.argv[2]); print(f'{len(e)} entries')"),
-        str(work / "import"), json.loads(open(args.cache).readline())["tuner_version"].join(["tensorrt-tuner-", ""])])
+    result["read_back"] = measured(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys; from pathlib import Path; from enginewright.store.imports import usable_entries; "
+                "e, _ = usable_entries(Path(sys.argv[1]), 'local', sys.argv[2]); print(f'{len(e)} entries')"
+            ),
+            str(work / "import"),
+            json.loads(open(args.cache).readline())["tuner_version"].join(["tensorrt-tuner-", ""]),
+        ]
+    )
     print(json.dumps(result, indent=2))
     return 0
 

@@ -21,23 +21,33 @@ class Workload:
 
 def _resnet():
     import torchvision
+
     return torchvision.models.resnet50(weights=None)
 
 
 def _encoder():
     import torch
-    return torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True,
-                                            dropout=0.0, norm_first=True)
+
+    return torch.nn.TransformerEncoderLayer(
+        d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True, dropout=0.0, norm_first=True
+    )
 
 
 def _mlp():
     import torch
-    return torch.nn.Sequential(torch.nn.Linear(4096, 16384), torch.nn.GELU(), torch.nn.Linear(16384, 4096),
-                               torch.nn.GELU(), torch.nn.Linear(4096, 4096))
+
+    return torch.nn.Sequential(
+        torch.nn.Linear(4096, 16384),
+        torch.nn.GELU(),
+        torch.nn.Linear(16384, 4096),
+        torch.nn.GELU(),
+        torch.nn.Linear(4096, 4096),
+    )
 
 
 def _convnet():
     import torch
+
     layers = []
     channels = 3
     for width in (32, 64, 64, 128):
@@ -63,6 +73,7 @@ def _attention(dim: int = 768, heads: int = 12):
             q, k, v = self.qkv(self.norm(x)).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
             y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             return x + self.out(y.transpose(1, 2).reshape(b, n, d))
+
     return Attention(dim, heads)
 
 
@@ -73,8 +84,12 @@ WORKLOADS = [
     Workload("convnet", _convnet, (64, 3, 64, 64), "4-layer conv+BN+ReLU net, batch 64, 64x64"),
     Workload("attention", _attention, (8, 1024, 768), "pre-norm causal self-attention block d=768 h=12, 8x1024"),
     # CPU-sized (bench/aa_power.py --device cpu): well under a millisecond a call on 2 cores
-    Workload("attention-small", lambda: _attention(256, 4), (1, 64, 256),
-             "pre-norm causal self-attention block d=256 h=4, 1x64 (CPU-sized)"),
+    Workload(
+        "attention-small",
+        lambda: _attention(256, 4),
+        (1, 64, 256),
+        "pre-norm causal self-attention block d=256 h=4, 1x64 (CPU-sized)",
+    ),
 ]
 
 
@@ -82,6 +97,7 @@ def prepare(workload: Workload, folder: Path, device: str, dtype: str = "float16
     """Export the workload (fp16 weights) and write float32 inputs and float32 eager references,
     keyed by the exported program's input name; returns the paths."""
     import torch
+
     folder.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     model = workload.make().eval().to(device)
@@ -94,8 +110,11 @@ def prepare(workload: Workload, folder: Path, device: str, dtype: str = "float16
     half = model.to(getattr(torch, dtype))
     sample = torch.from_numpy(xs[0]).to(device).to(getattr(torch, dtype))
     exported = torch.export.export(half, (sample,))
-    name = next(spec.arg.name for spec in exported.graph_signature.input_specs
-                if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT)
+    name = next(
+        spec.arg.name
+        for spec in exported.graph_signature.input_specs
+        if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    )
     program = folder / f"{workload.name}.pt2"  # the report's plot is titled by the model's file name
     torch.export.save(exported, str(program))
     inputs, references = [], []
@@ -122,26 +141,37 @@ class Setup:
 
     def say(self, message: str) -> None:
         import time
+
         print(f"[{time.monotonic() - self.began:6.1f}s] {message}", flush=True)
 
-    def context(self, backend: str = "inductor", options: dict | None = None, margin: float = 0.03,
-                measure_cpus=None):
+    def context(self, backend: str = "inductor", options: dict | None = None, margin: float = 0.03, measure_cpus=None):
         """A WorkerContext for serving processes of `backend` (Inductor by default) on the workload."""
         from enginewright.store import LocalStore
         from enginewright.worker.batch import Accuracy, WorkerContext
-        return WorkerContext(backend=backend, model=self.files["program"], store=LocalStore(self.out / "store"),
-                             prefix="runs/bench", target="local", workdir=self.out / "work",
-                             engine_suffix=".inductor.tar",
-                             settings={"input_dtype": "float16"} if self.device == "cuda" else {},
-                             timing=self.timing, noise_margin=margin,
-                             accuracy=Accuracy(self.files["inputs"][:1], [], "cosine", None), route_timeout=600,
-                             backend_options=options if options is not None else {"device": self.device},
-                             progress=self.say, measure_cpus=measure_cpus)
+
+        return WorkerContext(
+            backend=backend,
+            model=self.files["program"],
+            store=LocalStore(self.out / "store"),
+            prefix="runs/bench",
+            target="local",
+            workdir=self.out / "work",
+            engine_suffix=".inductor.tar",
+            settings={"input_dtype": "float16"} if self.device == "cuda" else {},
+            timing=self.timing,
+            noise_margin=margin,
+            accuracy=Accuracy(self.files["inputs"][:1], [], "cosine", None),
+            route_timeout=600,
+            backend_options=options if options is not None else {"device": self.device},
+            progress=self.say,
+            measure_cpus=measure_cpus,
+        )
 
     def build_default(self) -> Path:
         """The default route's engine, built by the product's build child: OUT/engine.inductor.tar."""
         from enginewright.search.routes import Route
         from enginewright.worker.batch import Worker
+
         built = Worker(self.context()).build(Route.of({}), "bench", "bench")
         if built.engine_path is None:
             raise SystemExit(f"build failed: {built.entry.error}")
@@ -159,9 +189,11 @@ def setup(out: Path, workload: str | Workload, device: str, objective: str, repo
     import time
 
     from enginewright.api.models import Timing
+
     began = time.monotonic()
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(repo / "operator"), str(repo / "bench"),
-                                                os.environ.get("PYTHONPATH", "")])
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(repo / "operator"), str(repo / "bench"), os.environ.get("PYTHONPATH", "")]
+    )
     out.mkdir(parents=True, exist_ok=True)
     chosen = workload if isinstance(workload, Workload) else next(w for w in WORKLOADS if w.name == workload)
     files = prepare(chosen, out / "data", device, dtype="float16" if device == "cuda" else "float32")

@@ -42,8 +42,10 @@ class Browser:
     def __init__(self, binary: str | None = None, timeout: float = 30.0):
         self.binary = binary or find_chromium()
         if not self.binary:
-            raise BrowserError(f"no Chromium found (tried $ENGINEWRIGHT_CHROMIUM, {', '.join(NAMES)}); "
-                               f"install Debian's package: apt-get install chromium")
+            raise BrowserError(
+                f"no Chromium found (tried $ENGINEWRIGHT_CHROMIUM, {', '.join(NAMES)}); "
+                f"install Debian's package: apt-get install chromium"
+            )
         self.timeout, self._id, self._buffer = timeout, 0, b""
 
     def __enter__(self) -> "Browser":
@@ -54,12 +56,27 @@ class Browser:
         def fds() -> None:  # in the child: the protocol's fds 3 (commands in) and 4 (replies out)
             os.dup2(to_browser, 3)
             os.dup2(from_browser, 4)
+
         # --no-sandbox: tests run as root here, where Chromium's sandbox refuses to start.
         self.process = subprocess.Popen(
-            [self.binary, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
-             "--disable-extensions", "--disable-background-networking", "--remote-debugging-pipe",
-             f"--user-data-dir={self.profile}", "about:blank"],
-            pass_fds=(3, 4), preexec_fn=fds, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                self.binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--hide-scrollbars",
+                "--no-first-run",
+                "--disable-extensions",
+                "--disable-background-networking",
+                "--remote-debugging-pipe",
+                f"--user-data-dir={self.profile}",
+                "about:blank",
+            ],
+            pass_fds=(3, 4),
+            preexec_fn=fds,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         os.close(to_browser)
         os.close(from_browser)
         return self
@@ -124,8 +141,7 @@ class Tab:
     def evaluate(self, expression: str):
         """The value of a JavaScript expression in the page (DevTools evaluates it even where the
         page's own scripts are disabled)."""
-        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True},
-                                   self.session)
+        result = self.browser.send("Runtime.evaluate", {"expression": expression, "returnByValue": True}, self.session)
         if "exceptionDetails" in result:
             raise BrowserError(f"{expression}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -137,11 +153,17 @@ class Tab:
     def screenshot(self, path: Path, *, width: int = 1200, max_height: int = 2000) -> Path:
         """A PNG of the page at `width` CSS pixels, as tall as its content up to `max_height`."""
         send = self.browser.send
-        send("Emulation.setDeviceMetricsOverride", {"width": width, "height": 800, "deviceScaleFactor": 1,
-                                                    "mobile": False}, self.session)
+        send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": 800, "deviceScaleFactor": 1, "mobile": False},
+            self.session,
+        )
         height = min(max_height, int(self.evaluate("document.documentElement.scrollHeight")))
-        send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
-                                                    "mobile": False}, self.session)
+        send(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            self.session,
+        )
         shot = send("Page.captureScreenshot", {"format": "png"}, self.session)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(base64.b64decode(shot["data"]))
@@ -150,6 +172,7 @@ class Tab:
 
 def main(argv: list[str]) -> int:
     import argparse
+
     parser = argparse.ArgumentParser(description="save a screenshot of a page with headless Chromium")
     parser.add_argument("url")
     parser.add_argument("png")

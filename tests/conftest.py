@@ -31,12 +31,14 @@ def cluster():
 @pytest.fixture(scope="session")
 def api(cluster):
     from kubernetes import client, config
+
     return client.ApiClient(config.new_client_from_config(str(cluster.kubeconfig)).configuration)
 
 
 @pytest.fixture
 def namespace(cluster, api):
     from kubernetes import client
+
     name = f"t-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
     yield name
@@ -46,6 +48,7 @@ def namespace(cluster, api):
 @pytest.fixture(scope="session")
 def s3(cluster):
     from minio import Minio
+
     return Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
 
 

@@ -14,6 +14,7 @@ def _load_run(path: str):
     from pydantic import ValidationError
 
     from enginewright.api.models import TuningRun
+
     docs = [d for d in yaml.safe_load_all(Path(path).read_text()) if d]
     runs = [d for d in docs if d.get("kind") == "TuningRun"]
     if len(runs) != 1:
@@ -32,14 +33,17 @@ def compiler_knobs(name: str, knobs_file: str | None = None):
     """The knob list of a compiler: from `knobs_file` (TensorRT's all_build_routes JSON, as
     `trtexec --helpBuildRoute` prints it) when given, else from the installed compiler."""
     from enginewright.search.routes import parse_tensorrt_knobs
+
     if knobs_file:
         return parse_tensorrt_knobs(Path(knobs_file).read_text())[1]
     from enginewright.backends import get_backend
+
     return get_backend(name).knobs()
 
 
 def cmd_crds(args) -> int:
     from enginewright.api.crd import render_crds
+
     out = Path(args.out)
     drift = []
     for name, text in render_crds().items():
@@ -53,8 +57,10 @@ def cmd_crds(args) -> int:
                 path.write_text(text)
                 print(f"wrote {path}")
     if drift:
-        print("generated CRDs differ from the committed ones; run `enginewright crds`:\n  " + "\n  ".join(drift),
-              file=sys.stderr)
+        print(
+            "generated CRDs differ from the committed ones; run `enginewright crds`:\n  " + "\n  ".join(drift),
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -63,12 +69,15 @@ def cmd_plan(args) -> int:
     from enginewright.backends import BackendUnavailable
     from enginewright.search.flow import FlowSpec, first_step
     from enginewright.search.planners import PlanError
+
     run = _load_run(args.manifest)
     search = run.spec.search
     if search.mode.value == "mixed":
-        print("enginewright plan: mode mixed cannot be listed in advance: its second stage combines the "
-              "knobs that stage 1 measures as improving. Plan with mode fast (mixed's stage 1) or full.",
-              file=sys.stderr)
+        print(
+            "enginewright plan: mode mixed cannot be listed in advance: its second stage combines the "
+            "knobs that stage 1 measures as improving. Plan with mode fast (mixed's stage 1) or full.",
+            file=sys.stderr,
+        )
         return 2
     try:
         knobs = compiler_knobs(run.spec.compiler.name.value, args.knobs)
@@ -80,15 +89,28 @@ def cmd_plan(args) -> int:
     batches = step.batches
     routes = [route for batch in batches for route in batch.routes]
     if args.json:
-        print(json.dumps({"name": run.metadata.name, "mode": search.mode.value,
-                          "targets": [t.gpu_type for t in run.spec.targets], "routesPerTarget": len(routes),
-                          "routesPerJob": search.routes_per_job,
-                          "jobs": [{"batch": b.name, "routes": [{"id": r.id, "route": r.canonical} for r in b.routes]}
-                                   for b in batches]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "name": run.metadata.name,
+                    "mode": search.mode.value,
+                    "targets": [t.gpu_type for t in run.spec.targets],
+                    "routesPerTarget": len(routes),
+                    "routesPerJob": search.routes_per_job,
+                    "jobs": [
+                        {"batch": b.name, "routes": [{"id": r.id, "route": r.canonical} for r in b.routes]}
+                        for b in batches
+                    ],
+                },
+                indent=2,
+            )
+        )
         return 0
     targets = ", ".join(t.gpu_type for t in run.spec.targets)
-    print(f"{run.metadata.name}: {search.mode.value} search, {len(routes)} routes per target "
-          f"({len(batches)} jobs of up to {search.routes_per_job}) for {targets}")
+    print(
+        f"{run.metadata.name}: {search.mode.value} search, {len(routes)} routes per target "
+        f"({len(batches)} jobs of up to {search.routes_per_job}) for {targets}"
+    )
     for batch in batches:
         for route in batch.routes:
             print(f"  {batch.name}  {route.id}  {route}")
@@ -99,10 +121,14 @@ def _consumer(args, compilers: set[str]):
     """The machine that wants the engine: its GPU (`--gpu`) and the compilers (`--compiler-version`)."""
     from enginewright.catalog.compatibility import Consumer, Installed, compiler_name
     from enginewright.catalog.this_machine import installed_compiler, local_gpu
+
     if args.gpu == "auto":
         gpu = local_gpu(shared=args.shared)
-        print(f"GPU: {gpu.name!r} -> {gpu.product} (compute capability {gpu.compute_capability}, "
-              f"driver {gpu.driver}, from {gpu.source})", file=sys.stderr)
+        print(
+            f"GPU: {gpu.name!r} -> {gpu.product} (compute capability {gpu.compute_capability}, "
+            f"driver {gpu.driver}, from {gpu.source})",
+            file=sys.stderr,
+        )
         product, cc = gpu.product, gpu.compute_capability
     else:
         product, cc = args.gpu, args.compute_capability
@@ -126,30 +152,55 @@ def cmd_fetch(args) -> int:
     )
     from enginewright.catalog.reader import Catalog
     from enginewright.catalog.this_machine import NoGpuFound
+
     try:
         catalog = Catalog.from_uri(args.catalog)
         compilers = {compiler_name(e["compilerVersion"]) for e in catalog.index(args.model)}
         consumer = _consumer(args, compilers)
-        done = fetch(catalog, args.model, consumer, Path(args.dest), prefer=args.select, run_uid=args.run,
-                     require_validated=args.require_validated)
+        done = fetch(
+            catalog,
+            args.model,
+            consumer,
+            Path(args.dest),
+            prefer=args.select,
+            run_uid=args.run,
+            require_validated=args.require_validated,
+        )
     except (NotInCatalog, NoCompatibleEngine, TamperedEngine, NoGpuFound) as exc:
-        code = {NotInCatalog: EXIT_NOT_FOUND, NoCompatibleEngine: EXIT_INCOMPATIBLE,
-                TamperedEngine: EXIT_TAMPERED}.get(type(exc), EXIT_ERROR)
+        code = {NotInCatalog: EXIT_NOT_FOUND, NoCompatibleEngine: EXIT_INCOMPATIBLE, TamperedEngine: EXIT_TAMPERED}.get(
+            type(exc), EXIT_ERROR
+        )
         print(f"enginewright fetch: {exc}", file=sys.stderr)
         if args.json:
             print(json.dumps({"fetched": False, "exitCode": code, "error": str(exc)}, indent=2))
         return code
     offer = done.selection.offer
     if args.json:
-        print(json.dumps({"fetched": True, "engine": str(done.engine), "provenance": str(done.provenance),
-                          "sha256": done.sha256, "source": offer.engine, "gpuProduct": offer.gpu_product,
-                          "compilerVersion": offer.compiler_version, "run": offer.run, "runUid": offer.run_uid,
-                          "publishedAt": offer.published_at, "speedup": offer.speedup,
-                          "selection": done.selection.how}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "fetched": True,
+                    "engine": str(done.engine),
+                    "provenance": str(done.provenance),
+                    "sha256": done.sha256,
+                    "source": offer.engine,
+                    "gpuProduct": offer.gpu_product,
+                    "compilerVersion": offer.compiler_version,
+                    "run": offer.run,
+                    "runUid": offer.run_uid,
+                    "publishedAt": offer.published_at,
+                    "speedup": offer.speedup,
+                    "selection": done.selection.how,
+                },
+                indent=2,
+            )
+        )
         return 0
-    print(f"fetched {offer.engine} -> {done.engine} (sha256 {done.sha256}; {offer.gpu_product}, "
-          f"{offer.compiler_version}, run {offer.run} {offer.run_uid}, published {offer.published_at}; "
-          f"{done.selection.how})")
+    print(
+        f"fetched {offer.engine} -> {done.engine} (sha256 {done.sha256}; {offer.gpu_product}, "
+        f"{offer.compiler_version}, run {offer.run} {offer.run_uid}, published {offer.published_at}; "
+        f"{done.selection.how})"
+    )
     return 0
 
 
@@ -158,6 +209,7 @@ def cmd_catalog_list(args) -> int:
     from enginewright.catalog.fetch import EXIT_NOT_FOUND
     from enginewright.catalog.listing import coverage, render_table
     from enginewright.catalog.reader import Catalog
+
     try:
         catalog = Catalog.from_uri(args.catalog)
         models = [args.model] if args.model else catalog.models()
@@ -176,6 +228,7 @@ def cmd_catalog_verify(args) -> int:
     from enginewright.catalog.compatibility import NotInCatalog
     from enginewright.catalog.fetch import EXIT_NOT_FOUND, EXIT_TAMPERED, verify
     from enginewright.catalog.reader import Catalog
+
     try:
         catalog = Catalog.from_uri(args.catalog)
         results = verify(catalog, [args.model] if args.model else None)
@@ -183,11 +236,15 @@ def cmd_catalog_verify(args) -> int:
         print(f"enginewright catalog verify: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     for r in results:
-        print(f"{r.outcome:8} {r.model} {r.entry['gpuProduct']} {r.entry['compilerVersion']} "
-              f"run {r.entry.get('run', '')} {r.entry['runUid']}: {r.detail}")
+        print(
+            f"{r.outcome:8} {r.model} {r.entry['gpuProduct']} {r.entry['compilerVersion']} "
+            f"run {r.entry.get('run', '')} {r.entry['runUid']}: {r.detail}"
+        )
     bad = [r for r in results if r.outcome != "ok"]
-    print(f"{len(results) - len(bad)}/{len(results)} engines verified"
-          + (f"; {len(bad)} failed" if bad else ""), file=sys.stderr)
+    print(
+        f"{len(results) - len(bad)}/{len(results)} engines verified" + (f"; {len(bad)} failed" if bad else ""),
+        file=sys.stderr,
+    )
     if any(r.outcome == "mismatch" for r in bad):
         return EXIT_TAMPERED
     return EXIT_NOT_FOUND if bad else 0
@@ -200,6 +257,7 @@ def cmd_catalog_site(args) -> int:
     from enginewright.catalog.fetch import EXIT_NOT_FOUND
     from enginewright.catalog.reader import Catalog
     from enginewright.catalog.site import write_site
+
     started = time.monotonic()
     try:
         catalog = Catalog.from_uri(args.catalog)
@@ -208,20 +266,26 @@ def cmd_catalog_site(args) -> int:
         print(f"enginewright catalog site: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     size = sum(p.stat().st_size for p in written)
-    print(f"wrote {len(written)} page(s), {size / 1024:.1f} KiB, in {time.monotonic() - started:.2f}s: "
-          f"{Path(args.out).resolve() / 'index.html'}")
+    print(
+        f"wrote {len(written)} page(s), {size / 1024:.1f} KiB, in {time.monotonic() - started:.2f}s: "
+        f"{Path(args.out).resolve() / 'index.html'}"
+    )
     return 0
 
 
 def _add_catalog_argument(parser) -> None:
-    parser.add_argument("--catalog", required=True,
-                        help="s3://BUCKET[/PREFIX] (PREFIX holds the model folders, default 'catalog') or a "
-                             "local copy; s3 credentials from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
-                             "AWS_SECRET_ACCESS_KEY, ENGINEWRIGHT_S3_SECURE")
+    parser.add_argument(
+        "--catalog",
+        required=True,
+        help="s3://BUCKET[/PREFIX] (PREFIX holds the model folders, default 'catalog') or a "
+        "local copy; s3 credentials from ENGINEWRIGHT_S3_ENDPOINT, AWS_ACCESS_KEY_ID, "
+        "AWS_SECRET_ACCESS_KEY, ENGINEWRIGHT_S3_SECURE",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     from enginewright import __version__
+
     parser = argparse.ArgumentParser(prog="enginewright", description=__doc__)
     parser.add_argument("--version", action="version", version=f"enginewright {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -238,30 +302,51 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--json", action="store_true", help="plain data for scripts: the Jobs and their routes")
     plan.set_defaults(func=cmd_plan)
 
-    fetch = sub.add_parser("fetch", help="the catalog's engine for this machine's GPU and compiler, verified, into DIR",
-                           description="Exit codes: 0 fetched, 1 error (e.g. no GPU for --gpu auto), 2 usage, "
-                                       "3 not found (model or pinned run), 4 no compatible engine, "
-                                       "5 sha256 mismatch (tampered or damaged engine).")
+    fetch = sub.add_parser(
+        "fetch",
+        help="the catalog's engine for this machine's GPU and compiler, verified, into DIR",
+        description="Exit codes: 0 fetched, 1 error (e.g. no GPU for --gpu auto), 2 usage, "
+        "3 not found (model or pinned run), 4 no compatible engine, "
+        "5 sha256 mismatch (tampered or damaged engine).",
+    )
     _add_catalog_argument(fetch)
-    fetch.add_argument("--model", required=True,
-                       help="the model's catalog name (spec.publish.modelName or the run's name)")
-    fetch.add_argument("--gpu", default="auto",
-                       help="auto (NVML, else nvidia-smi) or a nvidia.com/gpu.product value, e.g. NVIDIA-H200")
-    fetch.add_argument("--shared", action="store_true",
-                       help="with --gpu auto: the GPU is time-sliced (GPU feature discovery adds -SHARED)")
+    fetch.add_argument(
+        "--model", required=True, help="the model's catalog name (spec.publish.modelName or the run's name)"
+    )
+    fetch.add_argument(
+        "--gpu", default="auto", help="auto (NVML, else nvidia-smi) or a nvidia.com/gpu.product value, e.g. NVIDIA-H200"
+    )
+    fetch.add_argument(
+        "--shared",
+        action="store_true",
+        help="with --gpu auto: the GPU is time-sliced (GPU feature discovery adds -SHARED)",
+    )
     fetch.add_argument("--compute-capability", help="with an explicit --gpu: its compute capability, e.g. 9.0")
-    fetch.add_argument("--compiler-version", default="auto",
-                       help="auto (the compilers installed here) or e.g. onnxruntime-1.32.0, tensorrt-10.13.0.35, "
-                            "inductor-torch-2.9.0+cu128-triton-3.5.0")
+    fetch.add_argument(
+        "--compiler-version",
+        default="auto",
+        help="auto (the compilers installed here) or e.g. onnxruntime-1.32.0, tensorrt-10.13.0.35, "
+        "inductor-torch-2.9.0+cu128-triton-3.5.0",
+    )
     fetch.add_argument("--cuda", help="with an explicit Inductor --compiler-version: torch's CUDA version")
     fetch.add_argument("--run", help="pin the run (its uid, or a prefix of it)")
-    fetch.add_argument("--select", choices=["newest", "speedup"], default="newest",
-                       help="among several compatible engines: the newest (default) or the best speedup")
-    fetch.add_argument("--require-validated", action="store_true",
-                       help="refuse engines whose accuracy was not validated (spec.accuracy.disabled)")
+    fetch.add_argument(
+        "--select",
+        choices=["newest", "speedup"],
+        default="newest",
+        help="among several compatible engines: the newest (default) or the best speedup",
+    )
+    fetch.add_argument(
+        "--require-validated",
+        action="store_true",
+        help="refuse engines whose accuracy was not validated (spec.accuracy.disabled)",
+    )
     fetch.add_argument("--dest", required=True, help="directory for engine<ext> and provenance.json")
-    fetch.add_argument("--json", action="store_true",
-                       help="plain data for scripts: what was fetched (or the error and exit code) on stdout")
+    fetch.add_argument(
+        "--json",
+        action="store_true",
+        help="plain data for scripts: what was fetched (or the error and exit code) on stdout",
+    )
     fetch.set_defaults(func=cmd_fetch)
 
     catalog = sub.add_parser("catalog", help="the engine catalog: coverage and digests")
@@ -271,20 +356,27 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--model", help="one model (default: every model in the catalog)")
     listing.add_argument("--json", action="store_true", help="plain data for scripts")
     listing.set_defaults(func=cmd_catalog_list)
-    check = actions.add_parser("verify", help="re-read every engine and compare its sha256 with index and provenance",
-                               description="Exit codes: 0 all verified, 3 an object is missing, 5 a digest differs.")
+    check = actions.add_parser(
+        "verify",
+        help="re-read every engine and compare its sha256 with index and provenance",
+        description="Exit codes: 0 all verified, 3 an object is missing, 5 a digest differs.",
+    )
     _add_catalog_argument(check)
     check.add_argument("--model", help="one model (default: every model in the catalog)")
     check.set_defaults(func=cmd_catalog_verify)
-    site = actions.add_parser("site", help="static HTML pages of the catalog: an index and a page per model",
-                              description="One self-contained page per model (its GPU product x compiler version "
-                                          "grid, every engine with its routes, provenance and fetch command) and an "
-                                          "index; no server, no JavaScript. Exit codes: 0 written, 3 not found.")
+    site = actions.add_parser(
+        "site",
+        help="static HTML pages of the catalog: an index and a page per model",
+        description="One self-contained page per model (its GPU product x compiler version "
+        "grid, every engine with its routes, provenance and fetch command) and an "
+        "index; no server, no JavaScript. Exit codes: 0 written, 3 not found.",
+    )
     _add_catalog_argument(site)
     site.add_argument("--out", required=True, help="directory for index.html and <model>/index.html")
     site.set_defaults(func=cmd_catalog_site)
 
     from enginewright import commands
+
     commands.register(sub)
     return parser
 

@@ -44,26 +44,54 @@ def cmd_tune(args) -> int:
         return 2
 
     if len(args.inputs) != len(args.references) and args.references:
-        raise SystemExit(f"--inputs and --references pair up by order: got {len(args.inputs)} and {len(args.references)}")
+        raise SystemExit(
+            f"--inputs and --references pair up by order: got {len(args.inputs)} and {len(args.references)}"
+        )
     if args.references and args.threshold is None:
         raise SystemExit("--threshold is required with --references (a tensor fails when loss >= threshold)")
     if not args.references and not args.no_accuracy:
-        raise SystemExit("accuracy validation is on by default: give --references (and --threshold), "
-                         "or --no-accuracy to tune without it")
+        raise SystemExit(
+            "accuracy validation is on by default: give --references (and --threshold), "
+            "or --no-accuracy to tune without it"
+        )
     opts = TuneOptions(
-        backend=args.backend, model=Path(args.model), out=Path(args.out), inputs=[Path(p) for p in args.inputs],
-        references=[Path(p) for p in args.references], metric=args.metric, threshold=args.threshold,
-        atol=args.atol, rtol=args.rtol, outputs=list(args.outputs), mode=args.search, knobs=_knobs(args.knob), pinned=_pairs(args.pin),
-        settings=_pairs(args.setting), max_routes=args.max_routes, routes_per_batch=args.routes_per_batch,
-        route_timeout=args.route_timeout, noise_margin=args.noise_margin,
-        top_k=0 if args.no_confirm else args.top_k, confirm_rounds=args.confirm_rounds,
-        confirm_loads=args.confirm_loads, measure_uncompiled=not args.no_uncompiled,
+        backend=args.backend,
+        model=Path(args.model),
+        out=Path(args.out),
+        inputs=[Path(p) for p in args.inputs],
+        references=[Path(p) for p in args.references],
+        metric=args.metric,
+        threshold=args.threshold,
+        atol=args.atol,
+        rtol=args.rtol,
+        outputs=list(args.outputs),
+        mode=args.search,
+        knobs=_knobs(args.knob),
+        pinned=_pairs(args.pin),
+        settings=_pairs(args.setting),
+        max_routes=args.max_routes,
+        routes_per_batch=args.routes_per_batch,
+        route_timeout=args.route_timeout,
+        noise_margin=args.noise_margin,
+        top_k=0 if args.no_confirm else args.top_k,
+        confirm_rounds=args.confirm_rounds,
+        confirm_loads=args.confirm_loads,
+        measure_uncompiled=not args.no_uncompiled,
         save_all_engines=args.save_all_engines,
-        timing=Timing(objective=args.objective, warmup_iterations=args.warmup, round_seconds=args.round_seconds,
-                      min_rounds=args.min_rounds, max_rounds=args.max_rounds, precision=args.precision,
-                      loads=args.loads),
-        backend_options={"device": args.device} if args.device else {}, build_parallelism=args.build_parallelism,
-        cache=Path(args.cache) if args.cache else None, reuse=args.reuse)
+        timing=Timing(
+            objective=args.objective,
+            warmup_iterations=args.warmup,
+            round_seconds=args.round_seconds,
+            min_rounds=args.min_rounds,
+            max_rounds=args.max_rounds,
+            precision=args.precision,
+            loads=args.loads,
+        ),
+        backend_options={"device": args.device} if args.device else {},
+        build_parallelism=args.build_parallelism,
+        cache=Path(args.cache) if args.cache else None,
+        reuse=args.reuse,
+    )
     entries_dir = (opts.cache or opts.out / "store") / "runs" / "local" / "entries"
     planned = {"routes": 0}
 
@@ -81,10 +109,15 @@ def cmd_tune(args) -> int:
         result = tune(opts, say, on_plan)
     except BackendUnavailable as exc:
         others = [b for b in BACKENDS if b != args.backend and not misfit(b, args.model)]
-        print(f"enginewright tune: the {args.backend} backend is not available on this machine: {exc}"
-              + (f". {Path(args.model).name} can also be tuned with --backend {' or --backend '.join(others)}"
-                 if others else ""),
-              file=sys.stderr)
+        print(
+            f"enginewright tune: the {args.backend} backend is not available on this machine: {exc}"
+            + (
+                f". {Path(args.model).name} can also be tuned with --backend {' or --backend '.join(others)}"
+                if others
+                else ""
+            ),
+            file=sys.stderr,
+        )
         return 2
     except (TuneError, PlanError) as exc:
         print(f"enginewright tune: {exc}", file=sys.stderr)
@@ -102,6 +135,7 @@ def cmd_tune(args) -> int:
 
 def cmd_report(args) -> int:
     from enginewright.report import render
+
     try:
         md, png = render(Path(args.directory))
     except FileNotFoundError as exc:
@@ -119,14 +153,23 @@ def cmd_cache_import(args) -> int:
     from enginewright.report import load_entries
     from enginewright.store.imports import ImportRefused, import_file
     from enginewright.store.keys import safe_segment
+
     source, out = Path(args.file), Path(args.out)
     try:
         knobs_version, knobs = _knob_file_with_version(args.knobs)
         measured = load_entries(out / "runs" / safe_segment(args.target)) if out.exists() else []
         own = sorted({compiler_name(e.versions.compiler) for e in measured if e.versions})
-        imported, cache, new = import_file(out, source, target=args.target, threshold=args.threshold, knobs=knobs,
-                                           knobs_version=knobs_version, force=args.force, replace=args.replace,
-                                           own_compilers=own)
+        imported, cache, new = import_file(
+            out,
+            source,
+            target=args.target,
+            threshold=args.threshold,
+            knobs=knobs,
+            knobs_version=knobs_version,
+            force=args.force,
+            replace=args.replace,
+            own_compilers=own,
+        )
     except ImportRefused as exc:
         print(f"enginewright cache import: {source}: refused: {exc}", file=sys.stderr)
         return 2
@@ -134,29 +177,43 @@ def cmd_cache_import(args) -> int:
         print(f"enginewright cache import: {source}: {exc}", file=sys.stderr)
         return 2
     for number, why in cache.damaged[:20]:
-        print(f"enginewright cache import: warning: {source}: line {number} skipped ({why}); the other lines are "
-              f"imported", file=sys.stderr)
+        print(
+            f"enginewright cache import: warning: {source}: line {number} skipped ({why}); the other lines are "
+            f"imported",
+            file=sys.stderr,
+        )
     if len(cache.damaged) > 20:
-        print(f"enginewright cache import: warning: {source}: {len(cache.damaged) - 20} more damaged lines skipped",
-              file=sys.stderr)
+        print(
+            f"enginewright cache import: warning: {source}: {len(cache.damaged) - 20} more damaged lines skipped",
+            file=sys.stderr,
+        )
     if not knobs and not cache.header.get("default_build_route"):
-        print("enginewright cache import: the header has no default_build_route and no --knobs was given: "
-              "knobs at their default stay in the routes, so their ids differ from ours", file=sys.stderr)
+        print(
+            "enginewright cache import: the header has no default_build_route and no --knobs was given: "
+            "knobs at their default stay in the routes, so their ids differ from ours",
+            file=sys.stderr,
+        )
     routes = sum(cache.outcomes.values())
     counts = ", ".join(f"{n} {o}" for o, n in sorted(cache.outcomes.items()))
     if not new:
         print(f"{source} was imported before ({imported.folder}): nothing to do")
     elif cache.lines == 0:
-        print(f"imported the header of {source} into {imported.folder}: it has no iteration lines (trtexec stopped "
-              f"before its first route finished); 0 routes, nothing for a run to reuse")
+        print(
+            f"imported the header of {source} into {imported.folder}: it has no iteration lines (trtexec stopped "
+            f"before its first route finished); 0 routes, nothing for a run to reuse"
+        )
     else:
-        print(f"imported {routes} routes ({counts}) from {cache.lines} lines of {source} into {imported.folder} "
-              f"({imported.compiler})"
-              + (f"; {cache.repeats} repeated routes keep their first result" if cache.repeats else "")
-              + (f"; {len(cache.damaged)} damaged lines skipped" if cache.damaged else ""))
+        print(
+            f"imported {routes} routes ({counts}) from {cache.lines} lines of {source} into {imported.folder} "
+            f"({imported.compiler})"
+            + (f"; {cache.repeats} repeated routes keep their first result" if cache.repeats else "")
+            + (f"; {len(cache.damaged)} damaged lines skipped" if cache.damaged else "")
+        )
     if args.target == "local" and routes:
-        print(f"seed a local run with: enginewright tune ... --cache {args.out} (used only by "
-              f"{compiler_name(imported.compiler)} runs of {imported.compiler})")
+        print(
+            f"seed a local run with: enginewright tune ... --cache {args.out} (used only by "
+            f"{compiler_name(imported.compiler)} runs of {imported.compiler})"
+        )
     return 0
 
 
@@ -167,19 +224,25 @@ def cmd_cache_export(args) -> int:
     mode come from the options, else the directory's summary.json."""
     from enginewright.report import load_entries
     from enginewright.store.imports import imports_under
+
     directory = Path(args.directory)
     imports = [i for i in imports_under(directory) if args.compiler in (None, i.compiler)]
     compilers = sorted({i.compiler for i in imports})
     if len(compilers) > 1:
-        print(f"enginewright cache export: {directory} holds imports from {', '.join(compilers)}: one trtexec file "
-              f"has one tuner version; choose one with --compiler", file=sys.stderr)
+        print(
+            f"enginewright cache export: {directory} holds imports from {', '.join(compilers)}: one trtexec file "
+            f"has one tuner version; choose one with --compiler",
+            file=sys.stderr,
+        )
         return 2
     entries = load_entries(directory)
     if imports:
         return _export_imports(args, imports, entries)
     if not entries:
-        print(f"enginewright cache export: no cache entries (entries/*.json) or imports under {directory}",
-              file=sys.stderr)
+        print(
+            f"enginewright cache export: no cache entries (entries/*.json) or imports under {directory}",
+            file=sys.stderr,
+        )
         return 2
     return _export_entries(args, directory, entries)
 
@@ -187,14 +250,20 @@ def cmd_cache_export(args) -> int:
 def _export_imports(args, imports, entries) -> int:
     """The imported files as they were, then the routes measured since with that compiler."""
     from enginewright.store.imports import export_imports
+
     out = Path(args.out)
     since = export_imports(out, imports, entries, metric=args.metric)
     damaged = [f"line {n}" for i in imports for n, _ in i.meta.get("damaged", [])]
-    print(f"wrote {out}: {len(imports)} import(s) from {imports[0].compiler} as imported, byte for byte"
-          + (f" (damaged lines kept as they were: {', '.join(damaged[:10])}; trtexec --continue counts a line it "
-             f"cannot read as a crashed iteration, and leaving one out would shift every later iteration)"
-             if damaged else "")
-          + (f", then {since} routes measured since" if since else ""))
+    print(
+        f"wrote {out}: {len(imports)} import(s) from {imports[0].compiler} as imported, byte for byte"
+        + (
+            f" (damaged lines kept as they were: {', '.join(damaged[:10])}; trtexec --continue counts a line it "
+            f"cannot read as a crashed iteration, and leaving one out would shift every later iteration)"
+            if damaged
+            else ""
+        )
+        + (f", then {since} routes measured since" if since else "")
+    )
     return 0
 
 
@@ -202,6 +271,7 @@ def _export_entries(args, directory: Path, entries) -> int:
     """Our own entries, written as trtexec writes its cache."""
     from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
     from enginewright.api.models import Accuracy, Search, default_of
+
     summary = _json_or_empty(directory / "summary.json")
     options = summary.get("options", {})
     header: dict = next((json.loads(p.read_text()) for p in sorted(directory.rglob("trtexec-header.json"))), {})
@@ -220,15 +290,23 @@ def _export_entries(args, directory: Path, entries) -> int:
     files = trtexec_files(Path(model)) if model else {}
     stages = {"stage1": 0, "stage2": 1, "imported": 2}
     default_id = summary.get("default_id", "e3b0c44298fc")
-    ordered = sorted(entries, key=lambda e: (stages.get(e.stage, 3), e.route_id != default_id, e.started_at or "",
-                                             e.route))
+    ordered = sorted(
+        entries, key=lambda e: (stages.get(e.stage, 3), e.route_id != default_id, e.started_at or "", e.route)
+    )
     text = export_trtexec(
-        ordered, metric=metric, threshold=threshold or None,
+        ordered,
+        metric=metric,
+        threshold=threshold or None,
         atol=_first(args.atol, options.get("atol"), parameters.get("atol"), default_of(Accuracy, "atol")),
         rtol=_first(args.rtol, options.get("rtol"), parameters.get("rtol"), default_of(Accuracy, "rtol")),
-        search_mode=args.search or summary.get("mode") or header.get("searching_algorithm")
+        search_mode=args.search
+        or summary.get("mode")
+        or header.get("searching_algorithm")
         or default_of(Search, "mode").value,
-        knobs=knobs, files=files, header=header or None)
+        knobs=knobs,
+        files=files,
+        header=header or None,
+    )
     Path(args.out).write_text(text)
     print(f"wrote {len(ordered)} routes to {args.out}")
     return 0
@@ -250,6 +328,7 @@ def _knob_file(path: str | None):
 def _knob_file_with_version(path: str | None):
     """(tuner version, knobs) from TensorRT's knob JSON; (None, None) without one."""
     from enginewright.search.routes import parse_tensorrt_knobs
+
     return parse_tensorrt_knobs(Path(path).read_text()) if path else (None, None)
 
 
@@ -259,6 +338,7 @@ def _backend_knobs(backend: str | None):
     if not backend:
         return None
     from enginewright.backends import BackendUnavailable, get_backend
+
     try:
         return get_backend(backend).knobs()
     except BackendUnavailable:
@@ -267,80 +347,158 @@ def _backend_knobs(backend: str | None):
 
 def register(sub) -> None:
     from enginewright.api.models import Accuracy, Confirm, Metric, ReuseMode, Search, SearchMode, Timing, default_of
+
     # The defaults and choices are the TuningRun's, written once in the API models.
     search, confirm, timing = Search(), Confirm(), Timing()
     metrics = [m.value for m in Metric]
     tune = sub.add_parser("tune", help="tune a model on this machine (no cluster)")
     tune.add_argument("model", help="model file (.onnx, or a torch.export .pt2 for inductor)")
-    tune.add_argument("--backend", required=True, choices=["onnxruntime", "inductor", "tensorrt"],
-                      help="the compiler whose build routes are tuned")
-    tune.add_argument("--search", default=search.mode.value, choices=[m.value for m in SearchMode],
-                      help="fast: one knob at a time from the default; full: every combination (budgeted by "
-                           "--max-routes); mixed: fast, then combinations of the knobs that improved")
+    tune.add_argument(
+        "--backend",
+        required=True,
+        choices=["onnxruntime", "inductor", "tensorrt"],
+        help="the compiler whose build routes are tuned",
+    )
+    tune.add_argument(
+        "--search",
+        default=search.mode.value,
+        choices=[m.value for m in SearchMode],
+        help="fast: one knob at a time from the default; full: every combination (budgeted by "
+        "--max-routes); mixed: fast, then combinations of the knobs that improved",
+    )
     tune.add_argument("--inputs", action="append", required=True, help=".npz of named inputs (repeat per pair)")
     tune.add_argument("--references", action="append", default=[], help=".npz of reference outputs (repeat per pair)")
-    tune.add_argument("--output", action="append", default=[], dest="outputs",
-                      help="a model output accuracy is checked on (repeat; default: every output, each needing a "
-                           "reference)")
-    tune.add_argument("--metric", default=default_of(Accuracy, "metric").value, choices=metrics,
-                      help="accuracy loss per output: mean absolute, mean squared, max absolute error, "
-                           "1 - cosine similarity, or l0 (fraction of elements with |d| > atol + rtol*|ref|)")
-    tune.add_argument("--threshold", type=float,
-                      help="a route fails accuracy when an output's loss is >= this (required with --references)")
-    tune.add_argument("--atol", type=float, default=default_of(Accuracy, "atol"),
-                      help="absolute tolerance of the l0 metric")
-    tune.add_argument("--rtol", type=float, default=default_of(Accuracy, "rtol"),
-                      help="relative tolerance of the l0 metric")
+    tune.add_argument(
+        "--output",
+        action="append",
+        default=[],
+        dest="outputs",
+        help="a model output accuracy is checked on (repeat; default: every output, each needing a reference)",
+    )
+    tune.add_argument(
+        "--metric",
+        default=default_of(Accuracy, "metric").value,
+        choices=metrics,
+        help="accuracy loss per output: mean absolute, mean squared, max absolute error, "
+        "1 - cosine similarity, or l0 (fraction of elements with |d| > atol + rtol*|ref|)",
+    )
+    tune.add_argument(
+        "--threshold",
+        type=float,
+        help="a route fails accuracy when an output's loss is >= this (required with --references)",
+    )
+    tune.add_argument(
+        "--atol", type=float, default=default_of(Accuracy, "atol"), help="absolute tolerance of the l0 metric"
+    )
+    tune.add_argument(
+        "--rtol", type=float, default=default_of(Accuracy, "rtol"), help="relative tolerance of the l0 metric"
+    )
     tune.add_argument("--no-accuracy", action="store_true", help="tune without accuracy validation")
     tune.add_argument("--knob", action="append", help="NAME=V1,V2: a knob of the space (default: every sweepable knob)")
     tune.add_argument("--pin", action="append", help="NAME=VALUE: a knob fixed in every route")
     tune.add_argument("--setting", action="append", help="NAME=VALUE: a base setting of every route")
-    tune.add_argument("--max-routes", type=int, default=search.max_routes,
-                      help="budget: most routes built, all stages together")
-    tune.add_argument("--routes-per-batch", type=int, default=search.routes_per_job,
-                      help="routes one worker process builds and measures (a Job's batch in the cluster)")
-    tune.add_argument("--route-timeout", type=float, default=float(search.route_timeout_seconds),
-                      help="seconds; a route still building or measuring after this is recorded as timeout")
-    tune.add_argument("--noise-margin", type=float, default=search.noise_margin,
-                      help="smallest relative speedup taken for real (the default route's measured spread "
-                           "raises it)")
-    tune.add_argument("--top-k", type=int, default=confirm.top_k,
-                      help="best candidates re-measured against the default in the confirmation round")
-    tune.add_argument("--confirm-rounds", type=int, default=confirm.rounds,
-                      help="interleaved rounds of the confirmation round")
-    tune.add_argument("--confirm-loads", type=int, default=confirm.loads,
-                      help="loads of the default and of each candidate in the confirmation round")
+    tune.add_argument(
+        "--max-routes", type=int, default=search.max_routes, help="budget: most routes built, all stages together"
+    )
+    tune.add_argument(
+        "--routes-per-batch",
+        type=int,
+        default=search.routes_per_job,
+        help="routes one worker process builds and measures (a Job's batch in the cluster)",
+    )
+    tune.add_argument(
+        "--route-timeout",
+        type=float,
+        default=float(search.route_timeout_seconds),
+        help="seconds; a route still building or measuring after this is recorded as timeout",
+    )
+    tune.add_argument(
+        "--noise-margin",
+        type=float,
+        default=search.noise_margin,
+        help="smallest relative speedup taken for real (the default route's measured spread raises it)",
+    )
+    tune.add_argument(
+        "--top-k",
+        type=int,
+        default=confirm.top_k,
+        help="best candidates re-measured against the default in the confirmation round",
+    )
+    tune.add_argument(
+        "--confirm-rounds", type=int, default=confirm.rounds, help="interleaved rounds of the confirmation round"
+    )
+    tune.add_argument(
+        "--confirm-loads",
+        type=int,
+        default=confirm.loads,
+        help="loads of the default and of each candidate in the confirmation round",
+    )
     tune.add_argument("--no-confirm", action="store_true", help="no confirmation round: the sweep decides")
-    tune.add_argument("--no-uncompiled", action="store_true",
-                      help="leave out the route that does not compile (inductor: compile=false), measured by default")
-    tune.add_argument("--save-all-engines", action="store_true",
-                      help="keep every route's engine in OUT (costs storage); otherwise only those that may win")
-    tune.add_argument("--objective", default=timing.objective.value, choices=[o.value for o in type(timing.objective)],
-                      help="what the winner minimises: latency (host, one call), throughput (calls queued) or "
-                           "gpuTime (device time per call); all three are recorded")
+    tune.add_argument(
+        "--no-uncompiled",
+        action="store_true",
+        help="leave out the route that does not compile (inductor: compile=false), measured by default",
+    )
+    tune.add_argument(
+        "--save-all-engines",
+        action="store_true",
+        help="keep every route's engine in OUT (costs storage); otherwise only those that may win",
+    )
+    tune.add_argument(
+        "--objective",
+        default=timing.objective.value,
+        choices=[o.value for o in type(timing.objective)],
+        help="what the winner minimises: latency (host, one call), throughput (calls queued) or "
+        "gpuTime (device time per call); all three are recorded",
+    )
     tune.add_argument("--warmup", type=int, default=timing.warmup_iterations, help="untimed calls per engine")
-    tune.add_argument("--round-seconds", type=float, default=timing.round_seconds,
-                      help="each engine is timed about this long per round")
-    tune.add_argument("--min-rounds", type=int, default=timing.min_rounds,
-                      help="paired rounds (route vs default) before a route may be placed")
-    tune.add_argument("--max-rounds", type=int, default=timing.max_rounds,
-                      help="paired rounds at most per route, placed or not")
-    tune.add_argument("--precision", type=float, default=timing.precision,
-                      help="stop once the route/default ratio's 95%% interval is within +-this")
-    tune.add_argument("--loads", type=int, default=timing.loads,
-                      help="loads of the default and of each route timed in paired rounds (the interval comes "
-                           "from the spread across loads)")
-    tune.add_argument("--build-parallelism", type=int, default=1,
-                      help="routes built at once (measuring is always one at a time)")
+    tune.add_argument(
+        "--round-seconds",
+        type=float,
+        default=timing.round_seconds,
+        help="each engine is timed about this long per round",
+    )
+    tune.add_argument(
+        "--min-rounds",
+        type=int,
+        default=timing.min_rounds,
+        help="paired rounds (route vs default) before a route may be placed",
+    )
+    tune.add_argument(
+        "--max-rounds", type=int, default=timing.max_rounds, help="paired rounds at most per route, placed or not"
+    )
+    tune.add_argument(
+        "--precision",
+        type=float,
+        default=timing.precision,
+        help="stop once the route/default ratio's 95%% interval is within +-this",
+    )
+    tune.add_argument(
+        "--loads",
+        type=int,
+        default=timing.loads,
+        help="loads of the default and of each route timed in paired rounds (the interval comes "
+        "from the spread across loads)",
+    )
+    tune.add_argument(
+        "--build-parallelism", type=int, default=1, help="routes built at once (measuring is always one at a time)"
+    )
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")
     tune.add_argument("--out", default="tune-out", help="cache + report directory; rerun to resume")
-    tune.add_argument("--cache", help="cache directory shared between runs (default OUT/store), e.g. one written by "
-                                      "`enginewright cache import`: routes with an entry there are not measured again "
-                                      "(an earlier run's entry only when its fingerprint is this run's; the default "
-                                      "route is always measured fresh)")
-    tune.add_argument("--reuse", choices=[r.value for r in ReuseMode], default=search.reuse.value,
-                      help="entries of earlier runs in --cache: reused when their fingerprint is this run's "
-                           "(default), or never (none: every route is measured again)")
+    tune.add_argument(
+        "--cache",
+        help="cache directory shared between runs (default OUT/store), e.g. one written by "
+        "`enginewright cache import`: routes with an entry there are not measured again "
+        "(an earlier run's entry only when its fingerprint is this run's; the default "
+        "route is always measured fresh)",
+    )
+    tune.add_argument(
+        "--reuse",
+        choices=[r.value for r in ReuseMode],
+        default=search.reuse.value,
+        help="entries of earlier runs in --cache: reused when their fingerprint is this run's "
+        "(default), or never (none: every route is measured again)",
+    )
     tune.set_defaults(func=cmd_tune)
 
     rep = sub.add_parser("report", help="re-render report.md / report.png from a cache directory")
@@ -353,15 +511,25 @@ def register(sub) -> None:
     imp.add_argument("file", help="trtexec --tuningCacheFile (JSON Lines)")
     imp.add_argument("--out", required=True, help="cache directory (entries land in OUT/runs/TARGET/entries/)")
     imp.add_argument("--target", default="local", help="target the entries are for (`tune` reads `local`)")
-    imp.add_argument("--threshold", type=float,
-                     help="accuracy threshold (default: the header's accuracy_parameter.epsilon)")
-    imp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute), for the knobs' defaults "
-                                     "(default: the header's default_build_route)")
-    imp.add_argument("--replace", action="store_true",
-                     help="this file's results win over those of earlier imports of the same compiler")
-    imp.add_argument("--force", action="store_true",
-                     help="import even when the file's tuner version or compiler differs from --knobs or from what "
-                          "OUT already holds (kept apart: a run uses only the imports of its own compiler)")
+    imp.add_argument(
+        "--threshold", type=float, help="accuracy threshold (default: the header's accuracy_parameter.epsilon)"
+    )
+    imp.add_argument(
+        "--knobs",
+        help="TensorRT knob JSON (trtexec --helpBuildRoute), for the knobs' defaults "
+        "(default: the header's default_build_route)",
+    )
+    imp.add_argument(
+        "--replace",
+        action="store_true",
+        help="this file's results win over those of earlier imports of the same compiler",
+    )
+    imp.add_argument(
+        "--force",
+        action="store_true",
+        help="import even when the file's tuner version or compiler differs from --knobs or from what "
+        "OUT already holds (kept apart: a run uses only the imports of its own compiler)",
+    )
     imp.set_defaults(func=cmd_cache_import)
     exp = actions.add_parser("export", help="cache entries under DIR -> trtexec JSON Lines")
     exp.add_argument("directory", help="a `tune --out` directory, a cache directory or an import")
@@ -371,8 +539,13 @@ def register(sub) -> None:
     exp.add_argument("--atol", type=float)
     exp.add_argument("--rtol", type=float)
     exp.add_argument("--search", choices=[m.value for m in SearchMode])
-    exp.add_argument("--knobs", help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
-                                     "(default: the run's compiler when installed)")
-    exp.add_argument("--compiler", help="with imports from several compilers or versions: the one to export, "
-                                        "e.g. tensorrt-tuner-2.19.15")
+    exp.add_argument(
+        "--knobs",
+        help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
+        "(default: the run's compiler when installed)",
+    )
+    exp.add_argument(
+        "--compiler",
+        help="with imports from several compilers or versions: the one to export, e.g. tensorrt-tuner-2.19.15",
+    )
     exp.set_defaults(func=cmd_cache_export)

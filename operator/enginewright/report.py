@@ -44,6 +44,7 @@ def interval_text(paired) -> str:
 def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str | None) -> list[list[str]]:
     def order(e: CacheEntry):
         return (e.route_id != default_id, e.speedup is None, -(e.speedup or 0.0), e.route)
+
     rows = []
     for e in sorted(entries, key=order):
         mark = "default" if e.route_id == default_id else ""
@@ -53,44 +54,86 @@ def summary_rows(entries: Sequence[CacheEntry], default_id: str, winner_id: str 
         loads = f"{paired.loads or 1}×{paired.rounds} {paired.stopped}" if paired else "—"
         m = e.measurements
         stage = f"{e.stage} (reused)" if e.reused else e.stage
-        rows.append([mark, e.route or "(default)", stage, e.outcome.value, _fmt(route_ms(e), ".4f"),
-                     "—" if is_default else _fmt(default_ms_beside(e), ".4f"),
-                     _fmt(e.speedup if not is_default else None, ".3f"), interval_text(paired), loads,
-                     _fmt(m.host_cpu_ms if m else None, ".4f"), _fmt(max_loss(e), ".3g"),
-                     _fmt(e.build_seconds, ".1f")])
+        rows.append(
+            [
+                mark,
+                e.route or "(default)",
+                stage,
+                e.outcome.value,
+                _fmt(route_ms(e), ".4f"),
+                "—" if is_default else _fmt(default_ms_beside(e), ".4f"),
+                _fmt(e.speedup if not is_default else None, ".3f"),
+                interval_text(paired),
+                loads,
+                _fmt(m.host_cpu_ms if m else None, ".4f"),
+                _fmt(max_loss(e), ".3g"),
+                _fmt(e.build_seconds, ".1f"),
+            ]
+        )
     return rows
 
 
-HEADER = ["", "route", "stage", "outcome", "route ms", "default ms", "speedup", "95% interval", "loads×rounds",
-          "host CPU ms", "max loss", "build s"]
-LEGEND = ("`route ms`: the route's time per call (the run's objective), its geometric mean over its loads and "
-          "paired rounds; `default ms`: the default's, over its loads in the same rounds; `speedup`: default ms / "
-          "route ms; `95% interval`: of that speedup, across loads; `loads×rounds`: loads of each engine, rounds, "
-          "and why they stopped. The default's own row: the median of its rounds. Times of different rows come "
-          "from different rounds: compare each route with the default beside it, not with another row. `host "
-          "CPU ms`: the calling thread's CPU time to issue one call (near the call's time: host-bound).")
+HEADER = [
+    "",
+    "route",
+    "stage",
+    "outcome",
+    "route ms",
+    "default ms",
+    "speedup",
+    "95% interval",
+    "loads×rounds",
+    "host CPU ms",
+    "max loss",
+    "build s",
+]
+LEGEND = (
+    "`route ms`: the route's time per call (the run's objective), its geometric mean over its loads and "
+    "paired rounds; `default ms`: the default's, over its loads in the same rounds; `speedup`: default ms / "
+    "route ms; `95% interval`: of that speedup, across loads; `loads×rounds`: loads of each engine, rounds, "
+    "and why they stopped. The default's own row: the median of its rounds. Times of different rows come "
+    "from different rounds: compare each route with the default beside it, not with another row. `host "
+    "CPU ms`: the calling thread's CPU time to issue one call (near the call's time: host-bound)."
+)
 
 
 def measured_routes(summary: dict, entries: Sequence[CacheEntry]):
     """Every route of the target as `routes.json` publishes it (`api.contracts.MeasuredRoutes`): the
     rows of report.md's table as numbers, the default and the winner named, the headline beside."""
     from enginewright.api.contracts import MeasuredRoute, MeasuredRoutes
+
     default_id, winner_id = summary["default_id"], summary.get("winner_id")
     headline = summary.get("headline") or {}
     low, high = summary.get("speedup_low"), summary.get("speedup_high")
     rows = []
     for e in entries:
         is_default, paired = e.route_id == default_id, e.paired
-        rows.append(MeasuredRoute(
-            id=e.route_id, route=e.route, stage=e.stage, outcome=e.outcome.value, route_ms=route_ms(e),
-            default_ms=None if is_default else default_ms_beside(e), speedup=None if is_default else e.speedup,
-            speedup_interval=[1 / paired.high, 1 / paired.low] if paired and paired.low > 0 and not is_default
-            else None, max_loss=max_loss(e), build_seconds=e.build_seconds))
-    return MeasuredRoutes(objective=objective(summary, entries), metric=summary.get("metric"),
-                          threshold=summary.get("threshold"), default_id=default_id, winner_id=winner_id,
-                          headline_speedup=headline.get("speedup") if winner_id != default_id else 1.0,
-                          headline_interval=[low, high] if low and high and winner_id != default_id else None,
-                          routes=rows)
+        rows.append(
+            MeasuredRoute(
+                id=e.route_id,
+                route=e.route,
+                stage=e.stage,
+                outcome=e.outcome.value,
+                route_ms=route_ms(e),
+                default_ms=None if is_default else default_ms_beside(e),
+                speedup=None if is_default else e.speedup,
+                speedup_interval=[1 / paired.high, 1 / paired.low]
+                if paired and paired.low > 0 and not is_default
+                else None,
+                max_loss=max_loss(e),
+                build_seconds=e.build_seconds,
+            )
+        )
+    return MeasuredRoutes(
+        objective=objective(summary, entries),
+        metric=summary.get("metric"),
+        threshold=summary.get("threshold"),
+        default_id=default_id,
+        winner_id=winner_id,
+        headline_speedup=headline.get("speedup") if winner_id != default_id else 1.0,
+        headline_interval=[low, high] if low and high and winner_id != default_id else None,
+        routes=rows,
+    )
 
 
 def objective(summary: dict, entries: Sequence[CacheEntry]) -> str:
@@ -109,9 +152,12 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
         return [(1.0, f"{what} speedup (headline)", "the default route is kept")]
     headline = summary.get("headline") or {}
     sweep = winner.speedup
-    how = (f"paired rounds against the default in batch {winner.batch}, {winner.paired.loads or 1} loads × "
-           f"{winner.paired.rounds} rounds, 95% {interval_text(winner.paired)}"
-           if winner.paired else f"against the default measured in its own batch {winner.batch}")
+    how = (
+        f"paired rounds against the default in batch {winner.batch}, {winner.paired.loads or 1} loads × "
+        f"{winner.paired.rounds} rounds, 95% {interval_text(winner.paired)}"
+        if winner.paired
+        else f"against the default measured in its own batch {winner.batch}"
+    )
     lines = []
     if summary.get("confirmed") and headline.get("speedup"):
         low, high = summary.get("speedup_low"), summary.get("speedup_high")
@@ -135,18 +181,25 @@ def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
     name = (winner.route if winner else "") or "(default)"
     if winner is not None and winner is not default and summary.get("winner_id") in times:
         where = "confirmation round" if summary.get("confirmed") else "the winner's paired rounds"
-        lines = [f"{what} in the {where}: default {times[summary['default_id']]:.4f} ms, winner {name} "
-                 f"{times[summary['winner_id']]:.4f} ms"]
+        lines = [
+            f"{what} in the {where}: default {times[summary['default_id']]:.4f} ms, winner {name} "
+            f"{times[summary['winner_id']]:.4f} ms"
+        ]
     elif winner is not None and winner is not default and winner.paired and winner.paired.default_ms:
-        lines = [f"{what} in the winner's paired rounds: default {winner.paired.default_ms:.4f} ms, winner {name} "
-                 f"{route_ms(winner):.4f} ms"]
+        lines = [
+            f"{what} in the winner's paired rounds: default {winner.paired.default_ms:.4f} ms, winner {name} "
+            f"{route_ms(winner):.4f} ms"
+        ]
     elif winner is None or winner is default:
-        lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms ({what}); "
-                 f"kept: no route beat it"]
+        lines = [
+            f"default route {_fmt(default.median_ms if default else None, '.4f')} ms ({what}); kept: no route beat it"
+        ]
     else:
-        lines = [f"default route {_fmt(default.median_ms if default else None, '.4f')} ms, winner {name} "
-                 f"{_fmt(winner.median_ms, '.4f')} ms ({what}, medians of rounds at different moments: the "
-                 f"speedup below compares each with the default beside it)"]
+        lines = [
+            f"default route {_fmt(default.median_ms if default else None, '.4f')} ms, winner {name} "
+            f"{_fmt(winner.median_ms, '.4f')} ms ({what}, medians of rounds at different moments: the "
+            f"speedup below compares each with the default beside it)"
+        ]
     lines += [f"{label} {ratio:.3f}x: {detail}" for ratio, label, detail in speedups(summary, entries)]
     host = (summary.get("headline") or {}).get("host")
     if host:
@@ -162,8 +215,15 @@ def other_measurements(entries: Sequence[CacheEntry]) -> list[list[str]]:
     for e in entries:
         m = e.measurements
         if m:
-            rows.append([e.route or "(default)", f"{m.latency_ms:.4f}", f"{m.throughput_per_second:.1f}",
-                         f"{m.gpu_time_ms:.4f}", _fmt(m.host_cpu_ms, ".4f")])
+            rows.append(
+                [
+                    e.route or "(default)",
+                    f"{m.latency_ms:.4f}",
+                    f"{m.throughput_per_second:.1f}",
+                    f"{m.gpu_time_ms:.4f}",
+                    _fmt(m.host_cpu_ms, ".4f"),
+                ]
+            )
     return rows
 
 
@@ -184,17 +244,24 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
         lines.append(f"- **host**: {host}")
     if summary.get("confirmation"):
         routes = {e.route_id: e.route or "(default)" for e in entries}
-        lines.append("- **confirmation ratios** (candidate/default, geometric mean): "
-                     + ", ".join(f"`{routes.get(k, k)}` {v:.3f}" for k, v in summary["confirmation"].items()))
+        lines.append(
+            "- **confirmation ratios** (candidate/default, geometric mean): "
+            + ", ".join(f"`{routes.get(k, k)}` {v:.3f}" for k, v in summary["confirmation"].items())
+        )
     for key in ("build_seconds", "measure_seconds", "wall_seconds"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
     if summary.get("reused"):
         routes = {e.route_id: e.route or "(default)" for e in entries}
-        lines += ["", "## Reused from earlier runs", "",
-                  "Entries of earlier runs with this run's fingerprint (`api.fingerprint`): not built or timed "
-                  "again. The default was measured fresh; a reused route can win only through this run's "
-                  "confirmation round against it.", ""]
+        lines += [
+            "",
+            "## Reused from earlier runs",
+            "",
+            "Entries of earlier runs with this run's fingerprint (`api.fingerprint`): not built or timed "
+            "again. The default was measured fresh; a reused route can win only through this run's "
+            "confirmation round against it.",
+            "",
+        ]
         lines += _table(["route", "from"], [[routes.get(k, k), v] for k, v in summary["reused"].items()])
     if summary.get("routes"):
         lines += ["", "## Routes by outcome", ""]
@@ -220,7 +287,7 @@ def table(summary: dict, entries: Sequence[CacheEntry]) -> str:
 
 def _short(route: str, width: int = 38) -> str:
     route = route or "(default)"
-    return route if len(route) <= width else route[:width - 1] + "…"
+    return route if len(route) <= width else route[: width - 1] + "…"
 
 
 def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
@@ -231,12 +298,16 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     ratio to the default beside it agrees with the headline. A loss of 0 (or not checked) cannot sit
     on a log axis: such routes are drawn below the smallest positive loss, with their own marker."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     default_id, winner_id = summary["default_id"], summary.get("winner_id")
-    measured = [e for e in entries if e.timing and e.outcome in (Outcome.ok, Outcome.accuracy_rejected)
-                and (e.route_id == default_id or e.speedup)]
+    measured = [
+        e
+        for e in entries
+        if e.timing and e.outcome in (Outcome.ok, Outcome.accuracy_rejected) and (e.route_id == default_id or e.speedup)
+    ]
     positive = [loss for e in measured if (loss := max_loss(e)) is not None and loss > 0.0]
     floor = min(positive) / 10 if positive else 1e-12
     # The winner sits at the headline speedup, with the headline's interval: the figure says what the
@@ -264,37 +335,84 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
         return loss if loss and loss > 0 else floor
 
     fig, ax = plt.subplots(figsize=(8.5, 5.2), dpi=110)
-    for outcome, colour, label in ((Outcome.ok, "tab:blue", "passed"),
-                                   (Outcome.accuracy_rejected, "tab:red", "rejected by accuracy")):
+    for outcome, colour, label in (
+        (Outcome.ok, "tab:blue", "passed"),
+        (Outcome.accuracy_rejected, "tab:red", "rejected by accuracy"),
+    ):
         group = [e for e in measured if e.outcome is outcome]
         for e in group:
             bounds = interval(e)
             if bounds:
-                ax.errorbar([x(e)], [y(e)], xerr=[[max(0.0, x(e) - bounds[0])], [max(0.0, bounds[1] - x(e))]],
-                            fmt="none", ecolor=colour, alpha=0.5, linewidth=1)
+                ax.errorbar(
+                    [x(e)],
+                    [y(e)],
+                    xerr=[[max(0.0, x(e) - bounds[0])], [max(0.0, bounds[1] - x(e))]],
+                    fmt="none",
+                    ecolor=colour,
+                    alpha=0.5,
+                    linewidth=1,
+                )
         shown = [e for e in group if (max_loss(e) or 0.0) > 0.0]
         zero = [e for e in group if e not in shown]
         if shown:
             ax.scatter([x(e) for e in shown], [y(e) for e in shown], s=28, c=colour, alpha=0.8, label=label)
         if zero:
-            ax.scatter([x(e) for e in zero], [floor] * len(zero), s=40, marker="v", facecolors="none",
-                       edgecolors=colour, label=f"{label}, loss 0 or not checked (drawn at {floor:.0e})")
+            ax.scatter(
+                [x(e) for e in zero],
+                [floor] * len(zero),
+                s=40,
+                marker="v",
+                facecolors="none",
+                edgecolors=colour,
+                label=f"{label}, loss 0 or not checked (drawn at {floor:.0e})",
+            )
     by_id: dict[str | None, CacheEntry] = {e.route_id: e for e in measured}  # (winner_id may be None)
     default, winner = by_id.get(default_id), by_id.get(summary.get("winner_id"))
     if default:
-        ax.scatter([1.0], [y(default)], s=200, marker="s", facecolors="none", edgecolors="black",
-                   linewidths=2, zorder=5, label="default = winner" if winner is default else "default")
+        ax.scatter(
+            [1.0],
+            [y(default)],
+            s=200,
+            marker="s",
+            facecolors="none",
+            edgecolors="black",
+            linewidths=2,
+            zorder=5,
+            label="default = winner" if winner is default else "default",
+        )
     if winner and winner is not default:
-        ax.scatter([x(winner)], [y(winner)], s=120, marker="*", facecolors="gold", edgecolors="black", zorder=6,
-                   label=f"winner: headline {x(winner):.3f}x")
+        ax.scatter(
+            [x(winner)],
+            [y(winner)],
+            s=120,
+            marker="*",
+            facecolors="gold",
+            edgecolors="black",
+            zorder=6,
+            label=f"winner: headline {x(winner):.3f}x",
+        )
     ax.axvline(1.0, color="0.5", linewidth=0.8)
     fastest = sorted((e for e in measured if e.passed), key=lambda e: -x(e))[:labelled]
     to_label = list({e.route_id: e for e in [e for e in (default, winner) if e] + fastest}.values())
-    labels = [ax.annotate(_short(e.route), (x(e), y(e)), xytext=(8, 8), textcoords="offset points", fontsize=7,
-                          arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.6}) for e in to_label]
+    labels = [
+        ax.annotate(
+            _short(e.route),
+            (x(e), y(e)),
+            xytext=(8, 8),
+            textcoords="offset points",
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "color": "0.6", "linewidth": 0.6},
+        )
+        for e in to_label
+    ]
     if summary.get("threshold"):
-        ax.axhline(summary["threshold"], color="tab:red", linestyle="--", linewidth=1,
-                   label=f"threshold {summary['threshold']:g}")
+        ax.axhline(
+            summary["threshold"],
+            color="tab:red",
+            linestyle="--",
+            linewidth=1,
+            label=f"threshold {summary['threshold']:g}",
+        )
     ax.set_yscale("log")
     ax.set_xlabel(f"speedup over the default timed beside it ({objective(summary, entries)}; bars: 95% across loads)")
     ax.set_ylabel(f"max accuracy loss ({summary.get('metric', '')}, log scale)")
@@ -311,11 +429,13 @@ def _spread_labels(fig, labels) -> None:
     loss would otherwise print over each other)."""
     from matplotlib.text import Text
     from matplotlib.transforms import Bbox
+
     renderer = fig.canvas.get_renderer()
 
     def box(label):  # the text alone, not its leader line
         label.update_positions(renderer)
         return Text.get_window_extent(label, renderer)
+
     placed: list[Bbox] = []
     for label in labels:
         dx, dy = label.xyann
@@ -330,6 +450,7 @@ def _spread_labels(fig, labels) -> None:
 def plot(summary: dict, entries: Sequence[CacheEntry], path: Path) -> Path:
     """Write `figure` as a PNG."""
     import matplotlib.pyplot as plt
+
     fig = figure(summary, entries)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
@@ -342,13 +463,15 @@ def load_entries(directory: Path) -> list[CacheEntry]:
     return [CacheEntry.from_json(p.read_bytes()) for p in sorted(directory.rglob("entries/*.json"))]
 
 
-def render(directory: Path, summary: dict | None = None,
-           entries: Sequence[CacheEntry] | None = None) -> tuple[Path, Path]:
+def render(
+    directory: Path, summary: dict | None = None, entries: Sequence[CacheEntry] | None = None
+) -> tuple[Path, Path]:
     """(Re)write report.md and report.png in `directory` from `entries` (default: the cache entries
     found under `directory`)."""
     from enginewright.api.models import Search, default_of
     from enginewright.search.flow import sweep_decision
     from enginewright.search.routes import route_id
+
     entries = list(entries) if entries is not None else load_entries(directory)
     if not entries:
         raise FileNotFoundError(f"no cache entries (entries/*.json) under {directory}")

@@ -15,8 +15,9 @@ CHART = REPO / "charts" / "enginewright"
 
 
 def helm(cluster, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run([str(cluster.binaries / "helm"), *args], env=cluster.env, text=True,
-                            capture_output=True, timeout=300, cwd=REPO)
+    result = subprocess.run(
+        [str(cluster.binaries / "helm"), *args], env=cluster.env, text=True, capture_output=True, timeout=300, cwd=REPO
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}):\n{result.stderr}\n{result.stdout}")
     return result
@@ -40,10 +41,21 @@ def service_account_kubeconfig(cluster, namespace: str, name: str, path: Path) -
     TokenRequest API (`kubectl create token`), the same credential its pod would get."""
     token = cluster.kubectl("create", "token", name, "-n", namespace, "--duration=2h").stdout.strip()
     admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
-        "users": [{"name": name, "user": {"token": token}}],
-        "contexts": [{"name": name, "context": {"cluster": admin["clusters"][0]["name"], "user": name,
-                                                "namespace": namespace}}],
-        "current-context": name}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": admin["clusters"],
+                "users": [{"name": name, "user": {"token": token}}],
+                "contexts": [
+                    {
+                        "name": name,
+                        "context": {"cluster": admin["clusters"][0]["name"], "user": name, "namespace": namespace},
+                    }
+                ],
+                "current-context": name,
+            }
+        )
+    )
     return path

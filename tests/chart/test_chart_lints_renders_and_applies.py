@@ -30,16 +30,19 @@ def test_chart_crds_are_the_generated_crds():
     assert not mismatch and not errors, f"run `enginewright crds --also charts/enginewright/crds`: {mismatch}"
 
 
-@pytest.mark.parametrize("values,complaint", [
-    ({}, "store.endpoint is required"),
-    ({"store.endpoint": "http://minio:9000"}, "/store/endpoint"),
-    ({**STORE, "store.accessKey": "AKIA"}, "additional properties 'accessKey' not allowed"),
-    ({**STORE, "metrics.port": 0}, "/metrics/port"),
-    ({**STORE, "watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
-    ({**STORE, "workerImages": {"tvm": "x"}}, "additional properties 'tvm' not allowed"),
-    ({**STORE, "tenancy": {"publishBuckets": ["Not A Bucket"]}}, "/tenancy/publishBuckets/0"),
-    ({**STORE, "tenancy": {"modelOwners": {"shared-*": []}}}, "/tenancy/modelOwners/shared-*"),
-])
+@pytest.mark.parametrize(
+    "values,complaint",
+    [
+        ({}, "store.endpoint is required"),
+        ({"store.endpoint": "http://minio:9000"}, "/store/endpoint"),
+        ({**STORE, "store.accessKey": "AKIA"}, "additional properties 'accessKey' not allowed"),
+        ({**STORE, "metrics.port": 0}, "/metrics/port"),
+        ({**STORE, "watchNamespaces": ["Not_A_Namespace"]}, "/watchNamespaces/0"),
+        ({**STORE, "workerImages": {"tvm": "x"}}, "additional properties 'tvm' not allowed"),
+        ({**STORE, "tenancy": {"publishBuckets": ["Not A Bucket"]}}, "/tenancy/publishBuckets/0"),
+        ({**STORE, "tenancy": {"modelOwners": {"shared-*": []}}}, "/tenancy/modelOwners/shared-*"),
+    ],
+)
 def test_values_are_checked_before_anything_is_rendered(cluster, values, complaint):
     args = [f"--set-json={k}={json.dumps(v)}" for k, v in values.items()]
     result = helm(cluster, "template", "r", str(CHART), *args, check=False)
@@ -55,10 +58,14 @@ def test_tenancy_values_reach_the_operator(cluster):
         (deployment,) = by_kind(render(cluster, "ew", "enginewright", {**STORE, **values}), "Deployment")
         env = {e["name"]: e.get("value", "") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         return Settings.from_env({k: v for k, v in env.items() if k.startswith("ENGINEWRIGHT_")})
+
     default = settings({})
     assert default.allowed_images == () and default.publish_buckets == () and default.model_owners == {}
-    tenancy = {"allowedImages": ["reg.example.com/ew/*"], "publishBuckets": ["team-catalog", "shared"],
-               "modelOwners": {"shared-*": ["ml-platform", "team-*"]}}
+    tenancy = {
+        "allowedImages": ["reg.example.com/ew/*"],
+        "publishBuckets": ["team-catalog", "shared"],
+        "modelOwners": {"shared-*": ["ml-platform", "team-*"]},
+    }
     chosen = settings({"tenancy": tenancy})
     assert chosen.allowed_images == ("reg.example.com/ew/*",)
     assert chosen.publish_buckets == ("team-catalog", "shared")
@@ -73,8 +80,12 @@ def test_the_operator_deployment_is_hardened(cluster):
     pod = spec["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     (container,) = pod["containers"]
-    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                                            "privileged": False, "capabilities": {"drop": ["ALL"]}}
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "privileged": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
     for probe in ("livenessProbe", "readinessProbe"):
         assert container[probe]["httpGet"] == {"path": "/healthz", "port": "health"}
     assert container["resources"]["requests"]["cpu"] and container["resources"]["limits"]["memory"]
@@ -95,7 +106,11 @@ def test_every_rbac_verb_says_why():
         lines = path.read_text().splitlines()
         for i, line in enumerate(lines):
             if re.match(r"\s*verbs:", line):
-                above = [ln for ln in lines[max(0, i - 6):i] if not re.match(r"\s*(resources|resourceNames|apiGroups):", ln)]
+                above = [
+                    ln
+                    for ln in lines[max(0, i - 6) : i]
+                    if not re.match(r"\s*(resources|resourceNames|apiGroups):", ln)
+                ]
                 assert above and above[-1].strip().startswith("#"), f"{path.name}:{i + 1} has no reason: {line}"
 
 
@@ -103,19 +118,28 @@ def test_rbac_is_namespaced_when_namespaces_are_given(cluster):
     objects = render(cluster, "ew", "enginewright", {**STORE, "watchNamespaces": ["team-a", "team-b"]})
     roles = by_kind(objects, "Role")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
-    (cluster_role,) = [r for r in by_kind(objects, "ClusterRole")  # only nodes and CRDs are cluster-wide
-                       if r["metadata"]["name"].endswith("-nodes")]
-    assert ({r for rule in cluster_role["rules"] for r in rule["resources"]}
-            == {"nodes", "customresourcedefinitions", "namespaces"})
+    (cluster_role,) = [
+        r
+        for r in by_kind(objects, "ClusterRole")  # only nodes and CRDs are cluster-wide
+        if r["metadata"]["name"].endswith("-nodes")
+    ]
+    assert {r for rule in cluster_role["rules"] for r in rule["resources"]} == {
+        "nodes",
+        "customresourcedefinitions",
+        "namespaces",
+    }
     assert all(set(rule["verbs"]) <= {"get", "list", "watch"} for rule in cluster_role["rules"])
     secrets = next(rule for rule in roles[0]["rules"] if rule["resources"] == ["secrets"])
-    assert secrets == {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["enginewright-store"],
-                       "verbs": ["get"]}
+    assert secrets == {
+        "apiGroups": [""],
+        "resources": ["secrets"],
+        "resourceNames": ["enginewright-store"],
+        "verbs": ["get"],
+    }
     # Pods: only listed (a failed probe's terminated message), never created, changed or their logs read.
     pods = [rule for role in roles for rule in role["rules"] if any(r.startswith("pods") for r in rule["resources"])]
     assert pods and all(rule["resources"] == ["pods"] and rule["verbs"] == ["list"] for rule in pods), pods
-    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for o in objects
-                   for rule in o.get("rules") or [])
+    assert not any("*" in rule["verbs"] or "*" in rule["resources"] for o in objects for rule in o.get("rules") or [])
 
 
 @pytest.mark.parametrize("mode", ["all namespaces", "watched namespaces"])
@@ -124,9 +148,12 @@ def test_the_rendered_chart_applies_with_a_server_side_dry_run(cluster, crd_inst
     if mode == "watched namespaces":
         values["watchNamespaces"] = [namespace]
     objects = render(cluster, "ew", namespace, values)
-    assert {"Deployment", "ServiceAccount", "Service", "ClusterRole", "ClusterRoleBinding"} <= {o["kind"] for o in objects}
-    result = cluster.kubectl("apply", "--dry-run=server", "-n", namespace, "-f", "-",
-                             input="\n---\n".join(json.dumps(o) for o in objects))
+    assert {"Deployment", "ServiceAccount", "Service", "ClusterRole", "ClusterRoleBinding"} <= {
+        o["kind"] for o in objects
+    }
+    result = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", namespace, "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects)
+    )
     assert result.stdout.count("(server dry run)") == len(objects), result.stdout
 
 
@@ -142,8 +169,10 @@ def test_namespace_users_get_tuningruns_through_the_default_roles(cluster):
     assert all(rule["verbs"] == ["get", "list", "watch"] for rule in view["rules"])
     assert all(rule["apiGroups"] == ["tuning.enginewright.io"] for r in (edit, view) for rule in r["rules"])
     off = render(cluster, "ew", "enginewright", {**STORE, "rbac.aggregateToDefaultRoles": False})
-    assert {r["metadata"]["name"] for r in by_kind(off, "ClusterRole")} == {"ew-enginewright-nodes",
-                                                                         "ew-enginewright-runs"}
+    assert {r["metadata"]["name"] for r in by_kind(off, "ClusterRole")} == {
+        "ew-enginewright-nodes",
+        "ew-enginewright-runs",
+    }
 
 
 def test_the_store_secret_name_is_annotated_for_kube_linter(cluster):

@@ -38,17 +38,37 @@ def test_helm_install_runs_the_demo_to_ready_on_the_built_images(image_cluster):
         cluster.kubectl("create", "namespace", ns)
     store_secret(cluster, RELEASE_NS, "enginewright-operator-store")  # the operator's own access
     store_secret(cluster, RUN_NS)  # the workers' Secret in the run's namespace
-    values = {"store.endpoint": cluster.s3_endpoint, "store.tls": False, "watchNamespaces": [RUN_NS],
-              "image.repository": "enginewright/operator", "image.tag": version(),
-              "workerImages": {"onnxruntime": image_name("worker-onnxruntime")},
-              "metrics.port": free_port(), "healthPort": free_port(), "reconcileIntervalSeconds": 1,
-              "hostNetwork": True}
-    def operator_log() -> str:
-        return "\n".join(p.read_text(errors="replace")
-                         for p in Path(cluster.workdir / "pods" / "logs").glob(f"{RELEASE_NS}_*_operator.log"))
+    values = {
+        "store.endpoint": cluster.s3_endpoint,
+        "store.tls": False,
+        "watchNamespaces": [RUN_NS],
+        "image.repository": "enginewright/operator",
+        "image.tag": version(),
+        "workerImages": {"onnxruntime": image_name("worker-onnxruntime")},
+        "metrics.port": free_port(),
+        "healthPort": free_port(),
+        "reconcileIntervalSeconds": 1,
+        "hostNetwork": True,
+    }
 
-    installed = helm(cluster, "install", RELEASE, str(CHART), "-n", RELEASE_NS, "--wait", "--timeout", "180s",
-                     *[f"--set-json={k}={json.dumps(v)}" for k, v in values.items()])
+    def operator_log() -> str:
+        return "\n".join(
+            p.read_text(errors="replace")
+            for p in Path(cluster.workdir / "pods" / "logs").glob(f"{RELEASE_NS}_*_operator.log")
+        )
+
+    installed = helm(
+        cluster,
+        "install",
+        RELEASE,
+        str(CHART),
+        "-n",
+        RELEASE_NS,
+        "--wait",
+        "--timeout",
+        "180s",
+        *[f"--set-json={k}={json.dumps(v)}" for k, v in values.items()],
+    )
     assert "STATUS: deployed" in installed.stdout and "Next steps" in installed.stdout  # NOTES.txt
     get(cluster, "crd", "tuningruns.tuning.enginewright.io")  # from the chart's crds/
 
@@ -63,6 +83,7 @@ def test_helm_install_runs_the_demo_to_ready_on_the_built_images(image_cluster):
         assert restarts["restartCount"] == 0, f"the operator restarted: {operator_log()[-3000:]}"
         with urllib.request.urlopen(f"http://127.0.0.1:{values['healthPort']}/healthz", timeout=2) as resp:
             return resp.status == 200
+
     try:
         wait_for(healthy, 90, "the operator pod's /healthz", 0.5)
     except TimeoutError as exc:
@@ -77,7 +98,9 @@ def test_helm_install_runs_the_demo_to_ready_on_the_built_images(image_cluster):
     for target in run["targets"]:
         assert cluster.s3.stat_object(RUNS_BUCKET, target["engineUri"].removeprefix(f"s3://{RUNS_BUCKET}/")).size > 0
     workers = get(cluster, "pods", "-n", RUN_NS, "-l", f"tuning.enginewright.io/run={RUN}")["items"]
-    assert workers and {p["status"]["containerStatuses"][0]["image"] for p in workers} == {image_name("worker-onnxruntime")}
+    assert workers and {p["status"]["containerStatuses"][0]["image"] for p in workers} == {
+        image_name("worker-onnxruntime")
+    }
     log = operator_log()
     assert "Traceback" not in log and "Forbidden" not in log, log[-4000:]
     helm(cluster, "uninstall", RELEASE, "-n", RELEASE_NS, "--wait")

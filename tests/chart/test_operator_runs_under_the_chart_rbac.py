@@ -27,6 +27,7 @@ SERVICE_ACCOUNT = "ew-enginewright"
 def example(s3, tmp_path_factory):
     sys.path.insert(0, str(Path("examples").resolve()))
     from make_example import write_example
+
     folder = tmp_path_factory.mktemp("example")
     write_example(folder)
     for bucket in (MODELS_BUCKET, RUNS_BUCKET):
@@ -46,13 +47,22 @@ def installed(cluster, crd_installed):
     for ns in (release_ns, run_ns, other_ns):
         cluster.kubectl("create", "namespace", ns)
     for ns in (run_ns, other_ns):
-        cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", ns,
-                        f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                        f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+        cluster.kubectl(
+            "create",
+            "secret",
+            "generic",
+            "enginewright-store",
+            "-n",
+            ns,
+            f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
+            f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}",
+        )
         cluster.kubectl("create", "secret", "generic", "unrelated", "-n", ns, "--from-literal=password=hunter2")
-    objects = [o for o in render(cluster, RELEASE, release_ns, {"store.endpoint": "127.0.0.1:9000",
-                                                                "watchNamespaces": [run_ns]})
-               if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")]
+    objects = [
+        o
+        for o in render(cluster, RELEASE, release_ns, {"store.endpoint": "127.0.0.1:9000", "watchNamespaces": [run_ns]})
+        if o["kind"] in ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+    ]
     cluster.kubectl("apply", "-f", "-", input="\n---\n".join(json.dumps(o) for o in objects))
     yield {"release": release_ns, "run": run_ns, "other": other_ns, "objects": objects}
     cluster.kubectl("delete", "-f", "-", "--ignore-not-found", input="\n---\n".join(json.dumps(o) for o in objects))
@@ -62,8 +72,16 @@ def installed(cluster, crd_installed):
 
 def can_i(cluster, installed, verb: str, resource: str, namespace: str) -> bool:
     """The API server's own answer (SubjectAccessReview through impersonation)."""
-    result = cluster.kubectl("auth", "can-i", verb, resource, "-n", namespace,
-                             f"--as=system:serviceaccount:{installed['release']}:{SERVICE_ACCOUNT}", check=False)
+    result = cluster.kubectl(
+        "auth",
+        "can-i",
+        verb,
+        resource,
+        "-n",
+        namespace,
+        f"--as=system:serviceaccount:{installed['release']}:{SERVICE_ACCOUNT}",
+        check=False,
+    )
     return result.stdout.strip() == "yes"
 
 
@@ -94,28 +112,44 @@ def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed
         cluster.kubectl("create", "rolebinding", f"{user}-{role}", f"--clusterrole={role}", f"--user={user}", "-n", run)
 
     def can(user: str, verb: str) -> bool:
-        done = cluster.kubectl("auth", "can-i", verb, "tuningruns.tuning.enginewright.io", "-n", run,
-                               f"--as={user}", check=False)
+        done = cluster.kubectl(
+            "auth", "can-i", verb, "tuningruns.tuning.enginewright.io", "-n", run, f"--as={user}", check=False
+        )
         return done.stdout.strip() == "yes"
+
     wait_for(lambda: can("alice", "create") and can("bob", "list"), 30, "the aggregated roles", 0.5)
     assert can("alice", "delete") and not can("bob", "create") and not can("bob", "delete")
     assert can("alice", "list")
-    other = cluster.kubectl("auth", "can-i", "create", "tuningruns.tuning.enginewright.io", "-n", installed["other"],
-                            "--as=alice", check=False)
+    other = cluster.kubectl(
+        "auth",
+        "can-i",
+        "create",
+        "tuningruns.tuning.enginewright.io",
+        "-n",
+        installed["other"],
+        "--as=alice",
+        check=False,
+    )
     assert other.stdout.strip() == "no"  # a RoleBinding is one namespace
 
 
 def operator_as_service_account(cluster, installed, tmp_path: Path):
     kubeconfig = service_account_kubeconfig(cluster, installed["release"], SERVICE_ACCOUNT, tmp_path / "sa.kubeconfig")
-    return start_operator(cluster, tmp_path / "operator.log", RUNS_BUCKET, KUBECONFIG=str(kubeconfig),
-                          ENGINEWRIGHT_NAMESPACES=installed["run"])
+    return start_operator(
+        cluster,
+        tmp_path / "operator.log",
+        RUNS_BUCKET,
+        KUBECONFIG=str(kubeconfig),
+        ENGINEWRIGHT_NAMESPACES=installed["run"],
+    )
 
 
 def forbidden_lines(text: str) -> list[str]:
     """Log lines that report a refusal: 'forbidden', or an HTTP 403 (not the 403 milliseconds of a
     log line's own timestamp, `00:49:35,403`, which once failed this test)."""
-    return [line for line in text.splitlines()
-            if "forbidden" in line.lower() or re.search(r"(?<![\d,.:])403(?!\d)", line)]
+    return [
+        line for line in text.splitlines() if "forbidden" in line.lower() or re.search(r"(?<![\d,.:])403(?!\d)", line)
+    ]
 
 
 def test_a_run_reaches_ready_under_the_chart_service_account(cluster, installed, example, s3, tmp_path):
@@ -138,7 +172,8 @@ def test_a_run_reaches_ready_under_the_chart_service_account(cluster, installed,
 
 
 def test_without_the_jobs_create_rule_no_job_starts_and_the_run_resumes_when_it_is_back(
-        cluster, installed, example, tmp_path):
+    cluster, installed, example, tmp_path
+):
     """README/chart: `create` on jobs is for the probe, batch and confirmation Jobs."""
     run = installed["run"]
     (role,) = [o for o in by_kind(installed["objects"], "Role") if o["metadata"]["namespace"] == run]
@@ -149,19 +184,33 @@ def test_without_the_jobs_create_rule_no_job_starts_and_the_run_resumes_when_it_
     operator = operator_as_service_account(cluster, installed, tmp_path)
     try:
         apply(cluster, run, manifest("mlp-no-jobs"))
-        wait_for(lambda: any("jobs" in line and "create" in line for line in forbidden_lines(operator.log_text())),
-                 120, "the operator's log to show that creating the probe Job was forbidden", 0.5)
+        wait_for(
+            lambda: any("jobs" in line and "create" in line for line in forbidden_lines(operator.log_text())),
+            120,
+            "the operator's log to show that creating the probe Job was forbidden",
+            0.5,
+        )
         assert not [j for j in jobs(cluster, run) if j["metadata"]["name"].startswith("mlp-no-jobs")]
 
         def stalled_forbidden():  # the run says why, as a condition a user sees
             status = json.loads(cluster.kubectl("get", "trun", "mlp-no-jobs", "-n", run, "-o", "json").stdout)
-            return any(c["type"] == "Stalled" and c["status"] == "True" and c["reason"] == "Forbidden"
-                       and "jobs" in c["message"] for c in (status.get("status") or {}).get("conditions") or [])
+            return any(
+                c["type"] == "Stalled"
+                and c["status"] == "True"
+                and c["reason"] == "Forbidden"
+                and "jobs" in c["message"]
+                for c in (status.get("status") or {}).get("conditions") or []
+            )
+
         wait_for(stalled_forbidden, 60, "the run to be Stalled with reason Forbidden", 0.5)
         assert "Traceback" not in operator.log_text()
         cluster.kubectl("apply", "-f", "-", input=json.dumps(role))  # the rule is back
-        wait_for(lambda: [j for j in jobs(cluster, run) if j["metadata"]["name"].startswith("mlp-no-jobs")],
-                 120, "the probe Job once the rule is back", 0.5)
+        wait_for(
+            lambda: [j for j in jobs(cluster, run) if j["metadata"]["name"].startswith("mlp-no-jobs")],
+            120,
+            "the probe Job once the rule is back",
+            0.5,
+        )
     finally:
         cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
         cluster.kubectl("delete", "trun", "mlp-no-jobs", "-n", run, "--wait=false", check=False)

@@ -32,8 +32,10 @@ def up(state: Path, keep: bool = False) -> int:
     state.parent.mkdir(parents=True, exist_ok=True)
     state.write_text(json.dumps({**cluster.state(), "pid": os.getpid(), "keep": keep}, indent=2))
     env = cluster.env
-    print(f"# local cluster up in {cluster.timings['up_seconds']:.1f}s; workdir {cluster.workdir}"
-          + (" (kept after `down`: --keep)" if keep else " (removed by `down`)"))
+    print(
+        f"# local cluster up in {cluster.timings['up_seconds']:.1f}s; workdir {cluster.workdir}"
+        + (" (kept after `down`: --keep)" if keep else " (removed by `down`)")
+    )
     for key in ("KUBECONFIG", "ENGINEWRIGHT_S3_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         print(f"export {key}={env[key]}")
     print(f"export PATH={cluster.binaries}:$PATH")
@@ -90,8 +92,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.cluster")
     parser.add_argument("action", choices=["up", "down"])
     parser.add_argument("--state", type=Path, default=DEFAULT_STATE)
-    parser.add_argument("--keep", action="store_true",
-                        help="up: keep the work directory (private keys, data, logs) when stopped")
+    parser.add_argument(
+        "--keep", action="store_true", help="up: keep the work directory (private keys, data, logs) when stopped"
+    )
     args = parser.parse_args()
     return up(args.state, args.keep) if args.action == "up" else down(args.state)
 

@@ -62,8 +62,9 @@ def bin_dir() -> Path:
     explicit = os.environ.get("ENGINEWRIGHT_BIN")
     if explicit:
         return Path(explicit)
-    out = subprocess.run(["bash", str(REPO / "tests/cluster/build.sh")], check=True, text=True,
-                         stdout=subprocess.PIPE).stdout
+    out = subprocess.run(
+        ["bash", str(REPO / "tests/cluster/build.sh")], check=True, text=True, stdout=subprocess.PIPE
+    ).stdout
     return Path(out.strip().splitlines()[-1])
 
 
@@ -133,8 +134,14 @@ class LocalCluster:
         }
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
-        result = subprocess.run([str(self.binaries / "kubectl"), *args], env=self.env, text=True, input=input,
-                                capture_output=True, timeout=120)
+        result = subprocess.run(
+            [str(self.binaries / "kubectl"), *args],
+            env=self.env,
+            text=True,
+            input=input,
+            capture_output=True,
+            timeout=120,
+        )
         if check and result.returncode != 0:
             raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
         return result
@@ -146,9 +153,17 @@ class LocalCluster:
         that way; kubernetes/kubernetes#113159, knative/operator#2338)."""
         applied = self.kubectl("apply", "--server-side", "-o", "name", "-f", str(folder)).stdout.split()
         for name in applied:
-            wait_for(lambda: self.kubectl("get", name, "-o", "jsonpath={.status.conditions[?(@.type=="
-                                          "\"Established\")].status}", check=False).stdout.strip() == "True",
-                     timeout, f"{name} Established", interval=0.2)
+            wait_for(
+                lambda: (
+                    self.kubectl(
+                        "get", name, "-o", 'jsonpath={.status.conditions[?(@.type=="Established")].status}', check=False
+                    ).stdout.strip()
+                    == "True"
+                ),
+                timeout,
+                f"{name} Established",
+                interval=0.2,
+            )
 
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
@@ -158,9 +173,15 @@ class LocalCluster:
         log = self.log_path(name)
         log.parent.mkdir(parents=True, exist_ok=True)
         handle = open(log, "ab")
-        popen = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 env=env or os.environ.copy(), cwd=self.workdir,
-                                 preexec_fn=_die_with_parent if self.die_with_parent else os.setsid)
+        popen = subprocess.Popen(
+            argv,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env or os.environ.copy(),
+            cwd=self.workdir,
+            preexec_fn=_die_with_parent if self.die_with_parent else os.setsid,
+        )
         handle.close()
         proc = Process(name, popen, log, argv, env)
         self.processes.append(proc)
@@ -183,13 +204,19 @@ class LocalCluster:
         self.processes.pop(index)
         self._spawn(name, proc.argv, proc.env)
         if name == "versitygw":
+
             def s3_up():
                 with socket.create_connection(("127.0.0.1", self.s3_port), timeout=1):
                     return True
+
             wait_for(s3_up, 30, "versitygw")
         elif name == "kube-apiserver":
-            wait_for(lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0, 90,
-                     "kube-apiserver /readyz", 0.2)
+            wait_for(
+                lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+                90,
+                "kube-apiserver /readyz",
+                0.2,
+            )
 
     def audit_events(self) -> list[dict]:
         """The API server's audit log (Job creations and deletions are recorded at Metadata level)."""
@@ -228,6 +255,7 @@ class LocalCluster:
         made = os.environ.get("ENGINEWRIGHT_PKI")
         if not made:
             from tests.cluster.pki import write_pki  # needs cryptography, only for a real cluster
+
             return write_pki(self.workdir / "pki")
         shutil.copytree(made, self.workdir / "pki", dirs_exist_ok=True)
         return {file.name: file for file in (self.workdir / "pki").iterdir()}
@@ -235,65 +263,121 @@ class LocalCluster:
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
-        self._spawn("etcd", [
-            str(self.binaries / "etcd"), "--name", "default", "--data-dir", str(self.workdir / "etcd"),
-            "--listen-client-urls", self.etcd_url, "--advertise-client-urls", self.etcd_url,
-            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
-            "--initial-cluster", f"default=http://127.0.0.1:{peer}",
-            "--unsafe-no-fsync=true", "--log-level", "warn",
-        ])
+        self._spawn(
+            "etcd",
+            [
+                str(self.binaries / "etcd"),
+                "--name",
+                "default",
+                "--data-dir",
+                str(self.workdir / "etcd"),
+                "--listen-client-urls",
+                self.etcd_url,
+                "--advertise-client-urls",
+                self.etcd_url,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync=true",
+                "--log-level",
+                "warn",
+            ],
+        )
 
         def healthy():
             self._check_alive()
             with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as resp:
                 return json.load(resp).get("health") == "true"
+
         wait_for(healthy, 60, "etcd health")
 
     def _start_apiserver(self, pki: dict[str, Path]) -> None:
         self.api_port = free_port()
-        self._spawn("kube-apiserver", [
-            str(self.binaries / "kube-apiserver"),
-            f"--etcd-servers={self.etcd_url}",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            f"--secure-port={self.api_port}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-            f"--tls-cert-file={pki['apiserver.crt']}", f"--tls-private-key-file={pki['apiserver.key']}",
-            f"--client-ca-file={pki['ca.crt']}",
-            "--authorization-mode=Node,RBAC",
-            "--service-cluster-ip-range=10.0.0.0/24",
-            "--allow-privileged=true",
-            f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
-            f"--service-account-key-file={pki['sa.pub']}",
-            f"--service-account-signing-key-file={pki['sa.key']}",
-            "--endpoint-reconciler-type=none",
-            f"--audit-policy-file={self._audit_policy()}", f"--audit-log-path={self.workdir / 'audit.log'}",
-            "--audit-log-maxsize=100",
-            "--v=1",
-        ])
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(self.binaries / "kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--secure-port={self.api_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--tls-cert-file={pki['apiserver.crt']}",
+                f"--tls-private-key-file={pki['apiserver.key']}",
+                f"--client-ca-file={pki['ca.crt']}",
+                "--authorization-mode=Node,RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24",
+                "--allow-privileged=true",
+                f"--service-account-issuer=https://127.0.0.1:{self.api_port}",
+                f"--service-account-key-file={pki['sa.pub']}",
+                f"--service-account-signing-key-file={pki['sa.key']}",
+                "--endpoint-reconciler-type=none",
+                f"--audit-policy-file={self._audit_policy()}",
+                f"--audit-log-path={self.workdir / 'audit.log'}",
+                "--audit-log-maxsize=100",
+                "--v=1",
+            ],
+        )
 
     def _audit_policy(self) -> Path:
         """Record who created or deleted Jobs and Pods (tests count Job creations from it)."""
         path = self.workdir / "audit-policy.yaml"
-        path.write_text(json.dumps({
-            "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
-            "rules": [{"level": "Metadata"}] if self.audit_everything else [
-                {"level": "Metadata", "verbs": ["create", "delete"],
-                 "resources": [{"group": "batch", "resources": ["jobs"]}, {"group": "", "resources": ["pods"]}]},
-                {"level": "None"}],
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "audit.k8s.io/v1",
+                    "kind": "Policy",
+                    "omitStages": ["RequestReceived"],
+                    "rules": [{"level": "Metadata"}]
+                    if self.audit_everything
+                    else [
+                        {
+                            "level": "Metadata",
+                            "verbs": ["create", "delete"],
+                            "resources": [
+                                {"group": "batch", "resources": ["jobs"]},
+                                {"group": "", "resources": ["pods"]},
+                            ],
+                        },
+                        {"level": "None"},
+                    ],
+                }
+            )
+        )
         return path
 
     def _write_kubeconfig(self, pki: dict[str, Path]) -> None:
-        self.kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "local", "cluster": {"server": f"https://127.0.0.1:{self.api_port}",
-                                                       "certificate-authority": str(pki["ca.crt"])}}],
-            "users": [{"name": "admin", "user": {"client-certificate": str(pki["admin.crt"]),
-                                                 "client-key": str(pki["admin.key"])}}],
-            "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin",
-                                                       "namespace": "default"}}],
-            "current-context": "local",
-        }, indent=2))
+        self.kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [
+                        {
+                            "name": "local",
+                            "cluster": {
+                                "server": f"https://127.0.0.1:{self.api_port}",
+                                "certificate-authority": str(pki["ca.crt"]),
+                            },
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": "admin",
+                            "user": {"client-certificate": str(pki["admin.crt"]), "client-key": str(pki["admin.key"])},
+                        }
+                    ],
+                    "contexts": [
+                        {"name": "local", "context": {"cluster": "local", "user": "admin", "namespace": "default"}}
+                    ],
+                    "current-context": "local",
+                },
+                indent=2,
+            )
+        )
         context = ssl.create_default_context(cafile=str(pki["ca.crt"]))
         context.load_cert_chain(str(pki["admin.crt"]), str(pki["admin.key"]))
 
@@ -302,42 +386,80 @@ class LocalCluster:
             url = f"https://127.0.0.1:{self.api_port}/readyz"
             with urllib.request.urlopen(url, context=context, timeout=2) as resp:
                 return resp.status == 200
+
         wait_for(ready, 90, "kube-apiserver /readyz")
 
     def _start_controllers(self, pki: dict[str, Path]) -> None:
-        self._spawn("kube-controller-manager", [
-            str(self.binaries / "kube-controller-manager"),
-            f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
-            f"--service-account-private-key-file={pki['sa.key']}", f"--root-ca-file={pki['ca.crt']}",
-            "--use-service-account-credentials=true",
-            "--controllers=*", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            f"--cert-dir={self.workdir / 'kcm-certs'}",
-            "--concurrent-gc-syncs=5", "--v=1",
-        ])
-        self._spawn("kube-scheduler", [
-            str(self.binaries / "kube-scheduler"),
-            f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            f"--cert-dir={self.workdir / 'scheduler-certs'}", "--v=1",
-        ])
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.binaries / "kube-controller-manager"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={pki['sa.key']}",
+                f"--root-ca-file={pki['ca.crt']}",
+                "--use-service-account-credentials=true",
+                "--controllers=*",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'kcm-certs'}",
+                "--concurrent-gc-syncs=5",
+                "--v=1",
+            ],
+        )
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.binaries / "kube-scheduler"),
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+                "--v=1",
+            ],
+        )
 
     def _start_s3(self) -> None:
         self.s3_port = free_port()
         root = self.workdir / "s3"
         root.mkdir(exist_ok=True)
-        self._spawn("versitygw", [
-            str(self.binaries / "versitygw"), "--access", S3_ACCESS_KEY, "--secret", S3_SECRET_KEY,
-            "--port", f"127.0.0.1:{self.s3_port}", "posix", str(root),
-        ])
+        self._spawn(
+            "versitygw",
+            [
+                str(self.binaries / "versitygw"),
+                "--access",
+                S3_ACCESS_KEY,
+                "--secret",
+                S3_SECRET_KEY,
+                "--port",
+                f"127.0.0.1:{self.s3_port}",
+                "posix",
+                str(root),
+            ],
+        )
 
     def _start_node_agent(self) -> None:
         nodes = self.workdir / "nodes.json"
         nodes.write_text(json.dumps(self.nodes))
         env = self.env
         env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "operator"), env.get("PYTHONPATH", "")])
-        self._spawn("node-agent", [sys.executable, "-m", "tests.cluster.node_agent",
-                                   "--kubeconfig", str(self.kubeconfig), "--nodes", str(nodes),
-                                   "--workdir", str(self.workdir / "pods"), *self.node_agent_args()], env=env)
+        self._spawn(
+            "node-agent",
+            [
+                sys.executable,
+                "-m",
+                "tests.cluster.node_agent",
+                "--kubeconfig",
+                str(self.kubeconfig),
+                "--nodes",
+                str(nodes),
+                "--workdir",
+                str(self.workdir / "pods"),
+                *self.node_agent_args(),
+            ],
+            env=env,
+        )
 
     def node_agent_args(self) -> list[str]:
         """Extra arguments of the node agent (an image store, for example)."""
@@ -348,19 +470,27 @@ class LocalCluster:
             self._check_alive()
             out = self.kubectl("get", "nodes", "-o", "json").stdout
             items = json.loads(out)["items"]
-            ready = [n for n in items if any(c["type"] == "Ready" and c["status"] == "True"
-                                             for c in n.get("status", {}).get("conditions", []))]
+            ready = [
+                n
+                for n in items
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", [])
+                )
+            ]
             return len(ready) == len(self.nodes)
+
         wait_for(nodes_ready, 60, "nodes Ready", interval=0.3)
 
         def default_service_account():
             self._check_alive()
             return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
+
         wait_for(default_service_account, 60, "the default ServiceAccount (controller-manager)", interval=0.3)
 
         def s3_up():
             with socket.create_connection(("127.0.0.1", self.s3_port), timeout=1):
                 return True
+
         wait_for(s3_up, 30, "versitygw")
 
     def stop(self) -> None:
@@ -392,5 +522,10 @@ class LocalCluster:
             shutil.rmtree(self.workdir)  # again, to raise the error that left something behind
 
     def state(self) -> dict:
-        return {"workdir": str(self.workdir), "kubeconfig": str(self.kubeconfig), "s3_endpoint": self.s3_endpoint,
-                "binaries": str(self.binaries), "pgids": {p.name: p.popen.pid for p in self.processes}}
+        return {
+            "workdir": str(self.workdir),
+            "kubeconfig": str(self.kubeconfig),
+            "s3_endpoint": self.s3_endpoint,
+            "binaries": str(self.binaries),
+            "pgids": {p.name: p.popen.pid for p in self.processes},
+        }

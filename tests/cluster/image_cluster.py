@@ -21,8 +21,9 @@ def require_images(store: Path | None = None) -> ImageStore:
     images = ImageStore(store or default_store())
     missing = [image_name(kind) for kind in CI_IMAGES if not images.has(image_name(kind))]
     if missing:
-        raise RuntimeError(f"images {', '.join(missing)} are not in {images.layout}: run `make images` "
-                           f"(`make setup` does) first")
+        raise RuntimeError(
+            f"images {', '.join(missing)} are not in {images.layout}: run `make images` (`make setup` does) first"
+        )
     return images
 
 

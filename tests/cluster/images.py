@@ -102,8 +102,10 @@ class ImageStore:
     def describe(self, ref: str) -> tuple[str, dict, dict]:
         digest = self.refs().get(ref)
         if digest is None:
-            raise ImageNotFound(f"image {ref!r} is not in the local image store {self.layout} "
-                                f"(it has: {', '.join(sorted(self.refs())) or 'nothing'}); build it with `make images`")
+            raise ImageNotFound(
+                f"image {ref!r} is not in the local image store {self.layout} "
+                f"(it has: {', '.join(sorted(self.refs())) or 'nothing'}); build it with `make images`"
+            )
         manifest = self._json(digest)
         return digest, manifest, self._json(manifest["config"]["digest"])
 
@@ -139,7 +141,7 @@ def unpack_layer(blob: Path, rootfs: Path) -> None:
                     for child in target.iterdir():
                         _remove(child)
             elif path.name.startswith(".wh."):
-                _remove(rootfs / path.parent / path.name[len(".wh."):])
+                _remove(rootfs / path.parent / path.name[len(".wh.") :])
             else:
                 members.append(member)
         tar.extractall(rootfs, members=members, numeric_owner=True, filter="fully_trusted")
@@ -187,8 +189,16 @@ def path_in_root(root: Path, path: str) -> str:
     return "/".join(resolved)
 
 
-def container_argv(image: Image, pod_dir: Path, argv: list[str], mounts: dict[str, Path], uid: int, gid: int,
-                   working_dir: str, read_only_root: bool) -> list[str]:
+def container_argv(
+    image: Image,
+    pod_dir: Path,
+    argv: list[str],
+    mounts: dict[str, Path],
+    uid: int,
+    gid: int,
+    working_dir: str,
+    read_only_root: bool,
+) -> list[str]:
     """The host argv that runs `argv` inside `image` (see the module docstring)."""
     merged, upper, work = pod_dir / "rootfs", pod_dir / "upper", pod_dir / "overlay-work"
     for path in (merged, upper, work):
@@ -208,6 +218,7 @@ def container_argv(image: Image, pod_dir: Path, argv: list[str], mounts: dict[st
     if read_only_root:
         script.append(f"mount -o remount,bind,ro {q(str(merged))}")
     inner = ["/usr/bin/env", "-C", working_dir, "--", *argv]
-    script.append(f"exec chroot --userspec={uid}:{gid} --groups={gid} {q(str(merged))} "
-                  + " ".join(q(a) for a in inner))
+    script.append(
+        f"exec chroot --userspec={uid}:{gid} --groups={gid} {q(str(merged))} " + " ".join(q(a) for a in inner)
+    )
     return ["unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", "\n".join(script)]

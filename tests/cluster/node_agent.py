@@ -150,18 +150,33 @@ class PodRunner(threading.Thread):
         for source in projected.sources or []:
             if source.service_account_token:
                 token = source.service_account_token
-                body = {"spec": {"audiences": [token.audience] if token.audience else None,
-                                 "expirationSeconds": token.expiration_seconds or 3607,
-                                 "boundObjectRef": {"kind": "Pod", "apiVersion": "v1", "name": self.pod.metadata.name,
-                                                    "uid": self.pod.metadata.uid}}}
+                body = {
+                    "spec": {
+                        "audiences": [token.audience] if token.audience else None,
+                        "expirationSeconds": token.expiration_seconds or 3607,
+                        "boundObjectRef": {
+                            "kind": "Pod",
+                            "apiVersion": "v1",
+                            "name": self.pod.metadata.name,
+                            "uid": self.pod.metadata.uid,
+                        },
+                    }
+                }
                 issued = self.core.create_namespaced_service_account_token(
-                    self.pod.spec.service_account_name or "default", ns, body)
+                    self.pod.spec.service_account_name or "default", ns, body
+                )
                 (path / token.path).write_text(issued.status.token)
             for kind, ref in (("configmap", source.config_map), ("secret", source.secret)):
                 if ref is None:
                     continue
-                data = (self.core.read_namespaced_config_map(ref.name, ns).data or {}) if kind == "configmap" else {
-                    k: base64.b64decode(v).decode() for k, v in (self.core.read_namespaced_secret(ref.name, ns).data or {}).items()}
+                data = (
+                    (self.core.read_namespaced_config_map(ref.name, ns).data or {})
+                    if kind == "configmap"
+                    else {
+                        k: base64.b64decode(v).decode()
+                        for k, v in (self.core.read_namespaced_secret(ref.name, ns).data or {}).items()
+                    }
+                )
                 items = ref.items or [client.V1KeyToPath(key=k, path=k) for k in data]
                 for item in items:
                     (path / item.path).parent.mkdir(parents=True, exist_ok=True)
@@ -173,9 +188,15 @@ class PodRunner(threading.Thread):
 
     def _field(self, path: str) -> str:
         meta = self.pod.metadata
-        simple = {"metadata.name": meta.name, "metadata.namespace": meta.namespace, "metadata.uid": meta.uid,
-                  "spec.nodeName": self.pod.spec.node_name, "spec.serviceAccountName": self.pod.spec.service_account_name,
-                  "status.podIP": "127.0.0.1", "status.hostIP": "127.0.0.1"}
+        simple = {
+            "metadata.name": meta.name,
+            "metadata.namespace": meta.namespace,
+            "metadata.uid": meta.uid,
+            "spec.nodeName": self.pod.spec.node_name,
+            "spec.serviceAccountName": self.pod.spec.service_account_name,
+            "status.podIP": "127.0.0.1",
+            "status.hostIP": "127.0.0.1",
+        }
         if path in simple:
             return simple[path] or ""
         match = re.fullmatch(r"metadata\.(labels|annotations)\['(.+)'\]", path)
@@ -204,20 +225,31 @@ class PodRunner(threading.Thread):
 
     def _env(self, container, rewrite, image=None) -> dict[str, str]:
         if image is None:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(self.dir),
-                   "HOSTNAME": self.pod.metadata.name, "PYTHONUNBUFFERED": "1"}
+            env = {
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": str(self.dir),
+                "HOSTNAME": self.pod.metadata.name,
+                "PYTHONUNBUFFERED": "1",
+            }
         else:  # what a container runtime starts from: the image's Env, then the kubelet's additions
-            env = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/",
-                   **image.env, "HOSTNAME": self.pod.metadata.name,
-                   "KUBERNETES_SERVICE_HOST": self.agent.api_host, "KUBERNETES_SERVICE_PORT": self.agent.api_port}
+            env = {
+                "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME": "/",
+                **image.env,
+                "HOSTNAME": self.pod.metadata.name,
+                "KUBERNETES_SERVICE_HOST": self.agent.api_host,
+                "KUBERNETES_SERVICE_PORT": self.agent.api_port,
+            }
         for source in container.env_from or []:
             prefix = source.prefix or ""
             if source.secret_ref:
                 data = self.core.read_namespaced_secret(source.secret_ref.name, self.pod.metadata.namespace).data or {}
                 env.update({prefix + k: base64.b64decode(v).decode() for k, v in data.items()})
             if source.config_map_ref:
-                data = self.core.read_namespaced_config_map(source.config_map_ref.name,
-                                                            self.pod.metadata.namespace).data or {}
+                data = (
+                    self.core.read_namespaced_config_map(source.config_map_ref.name, self.pod.metadata.namespace).data
+                    or {}
+                )
                 env.update({prefix + k: v for k, v in data.items()})
         for var in container.env or []:
             value = var.value
@@ -238,21 +270,44 @@ class PodRunner(threading.Thread):
         return env
 
     # ---------------------------------------------------------------- running
-    def _container_state(self, name: str, *, running=False, exit_code=None, reason=None, restarts=0,
-                         message=None, init=False) -> None:
+    def _container_state(
+        self, name: str, *, running=False, exit_code=None, reason=None, restarts=0, message=None, init=False
+    ) -> None:
         if running:
             state = {"running": {"startedAt": now()}}
         elif exit_code is not None:
-            state = {"terminated": {"exitCode": exit_code, "reason": reason or ("Completed" if exit_code == 0 else "Error"),
-                                    "finishedAt": now(), "startedAt": self.started_at,
-                                    **({"message": message} if message else {})}}
+            state = {
+                "terminated": {
+                    "exitCode": exit_code,
+                    "reason": reason or ("Completed" if exit_code == 0 else "Error"),
+                    "finishedAt": now(),
+                    "startedAt": self.started_at,
+                    **({"message": message} if message else {}),
+                }
+            }
         else:
             state = {"waiting": {"reason": reason or "ContainerCreating", **({"message": message} if message else {})}}
-        image = next((c.image for c in (self.pod.spec.init_containers if init else self.pod.spec.containers) or []
-                      if c.name == name), "") or "local-process"
+        image = (
+            next(
+                (
+                    c.image
+                    for c in (self.pod.spec.init_containers if init else self.pod.spec.containers) or []
+                    if c.name == name
+                ),
+                "",
+            )
+            or "local-process"
+        )
         target = self.init_statuses if init else self.statuses
-        target[name] = {"name": name, "state": state, "ready": running, "restartCount": restarts,
-                        "image": image, "imageID": self.image_ids.get(name, ""), "started": running}
+        target[name] = {
+            "name": name,
+            "state": state,
+            "ready": running,
+            "restartCount": restarts,
+            "image": image,
+            "imageID": self.image_ids.get(name, ""),
+            "started": running,
+        }
 
     def _report(self, phase: str, reason: str | None = None, message: str | None = None) -> None:
         running = phase == "Running"
@@ -263,17 +318,25 @@ class PodRunner(threading.Thread):
             {"type": "ContainersReady", "status": "True" if all_ready else "False", "lastTransitionTime": now()},
             {"type": "Ready", "status": "True" if all_ready else "False", "lastTransitionTime": now()},
         ]
-        status = {"phase": phase, "conditions": conditions, "hostIP": "127.0.0.1", "podIP": "127.0.0.1",
-                  "podIPs": [{"ip": "127.0.0.1"}], "hostIPs": [{"ip": "127.0.0.1"}], "startTime": self.started_at,
-                  "containerStatuses": list(self.statuses.values()),
-                  "initContainerStatuses": list(self.init_statuses.values())}
+        status = {
+            "phase": phase,
+            "conditions": conditions,
+            "hostIP": "127.0.0.1",
+            "podIP": "127.0.0.1",
+            "podIPs": [{"ip": "127.0.0.1"}],
+            "hostIPs": [{"ip": "127.0.0.1"}],
+            "startTime": self.started_at,
+            "containerStatuses": list(self.statuses.values()),
+            "initContainerStatuses": list(self.init_statuses.values()),
+        }
         if reason:
             status["reason"] = reason
         if message:
             status["message"] = message
         try:
-            self.core.patch_namespaced_pod_status(self.pod.metadata.name, self.pod.metadata.namespace,
-                                                  {"status": status})
+            self.core.patch_namespaced_pod_status(
+                self.pod.metadata.name, self.pod.metadata.namespace, {"status": status}
+            )
         except ApiException as exc:
             if exc.status != 404:
                 log.warning("status of %s: %s", self.name, exc.reason)
@@ -283,6 +346,7 @@ class PodRunner(threading.Thread):
         if self.agent.images is not None:
             argv, env, cwd = self._in_image(container, mounts)
         else:
+
             def rewrite(text: str) -> str:
                 for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
                     text = text.replace(mount_path, str(local))
@@ -290,22 +354,27 @@ class PodRunner(threading.Thread):
 
             argv = [rewrite(a) for a in (container.command or []) + (container.args or [])]
             if not container.command:
-                raise ValueError(f"container {container.name!r} has no command: this node agent runs commands "
-                                 f"as local processes and cannot run image entrypoints (start it with --images "
-                                 f"to run images)")
+                raise ValueError(
+                    f"container {container.name!r} has no command: this node agent runs commands "
+                    f"as local processes and cannot run image entrypoints (start it with --images "
+                    f"to run images)"
+                )
             env = self._env(container, rewrite)
             argv = [_expand(a, env) for a in argv]
             cwd = Path(rewrite(container.working_dir)) if container.working_dir else self.dir / "work" / container.name
             cwd.mkdir(parents=True, exist_ok=True)
-        logfile = self.agent.workdir / "logs" / f"{self.pod.metadata.namespace}_{self.pod.metadata.name}_{container.name}.log"
+        logfile = (
+            self.agent.workdir / "logs" / f"{self.pod.metadata.namespace}_{self.pod.metadata.name}_{container.name}.log"
+        )
         logfile.parent.mkdir(parents=True, exist_ok=True)
         restarts = 0
         policy = self.pod.spec.restart_policy or "Always"
         while True:
             with open(logfile, "ab") as out:
                 logged_from = out.tell()
-                proc = self.agent.spawner.spawn(args=argv, env=env, cwd=str(cwd), stdout=out,
-                                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                proc = self.agent.spawner.spawn(
+                    args=argv, env=env, cwd=str(cwd), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                )
             with self.lock:
                 self.processes.append(proc)
             self._container_state(container.name, running=True, restarts=restarts, init=init)
@@ -316,12 +385,20 @@ class PodRunner(threading.Thread):
                 self.processes.remove(proc)
             if self.deleted.is_set():
                 return code
-            self._container_state(container.name, exit_code=code, restarts=restarts, init=init,
-                                  message=fallback_message(container, logfile, logged_from, code))
+            self._container_state(
+                container.name,
+                exit_code=code,
+                restarts=restarts,
+                init=init,
+                message=fallback_message(container, logfile, logged_from, code),
+            )
             # An init container that succeeded is done, whatever the pod's policy (as the kubelet does);
             # a failed one is retried unless the policy is Never.
-            retry = (code != 0 and policy != "Never") if init else \
-                (policy == "Always") or (policy == "OnFailure" and code != 0)
+            retry = (
+                (code != 0 and policy != "Never")
+                if init
+                else (policy == "Always") or (policy == "OnFailure" and code != 0)
+            )
             if not retry:
                 return code
             restarts += 1
@@ -342,11 +419,14 @@ class PodRunner(threading.Thread):
         image_uid, image_gid = parse_user(image.user)
         uid = next((v for v in (sc and sc.run_as_user, pod_sc and pod_sc.run_as_user) if v is not None), image_uid)
         gid = next((v for v in (sc and sc.run_as_group, pod_sc and pod_sc.run_as_group) if v is not None), image_gid)
-        non_root = next((v for v in (sc and sc.run_as_non_root, pod_sc and pod_sc.run_as_non_root) if v is not None),
-                        False)
+        non_root = next(
+            (v for v in (sc and sc.run_as_non_root, pod_sc and pod_sc.run_as_non_root) if v is not None), False
+        )
         if non_root and uid == 0:
-            raise ValueError(f"container {container.name!r} has runAsNonRoot and image {container.image} will run "
-                             f"as root (CreateContainerConfigError)")
+            raise ValueError(
+                f"container {container.name!r} has runAsNonRoot and image {container.image} will run "
+                f"as root (CreateContainerConfigError)"
+            )
         working_dir = container.working_dir or image.config.get("WorkingDir") or "/"
         read_only = bool(sc and sc.read_only_root_filesystem)
         box = self.dir / "containers" / container.name
@@ -361,10 +441,13 @@ class PodRunner(threading.Thread):
             if not missing:
                 return True
             for c in missing:
-                message = (f"image {c.image!r} is not in this node's local image store {self.agent.images.layout} "
-                           f"(build it with `make images`)")
-                self._container_state(c.name, reason="ErrImagePull", message=message,
-                                      init=c in (self.pod.spec.init_containers or []))
+                message = (
+                    f"image {c.image!r} is not in this node's local image store {self.agent.images.layout} "
+                    f"(build it with `make images`)"
+                )
+                self._container_state(
+                    c.name, reason="ErrImagePull", message=message, init=c in (self.pod.spec.init_containers or [])
+                )
             self._report("Pending")
             self.deleted.wait(5)
         return False
@@ -401,8 +484,9 @@ class PodRunner(threading.Thread):
             if self.deleted.is_set():
                 return
             failed = any(code != 0 for code in results.values())
-            self._report("Failed" if failed else "Succeeded", "Error" if failed else None,
-                         "; ".join(errors) if errors else None)
+            self._report(
+                "Failed" if failed else "Succeeded", "Error" if failed else None, "; ".join(errors) if errors else None
+            )
         except Exception as exc:
             log.exception("pod %s failed to start", self.name)
             for container in self.pod.spec.containers:
@@ -446,8 +530,11 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def _expand(text: str, env: dict[str, str]) -> str:
     """Kubernetes $(VAR) expansion; $$(VAR) escapes."""
-    return re.sub(r"\$\$\(|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
-                  lambda m: "$(" if m.group(0) == "$$(" else env.get(m.group(1), m.group(0)), text)
+    return re.sub(
+        r"\$\$\(|\$\(([A-Za-z_][A-Za-z0-9_]*)\)",
+        lambda m: "$(" if m.group(0) == "$$(" else env.get(m.group(1), m.group(0)),
+        text,
+    )
 
 
 class Agent:
@@ -467,37 +554,71 @@ class Agent:
     # ---------------------------------------------------------------- nodes
     def register(self) -> None:
         for spec in self.nodes:
-            capacity = {"cpu": str(spec.get("cpu", 16)), "memory": spec.get("memory", "64Gi"),
-                        "pods": str(spec.get("pods", 110)), "ephemeral-storage": "100Gi"}
+            capacity = {
+                "cpu": str(spec.get("cpu", 16)),
+                "memory": spec.get("memory", "64Gi"),
+                "pods": str(spec.get("pods", 110)),
+                "ephemeral-storage": "100Gi",
+            }
             if spec.get("gpus"):
                 capacity["nvidia.com/gpu"] = str(spec["gpus"])
-            body = {"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": spec["name"], "labels": {"kubernetes.io/hostname": spec["name"],
-                                                                  "kubernetes.io/os": "linux",
-                                                                  "kubernetes.io/arch": "amd64",
-                                                                  **spec.get("labels", {})}},
-                    "spec": {"taints": spec.get("taints", [])}}
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": spec["name"],
+                    "labels": {
+                        "kubernetes.io/hostname": spec["name"],
+                        "kubernetes.io/os": "linux",
+                        "kubernetes.io/arch": "amd64",
+                        **spec.get("labels", {}),
+                    },
+                },
+                "spec": {"taints": spec.get("taints", [])},
+            }
             try:
                 self.core.create_node(body)
             except ApiException as exc:
                 if exc.status != 409:
                     raise
-                self.core.patch_node(spec["name"], {"metadata": {"labels": body["metadata"]["labels"]},
-                                                    "spec": body["spec"]})
+                self.core.patch_node(
+                    spec["name"], {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]}
+                )
             self._node_status(spec["name"], capacity)
             log.info("registered node %s %s", spec["name"], spec.get("labels"))
 
     def _node_status(self, name: str, capacity: dict | None = None) -> None:
-        status = {"conditions": [
-            {"type": t, "status": s, "reason": r, "message": m, "lastHeartbeatTime": now(), "lastTransitionTime": now()}
-            for t, s, r, m in [("Ready", "True", "KubeletReady", "enginewright node agent is posting ready status"),
-                               ("MemoryPressure", "False", "KubeletHasSufficientMemory", ""),
-                               ("DiskPressure", "False", "KubeletHasNoDiskPressure", ""),
-                               ("PIDPressure", "False", "KubeletHasSufficientPID", "")]],
+        status = {
+            "conditions": [
+                {
+                    "type": t,
+                    "status": s,
+                    "reason": r,
+                    "message": m,
+                    "lastHeartbeatTime": now(),
+                    "lastTransitionTime": now(),
+                }
+                for t, s, r, m in [
+                    ("Ready", "True", "KubeletReady", "enginewright node agent is posting ready status"),
+                    ("MemoryPressure", "False", "KubeletHasSufficientMemory", ""),
+                    ("DiskPressure", "False", "KubeletHasNoDiskPressure", ""),
+                    ("PIDPressure", "False", "KubeletHasSufficientPID", ""),
+                ]
+            ],
             "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}],
-            "nodeInfo": {"kubeletVersion": "v1.34.4", "kubeProxyVersion": "", "containerRuntimeVersion": "local-process://1",
-                         "operatingSystem": "linux", "architecture": "amd64", "osImage": "enginewright node agent",
-                         "kernelVersion": os.uname().release, "machineID": name, "systemUUID": name, "bootID": name}}
+            "nodeInfo": {
+                "kubeletVersion": "v1.34.4",
+                "kubeProxyVersion": "",
+                "containerRuntimeVersion": "local-process://1",
+                "operatingSystem": "linux",
+                "architecture": "amd64",
+                "osImage": "enginewright node agent",
+                "kernelVersion": os.uname().release,
+                "machineID": name,
+                "systemUUID": name,
+                "bootID": name,
+            },
+        }
         if capacity:
             status["capacity"] = capacity
             status["allocatable"] = capacity
@@ -514,9 +635,14 @@ class Agent:
                     log.warning("heartbeat of %s: %s", name, exc)
 
     def _renew_lease(self, name: str) -> None:
-        body = {"metadata": {"name": name, "namespace": "kube-node-lease"},
-                "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_SECONDS,
-                         "renewTime": now_micro().strftime("%Y-%m-%dT%H:%M:%S.%fZ")}}
+        body = {
+            "metadata": {"name": name, "namespace": "kube-node-lease"},
+            "spec": {
+                "holderIdentity": name,
+                "leaseDurationSeconds": LEASE_SECONDS,
+                "renewTime": now_micro().strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            },
+        }
         try:
             self.coordination.patch_namespaced_lease(name, "kube-node-lease", body)
         except ApiException as exc:
@@ -528,8 +654,9 @@ class Agent:
     def watch_pods_forever(self) -> None:
         while not self.stop.is_set():
             try:
-                stream = watch.Watch().stream(self.core.list_pod_for_all_namespaces, timeout_seconds=60,
-                                              _request_timeout=90)
+                stream = watch.Watch().stream(
+                    self.core.list_pod_for_all_namespaces, timeout_seconds=60, _request_timeout=90
+                )
                 for event in stream:
                     self._on_pod(event["type"], event["object"])
             except Exception as exc:
@@ -545,8 +672,9 @@ class Agent:
         if kind == "DELETED" or pod.metadata.deletion_timestamp:
             if runner and not runner.deleted.is_set():
                 grace = pod.metadata.deletion_grace_period_seconds
-                threading.Thread(target=self._delete, args=(pod, runner, 30 if grace is None else grace),
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._delete, args=(pod, runner, 30 if grace is None else grace), daemon=True
+                ).start()
             elif runner is None and kind != "DELETED":
                 self._finalize_delete(pod)
             return
@@ -561,8 +689,9 @@ class Agent:
         # removed: the Job controller (podReplacementPolicy Failed) replaces it only then.
         try:
             for container in runner.pod.spec.containers:
-                runner._container_state(container.name, exit_code=143, reason="Error",
-                                        message="stopped by the pod's deletion")
+                runner._container_state(
+                    container.name, exit_code=143, reason="Error", message="stopped by the pod's deletion"
+                )
             runner._report("Failed", "Terminated", "the pod was deleted")
         except Exception as exc:  # the pod may already be gone
             log.info("final status of %s: %s", pod.metadata.name, exc)
@@ -570,9 +699,11 @@ class Agent:
 
     def _finalize_delete(self, pod) -> None:
         try:
-            self.core.delete_namespaced_pod(pod.metadata.name, pod.metadata.namespace,
-                                            body=client.V1DeleteOptions(grace_period_seconds=0,
-                                                                        preconditions={"uid": pod.metadata.uid}))
+            self.core.delete_namespaced_pod(
+                pod.metadata.name,
+                pod.metadata.namespace,
+                body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": pod.metadata.uid}),
+            )
         except ApiException as exc:
             if exc.status not in (404, 409):
                 log.warning("final delete of %s: %s", pod.metadata.name, exc.reason)
@@ -588,16 +719,20 @@ def main() -> None:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--nodes", required=True, help="JSON file: [{name, labels, gpus, taints, cpu, memory}]")
     parser.add_argument("--workdir", required=True)
-    parser.add_argument("--images", default=os.environ.get("ENGINEWRIGHT_NODE_IMAGES") or None,
-                        help="OCI image layout (images/build.sh's $ENGINEWRIGHT_CACHE/images/oci): run every "
-                             "container from its image; without it, containers run as host processes")
+    parser.add_argument(
+        "--images",
+        default=os.environ.get("ENGINEWRIGHT_NODE_IMAGES") or None,
+        help="OCI image layout (images/build.sh's $ENGINEWRIGHT_CACHE/images/oci): run every "
+        "container from its image; without it, containers run as host processes",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config.load_kube_config(args.kubeconfig)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    agent = Agent(json.loads(Path(args.nodes).read_text()), workdir,
-                  ImageStore(Path(args.images)) if args.images else None)
+    agent = Agent(
+        json.loads(Path(args.nodes).read_text()), workdir, ImageStore(Path(args.images)) if args.images else None
+    )
     log.info("running containers %s", f"from the images in {args.images}" if args.images else "as host processes")
     signal.signal(signal.SIGTERM, lambda *_: agent.stop.set())
     signal.signal(signal.SIGINT, lambda *_: agent.stop.set())

@@ -44,23 +44,36 @@ class OperatorProcess:
                 self.process.wait()
 
 
-def start_operator(cluster, log: Path, buckets: str = "enginewright", wait_healthy: bool = True,
-                   **extra_env: str) -> OperatorProcess:
+def start_operator(
+    cluster, log: Path, buckets: str = "enginewright", wait_healthy: bool = True, **extra_env: str
+) -> OperatorProcess:
     """Start the operator with the cluster's kubeconfig and store; workers run the venv's Python.
     With `wait_healthy`, return once its health endpoint answers."""
     metrics_port, health_port = free_port(), free_port()
     # Worker pods get only their own env: PYTHONPATH in the command makes them run this checkout's
     # package, as the operator does (not whichever checkout the venv's editable install points at).
     worker = f"env PYTHONPATH={REPO / 'operator'} {sys.executable} -m enginewright.worker"
-    env = {**cluster.env, "ENGINEWRIGHT_WORKER_COMMAND": worker,
-           "ENGINEWRIGHT_RECONCILE_INTERVAL": "1", "ENGINEWRIGHT_METRICS_PORT": str(metrics_port),
-           "ENGINEWRIGHT_HEALTH_PORT": str(health_port), "ENGINEWRIGHT_RUNS_BUCKET": buckets,
-           "ENGINEWRIGHT_CATALOG_BUCKET": buckets, **extra_env}
+    env = {
+        **cluster.env,
+        "ENGINEWRIGHT_WORKER_COMMAND": worker,
+        "ENGINEWRIGHT_RECONCILE_INTERVAL": "1",
+        "ENGINEWRIGHT_METRICS_PORT": str(metrics_port),
+        "ENGINEWRIGHT_HEALTH_PORT": str(health_port),
+        "ENGINEWRIGHT_RUNS_BUCKET": buckets,
+        "ENGINEWRIGHT_CATALOG_BUCKET": buckets,
+        **extra_env,
+    }
     env["PYTHONPATH"] = os.pathsep.join([str(REPO / "operator"), env.get("PYTHONPATH", "")])
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as handle:
-        process = subprocess.Popen([sys.executable, "-m", "enginewright.controller"], stdout=handle,
-                                   stderr=subprocess.STDOUT, env=env, preexec_fn=_die_with_parent, cwd=REPO)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "enginewright.controller"],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            env=env,
+            preexec_fn=_die_with_parent,
+            cwd=REPO,
+        )
     operator = OperatorProcess(process, log, metrics_port, health_port)
     if not wait_healthy:
         return operator
@@ -70,6 +83,7 @@ def start_operator(cluster, log: Path, buckets: str = "enginewright", wait_healt
             raise RuntimeError(f"the operator exited with {process.returncode}: {log.read_text()[-3000:]}")
         with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=2) as resp:
             return resp.status == 200
+
     try:
         wait_for(healthy, 60, "the operator's health endpoint", 0.2)
     except TimeoutError:
@@ -81,15 +95,18 @@ def start_operator(cluster, log: Path, buckets: str = "enginewright", wait_healt
 EXAMPLE_FILES = ("mlp.onnx", "inputs-0.npz", "inputs-1.npz", "references-0.npz", "references-1.npz")
 
 
-def upload_example(cluster, folder: Path, models_bucket: str = "enginewright-models",
-                   runs_bucket: str = "enginewright"):
+def upload_example(
+    cluster, folder: Path, models_bucket: str = "enginewright-models", runs_bucket: str = "enginewright"
+):
     """Write the example model and reference pairs into `folder` and the store (s3://<models_bucket>/
     example/...), creating both buckets; returns an S3 client of the store."""
     from minio import Minio
+
     sys.path.insert(0, str(REPO / "examples"))
     from make_example import write_example
 
     from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+
     write_example(folder)
     s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
     for bucket in (models_bucket, runs_bucket):
@@ -103,6 +120,14 @@ def upload_example(cluster, folder: Path, models_bucket: str = "enginewright-mod
 def create_store_secret(cluster, namespace: str, name: str = "enginewright-store") -> None:
     """The Secret the operator's worker Jobs (or the operator) read the store credentials from."""
     from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
-    cluster.kubectl("create", "secret", "generic", name, "-n", namespace,
-                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                    f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}")
+
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        name,
+        "-n",
+        namespace,
+        f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
+        f"--from-literal=AWS_SECRET_ACCESS_KEY={S3_SECRET_KEY}",
+    )

@@ -18,8 +18,9 @@ def _key():
 
 
 def _pem_key(key) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _name(cn: str, org: str | None = None) -> x509.Name:
@@ -31,19 +32,24 @@ def _name(cn: str, org: str | None = None) -> x509.Name:
 
 def _cert(subject, issuer, key, signer, *, ca=False, server=False, sans=()):
     now = datetime.datetime.now(datetime.timezone.utc)
-    builder = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer)
-               .public_key(key.public_key()).serial_number(x509.random_serial_number())
-               .not_valid_before(now - datetime.timedelta(minutes=5))
-               .not_valid_after(now + datetime.timedelta(days=7))
-               .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-               # Key identifiers, as kubeadm's certificates carry: Python >= 3.13 verifies strictly
-               # (VERIFY_X509_STRICT) and refuses a chain without an Authority Key Identifier.
-               .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-               .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()),
-                              critical=False))
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        # Key identifiers, as kubeadm's certificates carry: Python >= 3.13 verifies strictly
+        # (VERIFY_X509_STRICT) and refuses a chain without an Authority Key Identifier.
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(signer.public_key()), critical=False)
+    )
     if ca:
-        builder = builder.add_extension(x509.KeyUsage(True, False, False, False, False, True, True, False, False),
-                                        critical=True)
+        builder = builder.add_extension(
+            x509.KeyUsage(True, False, False, False, False, True, True, False, False), critical=True
+        )
     else:
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
@@ -69,9 +75,22 @@ def write_pki(directory: Path) -> dict[str, Path]:
     write("ca.crt", ca.public_bytes(serialization.Encoding.PEM))
     write("ca.key", _pem_key(ca_key))
     server_key = _key()
-    server = _cert(_name("kube-apiserver"), ca.subject, server_key, ca_key, server=True,
-                   sans=("127.0.0.1", "10.0.0.1", "localhost", "kubernetes", "kubernetes.default",
-                         "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"))
+    server = _cert(
+        _name("kube-apiserver"),
+        ca.subject,
+        server_key,
+        ca_key,
+        server=True,
+        sans=(
+            "127.0.0.1",
+            "10.0.0.1",
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ),
+    )
     write("apiserver.crt", server.public_bytes(serialization.Encoding.PEM))
     write("apiserver.key", _pem_key(server_key))
     admin_key = _key()
@@ -80,12 +99,15 @@ def write_pki(directory: Path) -> dict[str, Path]:
     write("admin.key", _pem_key(admin_key))
     sa_key = _key()
     write("sa.key", _pem_key(sa_key))
-    write("sa.pub", sa_key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                      serialization.PublicFormat.SubjectPublicKeyInfo))
+    write(
+        "sa.pub",
+        sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo),
+    )
     return files
 
 
 if __name__ == "__main__":  # python -m tests.cluster.pki DIR: for a machine without cryptography (ENGINEWRIGHT_PKI)
     import sys
+
     for role, path in write_pki(Path(sys.argv[1])).items():
         print(role, path)

@@ -22,11 +22,14 @@ def promlint_binary() -> Path:
         for name in ("main.go", "go.mod"):
             shutil.copy(SOURCE / name, Path(work) / name)
         env = {**os.environ, "GOPROXY": "off", "GOSUMDB": "off", "GOFLAGS": "-mod=mod"}
-        built = subprocess.run(["go", "build", "-o", "promlint", "."], cwd=work, env=env, capture_output=True,
-                               text=True, timeout=600)
+        built = subprocess.run(
+            ["go", "build", "-o", "promlint", "."], cwd=work, env=env, capture_output=True, text=True, timeout=600
+        )
         if built.returncode != 0:
-            raise RuntimeError(f"building promlint failed (needs client_golang v1.22.0 in the Go module cache, "
-                               f"which building the Kubernetes binaries fills): {built.stderr[-2000:]}")
+            raise RuntimeError(
+                f"building promlint failed (needs client_golang v1.22.0 in the Go module cache, "
+                f"which building the Kubernetes binaries fills): {built.stderr[-2000:]}"
+            )
         binary.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(Path(work) / "promlint"), binary)
     return binary

@@ -21,11 +21,21 @@ def run_with(namespace: str, name: str, *, model: str | None = None, inputs: str
     return doc
 
 
-@pytest.mark.parametrize("uri", ["s3://bucket/../../etc/passwd", "s3://bucket/a//model.onnx",
-                                 "s3://bucket/./model.onnx", "s3://bucket/models/", "s3://bucket/a\u0007b"])
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://bucket/../../etc/passwd",
+        "s3://bucket/a//model.onnx",
+        "s3://bucket/./model.onnx",
+        "s3://bucket/models/",
+        "s3://bucket/a\u0007b",
+    ],
+)
 def test_unsafe_uris_are_refused_with_a_message(cluster, crd_installed, namespace, uri):
-    for field, doc in (("spec.model.uri", run_with(namespace, "bad-model", model=uri)),
-                       ("spec.accuracy.pairs[1].inputs", run_with(namespace, "bad-pair", inputs=uri))):
+    for field, doc in (
+        ("spec.model.uri", run_with(namespace, "bad-model", model=uri)),
+        ("spec.accuracy.pairs[1].inputs", run_with(namespace, "bad-pair", inputs=uri)),
+    ):
         result = cluster.kubectl("apply", "-f", "-", input=json.dumps(doc), check=False)
         assert result.returncode != 0, f"{field}={uri!r} was accepted"
         assert field in result.stderr and "no empty, '.' or '..' key segments" in result.stderr, result.stderr

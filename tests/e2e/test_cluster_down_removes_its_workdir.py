@@ -20,8 +20,15 @@ def binaries() -> Path:
 
 def cluster_cli(*args: str, binaries: Path, **kwargs):
     env = {**os.environ, "ENGINEWRIGHT_BIN": str(binaries)}
-    return subprocess.Popen([sys.executable, "-m", "tests.cluster", *args], cwd=REPO, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    return subprocess.Popen(
+        [sys.executable, "-m", "tests.cluster", *args],
+        cwd=REPO,
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        **kwargs,
+    )
 
 
 def start(tmp_path: Path, binaries: Path, *extra: str):

@@ -14,10 +14,17 @@ def test_crd_is_established(cluster, crd_installed):
 
 
 def test_object_violating_the_schema_is_rejected(cluster, crd_installed, namespace):
-    bad = {"apiVersion": "tuning.enginewright.io/v1alpha1", "kind": "TuningRun",
-           "metadata": {"name": "bad", "namespace": namespace},
-           "spec": {"model": {"uri": "not-a-uri"}, "compiler": {"name": "tensorrt"},
-                    "accuracy": {"disabled": True, "reason": "x"}, "targets": [{"gpuType": "NVIDIA-H200"}]}}
+    bad = {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningRun",
+        "metadata": {"name": "bad", "namespace": namespace},
+        "spec": {
+            "model": {"uri": "not-a-uri"},
+            "compiler": {"name": "tensorrt"},
+            "accuracy": {"disabled": True, "reason": "x"},
+            "targets": [{"gpuType": "NVIDIA-H200"}],
+        },
+    }
     result = cluster.kubectl("apply", "-f", "-", input=json.dumps(bad), check=False)
     assert result.returncode != 0
     assert "spec.model.uri" in result.stderr
@@ -27,13 +34,22 @@ def test_object_violating_the_schema_is_rejected(cluster, crd_installed, namespa
 
 def test_resource_quantities_are_int_or_string(cluster, crd_installed, namespace):
     """`cpu: 2` is a quantity as in any pod spec; a word that is no quantity is refused at apply."""
+
     def run(name, requests):
-        return {"apiVersion": "tuning.enginewright.io/v1alpha1", "kind": "TuningRun",
-                "metadata": {"name": name, "namespace": namespace},
-                "spec": {"model": {"uri": "s3://models/m.onnx"}, "compiler": {"name": "onnxruntime"},
-                         "accuracy": {"disabled": True, "reason": "x"},
-                         "targets": [{"gpuType": "cpu", "gpusPerJob": 0, "resources": {"requests": requests}}]}}
+        return {
+            "apiVersion": "tuning.enginewright.io/v1alpha1",
+            "kind": "TuningRun",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "model": {"uri": "s3://models/m.onnx"},
+                "compiler": {"name": "onnxruntime"},
+                "accuracy": {"disabled": True, "reason": "x"},
+                "targets": [{"gpuType": "cpu", "gpusPerJob": 0, "resources": {"requests": requests}}],
+            },
+        }
+
     cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(run("ints", {"cpu": 2, "memory": "4Gi"})))
-    refused = cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(run("word", {"cpu": "lots"})),
-                              check=False)
+    refused = cluster.kubectl(
+        "apply", "--dry-run=server", "-f", "-", input=json.dumps(run("word", {"cpu": "lots"})), check=False
+    )
     assert refused.returncode != 0 and "spec.targets[0].resources.requests.cpu" in refused.stderr, refused.stderr

@@ -24,8 +24,13 @@ def alive(pid: int) -> bool:
 def test_keep_holds_the_operator_and_the_cluster_until_ctrl_c(tmp_path):
     log = tmp_path / "demo.log"
     with open(log, "wb") as out:
-        demo = subprocess.Popen([sys.executable, "examples/operator_demo.py", "--keep", "--timeout", "3"], cwd=REPO,
-                                stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        demo = subprocess.Popen(
+            [sys.executable, "examples/operator_demo.py", "--keep", "--timeout", "3"],
+            cwd=REPO,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
     try:
         deadline = time.monotonic() + 180
         while "Ctrl-C (or SIGTERM) stops them all" not in log.read_text():
@@ -37,8 +42,12 @@ def test_keep_holds_the_operator_and_the_cluster_until_ctrl_c(tmp_path):
         kubeconfig = re.search(r"export KUBECONFIG=(\S+)", text).group(1)
         kubectl = Path(re.search(r"export PATH=([^:]+):", text).group(1)) / "kubectl"
         assert alive(operator_pid), text[-2000:]
-        got = subprocess.run([str(kubectl), "--kubeconfig", kubeconfig, "get", "trun", "-n", "demo"],
-                             capture_output=True, text=True, timeout=60)
+        got = subprocess.run(
+            [str(kubectl), "--kubeconfig", kubeconfig, "get", "trun", "-n", "demo"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert got.returncode == 0 and "demo-mlp" in got.stdout, got
         workdir = Path(kubeconfig).parent
         demo.send_signal(signal.SIGINT)

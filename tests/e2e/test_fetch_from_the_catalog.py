@@ -18,28 +18,55 @@ from enginewright.store.objects import S3Store
 ORT = "onnxruntime-1.32.0"  # what the test environment has installed (checked below)
 
 
-def publish_entry(store: S3Store, model: str, gpu: str, version: str, uid: str, day: str, *, speedup=1.2,
-                  accuracy_off=False, namespace="ns") -> dict:
+def publish_entry(
+    store: S3Store,
+    model: str,
+    gpu: str,
+    version: str,
+    uid: str,
+    day: str,
+    *,
+    speedup=1.2,
+    accuracy_off=False,
+    namespace="ns",
+) -> dict:
     """Publish one engine as the operator does: engine, provenance, report, then the index entry."""
     keys = CatalogKeys(model, gpu, version, "ab" * 32, "cd" * 6, uid)
     engine = os.urandom(2048) + uid.encode()
     sha = hashlib.sha256(engine).hexdigest()
     store.put(keys.engine(".ort.tar"), engine)
-    store.put(keys.provenance, json.dumps({
-        "engine": {"uri": store.uri(keys.engine(".ort.tar")), "sha256": sha, "size": len(engine)},
-        "model": {"sha256": "ab" * 32},
-        "accuracy": {"disabled": accuracy_off, "lossPerOutput": None if accuracy_off else {"y": 1e-6}},
-        "compiler": {"name": "onnxruntime", "versions": {"compiler": version}},
-        "gpu": {"product": gpu}, "run": {"uid": uid}}).encode())
+    store.put(
+        keys.provenance,
+        json.dumps(
+            {
+                "engine": {"uri": store.uri(keys.engine(".ort.tar")), "sha256": sha, "size": len(engine)},
+                "model": {"sha256": "ab" * 32},
+                "accuracy": {"disabled": accuracy_off, "lossPerOutput": None if accuracy_off else {"y": 1e-6}},
+                "compiler": {"name": "onnxruntime", "versions": {"compiler": version}},
+                "gpu": {"product": gpu},
+                "run": {"uid": uid},
+            }
+        ).encode(),
+    )
     store.put(keys.report, b"# report\n")
     try:
         index = json.loads(store.get(keys.index))
     except FileNotFoundError:
         index = {"model": model, "entries": []}
-    entry = {"gpuProduct": gpu, "compilerVersion": version, "folder": keys.folder,
-             "engine": store.uri(keys.engine(".ort.tar")), "sha256": sha, "route": "", "speedup": speedup,
-             "confirmed": True, "modelSha256": "ab" * 32, "run": f"{namespace}/{uid}", "runUid": uid,
-             "publishedAt": f"2026-11-{day}T00:00:00Z"}
+    entry = {
+        "gpuProduct": gpu,
+        "compilerVersion": version,
+        "folder": keys.folder,
+        "engine": store.uri(keys.engine(".ort.tar")),
+        "sha256": sha,
+        "route": "",
+        "speedup": speedup,
+        "confirmed": True,
+        "modelSha256": "ab" * 32,
+        "run": f"{namespace}/{uid}",
+        "runUid": uid,
+        "publishedAt": f"2026-11-{day}T00:00:00Z",
+    }
     index["entries"].append(entry)
     store.put(keys.index, json.dumps(index).encode())
     return {**entry, "bytes": engine}
@@ -56,23 +83,42 @@ def catalog(cluster, s3):
 def fetch(cluster, bucket, *args):
     """`enginewright fetch ...` or `enginewright catalog list|verify ...` with --catalog s3://bucket."""
     words = 2 if args[0] == "catalog" else 1
-    return subprocess.run([sys.executable, "-m", "enginewright", *args[:words], "--catalog", f"s3://{bucket}",
-                           *args[words:]],
-                          env=cluster.env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "enginewright", *args[:words], "--catalog", f"s3://{bucket}", *args[words:]],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_environment_has_the_onnxruntime_the_catalog_is_written_for():
     import onnxruntime
+
     assert f"onnxruntime-{onnxruntime.__version__}" == ORT
 
 
 def test_fetch_picks_the_entry_for_the_gpu_and_compiler_version(cluster, catalog, tmp_path):
     bucket, store = catalog
-    published = {(g, v): publish_entry(store, "mlp", g, v, f"{g[-4:].lower()}-{v[-6:]}", "10")
-                 for g in ("NVIDIA-H200", "NVIDIA-L40S") for v in ("onnxruntime-1.31.0", ORT)}
+    published = {
+        (g, v): publish_entry(store, "mlp", g, v, f"{g[-4:].lower()}-{v[-6:]}", "10")
+        for g in ("NVIDIA-H200", "NVIDIA-L40S")
+        for v in ("onnxruntime-1.31.0", ORT)
+    }
     dest = tmp_path / "engine"
-    done = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-L40S", "--compiler-version", "auto",
-                 "--dest", str(dest))
+    done = fetch(
+        cluster,
+        bucket,
+        "fetch",
+        "--model",
+        "mlp",
+        "--gpu",
+        "NVIDIA-L40S",
+        "--compiler-version",
+        "auto",
+        "--dest",
+        str(dest),
+    )
     assert done.returncode == 0, done.stderr
     want = published[("NVIDIA-L40S", ORT)]
     assert (dest / "engine.ort.tar").read_bytes() == want["bytes"]
@@ -83,8 +129,19 @@ def test_fetch_picks_the_entry_for_the_gpu_and_compiler_version(cluster, catalog
 
     # An explicit older ONNX Runtime gets the engine built by that minor version.
     older = tmp_path / "older"
-    done = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--compiler-version",
-                 "onnxruntime-1.31.2", "--dest", str(older))
+    done = fetch(
+        cluster,
+        bucket,
+        "fetch",
+        "--model",
+        "mlp",
+        "--gpu",
+        "NVIDIA-H200",
+        "--compiler-version",
+        "onnxruntime-1.31.2",
+        "--dest",
+        str(older),
+    )
     assert done.returncode == 0, done.stderr
     assert (older / "engine.ort.tar").read_bytes() == published[("NVIDIA-H200", "onnxruntime-1.31.0")]["bytes"]
 
@@ -111,8 +168,9 @@ def test_a_version_or_gpu_mismatch_is_refused_with_what_was_found_and_offered(cl
 
     missing = fetch(cluster, bucket, "fetch", "--model", "resnet", "--gpu", "NVIDIA-H200", "--dest", str(dest))
     assert missing.returncode == EXIT_NOT_FOUND and "no model 'resnet'" in missing.stderr
-    unknown_run = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--run", "nope",
-                        "--dest", str(dest))
+    unknown_run = fetch(
+        cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--run", "nope", "--dest", str(dest)
+    )
     assert unknown_run.returncode == EXIT_NOT_FOUND and "no engine from run 'nope'" in unknown_run.stderr
 
 
@@ -140,9 +198,14 @@ def test_a_tampered_engine_is_refused_and_leaves_nothing_in_dir(cluster, catalog
 
 def test_several_runs_for_the_same_key_newest_best_pinned_validated(cluster, catalog, tmp_path):
     bucket, store = catalog
-    runs = {uid: publish_entry(store, "mlp", "NVIDIA-H200", ORT, uid, day, speedup=speedup, accuracy_off=off)
-            for uid, day, speedup, off in [("run-fast", "01", 1.8, False), ("run-mid", "05", 1.1, False),
-                                           ("run-new-unchecked", "09", 1.3, True)]}
+    runs = {
+        uid: publish_entry(store, "mlp", "NVIDIA-H200", ORT, uid, day, speedup=speedup, accuracy_off=off)
+        for uid, day, speedup, off in [
+            ("run-fast", "01", 1.8, False),
+            ("run-mid", "05", 1.1, False),
+            ("run-new-unchecked", "09", 1.3, True),
+        ]
+    }
 
     def got(*extra):
         dest = tmp_path / uuid.uuid4().hex[:6]
@@ -156,8 +219,20 @@ def test_several_runs_for_the_same_key_newest_best_pinned_validated(cluster, cat
     assert got("--run", "run-mid") == "run-mid"
     assert got("--require-validated") == "run-mid"
     assert got("--require-validated", "--select", "speedup") == "run-fast"
-    refused = fetch(cluster, bucket, "fetch", "--model", "mlp", "--gpu", "NVIDIA-H200", "--run", "run-new-unchecked",
-                    "--require-validated", "--dest", str(tmp_path / "x"))
+    refused = fetch(
+        cluster,
+        bucket,
+        "fetch",
+        "--model",
+        "mlp",
+        "--gpu",
+        "NVIDIA-H200",
+        "--run",
+        "run-new-unchecked",
+        "--require-validated",
+        "--dest",
+        str(tmp_path / "x"),
+    )
     assert refused.returncode == EXIT_INCOMPATIBLE and "accuracy was not validated" in refused.stderr
 
 
@@ -193,6 +268,17 @@ def test_an_entry_from_another_namespace_than_the_owner_is_not_offered(cluster, 
     done = fetch(cluster, bucket, "fetch", "--model", "demo-mlp", "--gpu", "NVIDIA-H200", "--dest", str(dest))
     assert done.returncode == 0, done.stderr
     assert (dest / "engine.ort.tar").read_bytes() == own["bytes"]
-    pinned = fetch(cluster, bucket, "fetch", "--model", "demo-mlp", "--gpu", "NVIDIA-H200", "--run", "takeover",
-                   "--dest", str(tmp_path / "x"))
+    pinned = fetch(
+        cluster,
+        bucket,
+        "fetch",
+        "--model",
+        "demo-mlp",
+        "--gpu",
+        "NVIDIA-H200",
+        "--run",
+        "takeover",
+        "--dest",
+        str(tmp_path / "x"),
+    )
     assert pinned.returncode == EXIT_NOT_FOUND, pinned.stderr

@@ -28,8 +28,13 @@ def alive(pid: int) -> bool:
 
 def test_killing_the_parent_kills_the_whole_cluster(cluster):
     env = {**os.environ, "ENGINEWRIGHT_BIN": str(cluster.binaries)}
-    parent = subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE, text=True, env=env,
-                              cwd=Path(__file__).resolve().parents[2])
+    parent = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     pids = [int(p) for p in parent.stdout.readline().split()]
     assert len(pids) == 6 and all(alive(p) for p in pids)  # etcd, apiserver, kcm, scheduler, S3, node agent
     parent.send_signal(signal.SIGKILL)

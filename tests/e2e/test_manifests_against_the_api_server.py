@@ -32,8 +32,10 @@ DELETE = object()
 INVALID = {
     "negative threshold": (mutate("spec.accuracy.threshold", -1), "spec.accuracy.threshold"),
     "zero threshold": (mutate("spec.accuracy.threshold", 0), "spec.accuracy.threshold"),
-    "dryRun with mixed": (mutate("spec.search", {**BASE["spec"]["search"], "mode": "mixed", "dryRun": True}),
-                          "spec.search.dryRun"),
+    "dryRun with mixed": (
+        mutate("spec.search", {**BASE["spec"]["search"], "mode": "mixed", "dryRun": True}),
+        "spec.search.dryRun",
+    ),
     "empty targets": (mutate("spec.targets", []), "spec.targets"),
     "unknown metric": (mutate("spec.accuracy.metric", "rmse"), "spec.accuracy.metric"),
     "one reference pair": (mutate("spec.accuracy.pairs", BASE["spec"]["accuracy"]["pairs"][:1]), "spec.accuracy.pairs"),
@@ -46,22 +48,33 @@ INVALID = {
     "missing model": (mutate("spec.model", DELETE), "spec.model"),
     "bad sha256 pin": (mutate("spec.model.sha256", "abc"), "spec.model.sha256"),
     "confirm rounds 1": (mutate("spec.search.confirm", {"rounds": 1}), "spec.search.confirm.rounds"),
-    "input shape ranks differ": (mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1], "opt": [1, 2],
-                                                                      "max": [1, 2]}]),
-                                 "spec.compiler.inputShapes[0]"),
-    "input shape min above opt": (mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1, 4], "opt": [1, 2],
-                                                                        "max": [1, 8]}]),
-                                  "spec.compiler.inputShapes[0]"),
-    "input shape opt above max": (mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1], "opt": [8],
-                                                                        "max": [4]}]),
-                                  "spec.compiler.inputShapes[0]"),
-    "duplicate knob names": (mutate("spec.search.knobs", [{"name": "enable_mem_pattern", "values": ["0"]},
-                                                          {"name": "enable_mem_pattern", "values": ["1"]}]),
-                             "spec.search.knobs"),
-    "knob values over the total": (mutate("spec.search.knobs", [{"name": f"k{i}", "values": [str(v) for v in range(64)]}
-                                                                for i in range(17)]), "spec.search.knobs"),
-    "knob value too long": (mutate("spec.search.knobs", [{"name": "k", "values": ["v" * 257]}]),
-                            "spec.search.knobs[0].values[0]"),
+    "input shape ranks differ": (
+        mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1], "opt": [1, 2], "max": [1, 2]}]),
+        "spec.compiler.inputShapes[0]",
+    ),
+    "input shape min above opt": (
+        mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1, 4], "opt": [1, 2], "max": [1, 8]}]),
+        "spec.compiler.inputShapes[0]",
+    ),
+    "input shape opt above max": (
+        mutate("spec.compiler.inputShapes", [{"name": "x", "min": [1], "opt": [8], "max": [4]}]),
+        "spec.compiler.inputShapes[0]",
+    ),
+    "duplicate knob names": (
+        mutate(
+            "spec.search.knobs",
+            [{"name": "enable_mem_pattern", "values": ["0"]}, {"name": "enable_mem_pattern", "values": ["1"]}],
+        ),
+        "spec.search.knobs",
+    ),
+    "knob values over the total": (
+        mutate("spec.search.knobs", [{"name": f"k{i}", "values": [str(v) for v in range(64)]} for i in range(17)]),
+        "spec.search.knobs",
+    ),
+    "knob value too long": (
+        mutate("spec.search.knobs", [{"name": "k", "values": ["v" * 257]}]),
+        "spec.search.knobs[0].values[0]",
+    ),
     "setting name too long": (mutate("spec.compiler.settings", {"s" * 257: "1"}), "spec.compiler.settings"),
     "too many pinned knobs": (mutate("spec.search.pinned", {f"k{i}": "1" for i in range(65)}), "spec.search.pinned"),
 }
@@ -95,5 +108,6 @@ def test_the_same_manifests_fail_pydantic_validation(case):
     from pydantic import ValidationError
 
     from enginewright.api.models import TuningRun
+
     with pytest.raises(ValidationError):
         TuningRun.model_validate(INVALID[case][0])

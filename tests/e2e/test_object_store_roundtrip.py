@@ -12,8 +12,13 @@ from minio.error import S3Error
 def test_put_get_is_byte_identical_with_user_metadata(s3):
     s3.make_bucket("roundtrip")
     payload = os.urandom(3 * 1024 * 1024 + 17)
-    s3.put_object("roundtrip", "engines/a.bin", io.BytesIO(payload), len(payload),
-                  metadata={"sha256": hashlib.sha256(payload).hexdigest(), "route": "-a=1"})
+    s3.put_object(
+        "roundtrip",
+        "engines/a.bin",
+        io.BytesIO(payload),
+        len(payload),
+        metadata={"sha256": hashlib.sha256(payload).hexdigest(), "route": "-a=1"},
+    )
     response = s3.get_object("roundtrip", "engines/a.bin")
     try:
         assert response.read() == payload

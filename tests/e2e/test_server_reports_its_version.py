@@ -17,5 +17,6 @@ def test_kubectl_version_reports_v1_34_4_for_client_and_server(cluster):
 
 def test_the_api_servers_version_endpoint_reports_v1_34_4(api):
     from kubernetes import client
+
     info = client.VersionApi(api).get_code()
     assert info.git_version == "v1.34.4" and info.major == "1" and info.minor == "34"

@@ -23,6 +23,7 @@ SPEC = yaml.safe_load(Path("examples/tuningrun-onnx-fast.yaml").read_text())["sp
 def uploaded(s3, tmp_path_factory):
     sys.path.insert(0, str(Path("examples").resolve()))
     from make_example import write_example
+
     folder = tmp_path_factory.mktemp("example")
     write_example(folder)
     if not s3.bucket_exists("enginewright-models"):
@@ -35,19 +36,46 @@ def uploaded(s3, tmp_path_factory):
 
 
 def worker_job(cluster, namespace, name, spec, routes):
-    batch = {"target": "cpu", "stage": "stage1", "batch": "stage1-b000", "bucket": "enginewright",
-             "prefix": f"runs/{namespace}/{name}/cpu", "routes": routes, "defaultRoute": "", "spec": spec}
-    env = [{"name": "ENGINEWRIGHT_BATCH", "value": json.dumps(batch)},
-           {"name": "ENGINEWRIGHT_S3_ENDPOINT", "value": cluster.s3_endpoint},
-           {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-           {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "access"}}},
-           {"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "secret"}}}]
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": namespace},
-            "spec": {"backoffLimit": 0, "template": {"spec": {
-                "restartPolicy": "Never", "automountServiceAccountToken": False,
-                "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
-                "containers": [{"name": "worker", "image": "enginewright/worker:dev",
-                                "command": [sys.executable, "-m", "enginewright.worker"], "env": env}]}}}}
+    batch = {
+        "target": "cpu",
+        "stage": "stage1",
+        "batch": "stage1-b000",
+        "bucket": "enginewright",
+        "prefix": f"runs/{namespace}/{name}/cpu",
+        "routes": routes,
+        "defaultRoute": "",
+        "spec": spec,
+    }
+    env = [
+        {"name": "ENGINEWRIGHT_BATCH", "value": json.dumps(batch)},
+        {"name": "ENGINEWRIGHT_S3_ENDPOINT", "value": cluster.s3_endpoint},
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+        {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "access"}}},
+        {"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "s3", "key": "secret"}}},
+    ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "enginewright/worker:dev",
+                            "command": [sys.executable, "-m", "enginewright.worker"],
+                            "env": env,
+                        }
+                    ],
+                }
+            },
+        },
+    }
 
 
 def finished(cluster, namespace, name):
@@ -56,12 +84,22 @@ def finished(cluster, namespace, name):
 
 
 def test_worker_job_writes_entries_and_engines_to_the_store(cluster, namespace, s3, uploaded):
-    cluster.kubectl("create", "secret", "generic", "s3", "-n", namespace,
-                    f"--from-literal=access={S3_ACCESS_KEY}", f"--from-literal=secret={S3_SECRET_KEY}")
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "s3",
+        "-n",
+        namespace,
+        f"--from-literal=access={S3_ACCESS_KEY}",
+        f"--from-literal=secret={S3_SECRET_KEY}",
+    )
     spec = {**SPEC, "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3}}
     routes = ["", "-enable_mem_pattern=0", "-graph_optimization_level=basic"]
     cluster.kubectl("apply", "-f", "-", input=json.dumps(worker_job(cluster, namespace, "tune-b000", spec, routes)))
-    assert wait_for(lambda: finished(cluster, namespace, "tune-b000"), 180, "the worker Job to finish", 0.5) == "Complete"
+    assert (
+        wait_for(lambda: finished(cluster, namespace, "tune-b000"), 180, "the worker Job to finish", 0.5) == "Complete"
+    )
 
     prefix = f"runs/{namespace}/tune-b000/cpu/"
     keys = sorted(o.object_name for o in s3.list_objects("enginewright", prefix=prefix, recursive=True))
@@ -78,8 +116,16 @@ def test_worker_job_writes_entries_and_engines_to_the_store(cluster, namespace, 
 
 
 def test_a_model_that_does_not_match_its_pin_fails_the_job_clearly(cluster, namespace, s3, uploaded):
-    cluster.kubectl("create", "secret", "generic", "s3", "-n", namespace,
-                    f"--from-literal=access={S3_ACCESS_KEY}", f"--from-literal=secret={S3_SECRET_KEY}")
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "s3",
+        "-n",
+        namespace,
+        f"--from-literal=access={S3_ACCESS_KEY}",
+        f"--from-literal=secret={S3_SECRET_KEY}",
+    )
     spec = {**SPEC, "model": {**SPEC["model"], "sha256": "0" * 64}}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(worker_job(cluster, namespace, "pinned", spec, [""])))
     assert wait_for(lambda: finished(cluster, namespace, "pinned"), 120, "the Job to finish", 0.5) == "Failed"
@@ -90,16 +136,20 @@ def test_a_model_that_does_not_match_its_pin_fails_the_job_clearly(cluster, name
     assert not list(s3.list_objects("enginewright", prefix=f"runs/{namespace}/pinned/", recursive=True))
 
 
-@pytest.mark.parametrize("case,message", [
-    ("missing model", "no object s3://enginewright-models/example/nothing.onnx (NoSuchKey)"),
-    ("corrupt model", "is not a valid onnx model"),
-    ("inputs do not fit", "dimension 0 must be 8"),
-])
+@pytest.mark.parametrize(
+    "case,message",
+    [
+        ("missing model", "no object s3://enginewright-models/example/nothing.onnx (NoSuchKey)"),
+        ("corrupt model", "is not a valid onnx model"),
+        ("inputs do not fit", "dimension 0 must be 8"),
+    ],
+)
 def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, tmp_path, case, message):
     import io
     import subprocess
 
     import numpy as np
+
     spec = json.loads(json.dumps(SPEC))
     if case == "missing model":
         spec["model"]["uri"] = "s3://enginewright-models/example/nothing.onnx"
@@ -109,14 +159,26 @@ def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, 
     else:
         buffer = io.BytesIO()
         np.savez(buffer, image=np.zeros((2, 3, 32, 32), dtype=np.float32))
-        s3.put_object("enginewright-models", "example/small-inputs.npz", io.BytesIO(buffer.getvalue()),
-                      len(buffer.getvalue()))
+        s3.put_object(
+            "enginewright-models", "example/small-inputs.npz", io.BytesIO(buffer.getvalue()), len(buffer.getvalue())
+        )
         spec["accuracy"]["pairs"][0]["inputs"] = "s3://enginewright-models/example/small-inputs.npz"
-    batch = {"target": "cpu", "batch": "stage1-b000", "bucket": "enginewright", "prefix": "runs/bad/x/cpu",
-             "routes": [""], "spec": spec}
+    batch = {
+        "target": "cpu",
+        "batch": "stage1-b000",
+        "bucket": "enginewright",
+        "prefix": "runs/bad/x/cpu",
+        "routes": [""],
+        "spec": spec,
+    }
     env = {**cluster.env, "ENGINEWRIGHT_BATCH": json.dumps(batch)}
-    done = subprocess.run([sys.executable, "-m", "enginewright.worker", "--workdir", str(tmp_path)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "enginewright.worker", "--workdir", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "bad input" in done.stderr and message in done.stderr
     assert "Traceback" not in done.stderr
@@ -124,23 +186,41 @@ def test_bad_inputs_fail_fast_with_a_message_naming_them(cluster, s3, uploaded, 
 
 def test_confirm_mode_interleaves_kept_engines_and_writes_the_rounds(cluster, s3, uploaded, tmp_path):
     import subprocess
-    spec = {**SPEC, "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3},
-            "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4, "loads": 3}}}
+
+    spec = {
+        **SPEC,
+        "timing": {"warmupIterations": 2, "roundSeconds": 0.01, "minRounds": 2, "maxRounds": 3},
+        "search": {**SPEC["search"], "saveAllEngines": True, "confirm": {"topK": 2, "rounds": 4, "loads": 3}},
+    }
     routes = ["-enable_mem_pattern=0", "-enable_cpu_mem_arena=0"]
-    batch = {"target": "cpu", "batch": "stage1-b000", "bucket": "enginewright", "prefix": "runs/confirm/r/cpu",
-             "routes": ["", *routes], "spec": spec}
+    batch = {
+        "target": "cpu",
+        "batch": "stage1-b000",
+        "bucket": "enginewright",
+        "prefix": "runs/confirm/r/cpu",
+        "routes": ["", *routes],
+        "spec": spec,
+    }
 
     def worker(request):
         env = {**cluster.env, "ENGINEWRIGHT_BATCH": json.dumps(request)}
-        return subprocess.run([sys.executable, "-m", "enginewright.worker", "--workdir", str(tmp_path)], env=env,
-                              capture_output=True, text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "enginewright.worker", "--workdir", str(tmp_path)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
     swept = worker(batch)
     assert swept.returncode == 0, swept.stderr
     confirmed = worker({**batch, "mode": "confirm", "batch": "confirm-0", "routes": routes})
     assert confirmed.returncode == 0, confirmed.stderr
     from enginewright.api.contracts import ConfirmationResult
+
     result = ConfirmationResult.model_validate_json(
-        s3.get_object("enginewright", "runs/confirm/r/cpu/confirm/confirm-0.json").read())
+        s3.get_object("enginewright", "runs/confirm/r/cpu/confirm/confirm-0.json").read()
+    )
     ids = {Route.of(parse_route(r)).id for r in ["", *routes]}
     # every engine, the default too, loaded `confirm.loads` times and every load timed in every round
     assert set(result.rounds) == {load_key(i, n) for i in ids for n in range(3)}

@@ -34,13 +34,22 @@ class Operators:
 
     def start(self, failpoints: str = "", worker_env: dict | None = None, **env: str) -> OperatorProcess:
         """An operator on f-*; one given a `kill` failpoint may die before its health endpoint is up."""
-        extra = {"ENGINEWRIGHT_NAMESPACES": "f-*", "ENGINEWRIGHT_FAILPOINTS": failpoints,
-                 "ENGINEWRIGHT_RECONCILE_INTERVAL": TEST_INTERVAL,
-                 "ENGINEWRIGHT_FAILPOINT_DIR": str(self.folder / "failpoints"), **env}
+        extra = {
+            "ENGINEWRIGHT_NAMESPACES": "f-*",
+            "ENGINEWRIGHT_FAILPOINTS": failpoints,
+            "ENGINEWRIGHT_RECONCILE_INTERVAL": TEST_INTERVAL,
+            "ENGINEWRIGHT_FAILPOINT_DIR": str(self.folder / "failpoints"),
+            **env,
+        }
         if worker_env:
             extra["ENGINEWRIGHT_WORKER_ENV"] = json.dumps(worker_env)
-        operator = start_operator(self.cluster, self.folder / f"operator-{len(self.started)}.log", RUNS_BUCKET,
-                                  wait_healthy="kill" not in failpoints, **extra)
+        operator = start_operator(
+            self.cluster,
+            self.folder / f"operator-{len(self.started)}.log",
+            RUNS_BUCKET,
+            wait_healthy="kill" not in failpoints,
+            **extra,
+        )
         self.started.append(operator)
         return operator
 
@@ -82,7 +91,12 @@ def job_creations(cluster, namespace: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for event in cluster.audit_events():
         ref = event.get("objectRef") or {}
-        if (event.get("verb") == "create" and ref.get("resource") == "jobs" and ref.get("namespace") == namespace
-                and event.get("stage") == "ResponseComplete" and (event.get("responseStatus") or {}).get("code") == 201):
+        if (
+            event.get("verb") == "create"
+            and ref.get("resource") == "jobs"
+            and ref.get("namespace") == namespace
+            and event.get("stage") == "ResponseComplete"
+            and (event.get("responseStatus") or {}).get("code") == 201
+        ):
             counts[ref.get("name")] = counts.get(ref.get("name"), 0) + 1
     return counts

@@ -11,8 +11,9 @@ KNOBS = [{"name": "enable_mem_pattern", "values": ["0"]}, {"name": "enable_cpu_m
 
 def test_api_server_restart(cluster, operators, fault_namespace):
     operators.start()
-    doc = manifest("restarted", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
-                                                      "maxRounds": 4})
+    doc = manifest(
+        "restarted", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4}
+    )
     apply(cluster, fault_namespace, doc)
     deadline = time.monotonic() + 180
     while (run_status(cluster, fault_namespace, "restarted").get("targets") or [{}])[0].get("stage") != "stage1":

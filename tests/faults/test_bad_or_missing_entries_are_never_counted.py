@@ -21,8 +21,11 @@ def test_a_truncated_entry_is_refused_and_its_route_unmeasured(cluster, operator
     assert "1 of 3 planned routes have no measurement" in target["cutShort"]
     entries = cached_entries(cluster, fault_namespace, status)
     assert len(entries) == 2 and target["done"] + target["failed"] + target["rejected"] == 2
-    events = [e for e in get_json(cluster, "events", "-n", fault_namespace)["items"]
-              if e["involvedObject"]["name"] == "truncated" and e["reason"] == "EntryRefused"]
+    events = [
+        e
+        for e in get_json(cluster, "events", "-n", fault_namespace)["items"]
+        if e["involvedObject"]["name"] == "truncated" and e["reason"] == "EntryRefused"
+    ]
     assert events and events[0]["type"] == "Warning"
     assert "Traceback" not in operators.logs()
 

@@ -5,10 +5,12 @@ from tests.conftest import get_json
 from tests.faults.conftest import cached_entries
 from tests.operator.conftest import apply, manifest, wait_condition
 
-KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended"]},
-         {"name": "enable_mem_pattern", "values": ["0"]},
-         {"name": "session.intra_op.allow_spinning", "values": ["0"]},
-         {"name": "enable_cpu_mem_arena", "values": ["0"]}]
+KNOBS = [
+    {"name": "graph_optimization_level", "values": ["basic", "extended"]},
+    {"name": "enable_mem_pattern", "values": ["0"]},
+    {"name": "session.intra_op.allow_spinning", "values": ["0"]},
+    {"name": "enable_cpu_mem_arena", "values": ["0"]},
+]
 LIMIT = 2500
 
 

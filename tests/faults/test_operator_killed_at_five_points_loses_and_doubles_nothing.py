@@ -12,12 +12,19 @@ from enginewright.search.routes import Knob
 from tests.faults.conftest import cached_entries, job_creations, wait_killed
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
 
-KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended"]},
-         {"name": "enable_mem_pattern", "values": ["0"]},
-         {"name": "session.intra_op.allow_spinning", "values": ["0"]},
-         {"name": "enable_cpu_mem_arena", "values": ["0"]}]
-KILLS = ["planned-stage1=kill@1", "job-created=kill@2", "shard-written=kill@1", "stage1-done=kill@1",
-         "engine-published=kill@1"]
+KNOBS = [
+    {"name": "graph_optimization_level", "values": ["basic", "extended"]},
+    {"name": "enable_mem_pattern", "values": ["0"]},
+    {"name": "session.intra_op.allow_spinning", "values": ["0"]},
+    {"name": "enable_cpu_mem_arena", "values": ["0"]},
+]
+KILLS = [
+    "planned-stage1=kill@1",
+    "job-created=kill@2",
+    "shard-written=kill@1",
+    "stage1-done=kill@1",
+    "engine-published=kill@1",
+]
 
 
 def test_five_kills_lose_and_double_nothing(cluster, operators, fault_namespace, s3):
@@ -35,8 +42,11 @@ def test_five_kills_lose_and_double_nothing(cluster, operators, fault_namespace,
     ids = [e.route_id for e in entries]
     assert len(ids) == len(set(ids)) == target["planned"]
     prefix = f"runs/{fault_namespace}/killed-"
-    stored = [o.object_name for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)
-              if "/entries/" in o.object_name]
+    stored = [
+        o.object_name
+        for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)
+        if "/entries/" in o.object_name
+    ]
     assert len(stored) == target["planned"]
 
     # No Job was created twice: each deterministic name has exactly one successful create.
@@ -44,13 +54,17 @@ def test_five_kills_lose_and_double_nothing(cluster, operators, fault_namespace,
     assert creations and set(creations.values()) == {1}, creations
 
     # The catalog: what an undisturbed operator decides from the same observations, published once.
-    probe_key = next(o.object_name for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)
-                     if o.object_name.endswith("/probe.json") and "/requests/" not in o.object_name)
+    probe_key = next(
+        o.object_name
+        for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)
+        if o.object_name.endswith("/probe.json") and "/requests/" not in o.object_name
+    )
     probe = json.loads(s3.get_object(RUNS_BUCKET, probe_key).read())
     confirmations = {}
     for obj in s3.list_objects(RUNS_BUCKET, prefix=probe_key.rsplit("/", 1)[0] + "/confirm/", recursive=True):
         confirmations[obj.object_name.rsplit("/", 1)[-1][:-5]] = json.loads(
-            s3.get_object(RUNS_BUCKET, obj.object_name).read())["rounds"]
+            s3.get_object(RUNS_BUCKET, obj.object_name).read()
+        )["rounds"]
     knobs = [Knob(k["name"], tuple(k["values"]) if k["values"] else None, k["default"]) for k in probe["knobs"]]
     spec = TuningRunSpec.model_validate(doc["spec"])
     step = next_step(FlowSpec.of(spec), Observed(knobs, {e.route_id: e for e in entries}, confirmations))

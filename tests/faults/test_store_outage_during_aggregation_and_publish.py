@@ -32,8 +32,9 @@ def outage(cluster, namespace: str, name: str) -> str:
 def test_store_outages(cluster, operators, fault_namespace, s3, tmp_path):
     operators.start("publish-start=pause:4")
     marker = operators.folder / "failpoints" / "publish-start"
-    doc = manifest("outage", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.05, "minRounds": 4,
-                                                  "maxRounds": 4})
+    doc = manifest(
+        "outage", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.05, "minRounds": 4, "maxRounds": 4}
+    )
     apply(cluster, fault_namespace, doc)
     prefix = f"runs/{fault_namespace}/outage-"
     deadline = time.monotonic() + 180
@@ -51,8 +52,11 @@ def test_store_outages(cluster, operators, fault_namespace, s3, tmp_path):
     status = wait_condition(cluster, fault_namespace, "outage", "Ready", 240)
     assert "waiting for the object store" in during_aggregation
     assert "waiting for the object store" in during_publish
-    reasons = [e["reason"] for e in get_json(cluster, "events", "-n", fault_namespace)["items"]
-               if e["involvedObject"]["name"] == "outage"]
+    reasons = [
+        e["reason"]
+        for e in get_json(cluster, "events", "-n", fault_namespace)["items"]
+        if e["involvedObject"]["name"] == "outage"
+    ]
     assert "StoreUnavailable" in reasons
     (target,) = status["targets"]
     entries = cached_entries(cluster, fault_namespace, status)

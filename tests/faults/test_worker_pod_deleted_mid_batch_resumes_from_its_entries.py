@@ -8,24 +8,31 @@ from tests.conftest import get_json
 from tests.faults.conftest import cached_entries
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
 
-KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended"]},
-         {"name": "enable_mem_pattern", "values": ["0"]},
-         {"name": "session.intra_op.allow_spinning", "values": ["0"]},
-         {"name": "enable_cpu_mem_arena", "values": ["0"]}]
+KNOBS = [
+    {"name": "graph_optimization_level", "values": ["basic", "extended"]},
+    {"name": "enable_mem_pattern", "values": ["0"]},
+    {"name": "session.intra_op.allow_spinning", "values": ["0"]},
+    {"name": "enable_cpu_mem_arena", "values": ["0"]},
+]
 
 
 def test_deleted_worker_pod_resumes(cluster, operators, fault_namespace, s3):
     operators.start()
-    doc = manifest("resumed", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
-                                                    "maxRounds": 4})
+    doc = manifest(
+        "resumed", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4}
+    )
     doc["spec"]["search"].update(routesPerJob=8)
     doc["spec"]["search"]["confirm"] = {"topK": 0, "rounds": 2}
     apply(cluster, fault_namespace, doc)
     prefix = f"runs/{fault_namespace}/resumed-"
 
     def written():
-        return {o.object_name: s3.get_object(RUNS_BUCKET, o.object_name).read()
-                for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True) if "/entries/" in o.object_name}
+        return {
+            o.object_name: s3.get_object(RUNS_BUCKET, o.object_name).read()
+            for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)
+            if "/entries/" in o.object_name
+        }
+
     deadline = time.monotonic() + 180
     while len(before := written()) < 2:
         assert time.monotonic() < deadline, "no entries were written"

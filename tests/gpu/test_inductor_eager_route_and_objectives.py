@@ -22,8 +22,11 @@ def program(tmp_path_factory):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 16)).to(DEVICE).eval()
     exported = torch.export.export(model, (torch.zeros(8, 64, device=DEVICE),))
-    (name,) = [s.arg.name for s in exported.graph_signature.input_specs
-               if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    (name,) = [
+        s.arg.name
+        for s in exported.graph_signature.input_specs
+        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    ]
     torch.export.save(exported, str(folder / "model.pt2"))
     x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
     with torch.no_grad():
@@ -35,6 +38,7 @@ def program(tmp_path_factory):
 def backend(monkeypatch):
     """The backend, with the cache folders it points torch at restored after the test."""
     from enginewright.backends.inductor import InductorBackend
+
     for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
         monkeypatch.setenv(var, "unset-by-the-test")
     return InductorBackend(device=DEVICE)
@@ -42,6 +46,7 @@ def backend(monkeypatch):
 
 def build(backend, program, workdir, route):
     from enginewright.backends.base import BuildRequest
+
     model, inputs, _ = program
     started = time.monotonic()
     engine = backend.build(BuildRequest(model_path=model, workdir=workdir, sample_inputs=inputs), route)
@@ -69,7 +74,8 @@ def test_compile_is_an_exclusive_knob_on_by_default(backend):
 
 
 def test_eager_engine_builds_without_compiling_and_serves_what_the_compiled_default_does(
-        backend, program, tmp_path, monkeypatch):
+    backend, program, tmp_path, monkeypatch
+):
     _, inputs, reference = program
     compiled_engine, compiled_seconds = build(backend, program, tmp_path / "build-default", {})
     compiled_out, compiled_info = served(backend, compiled_engine, tmp_path / "load-default", inputs)
@@ -77,6 +83,7 @@ def test_eager_engine_builds_without_compiling_and_serves_what_the_compiled_defa
 
     def refuse(*args, **kwargs):
         raise AssertionError("the eager route called torch.compile")
+
     monkeypatch.setattr(torch, "compile", refuse)
     eager_engine, eager_seconds = build(backend, program, tmp_path / "build-eager", {"compile": "false"})
     assert eager_seconds < 30 and eager_seconds < compiled_seconds, (eager_seconds, compiled_seconds)
@@ -84,8 +91,12 @@ def test_eager_engine_builds_without_compiling_and_serves_what_the_compiled_defa
     assert parts["caches.bin"] == b""
     assert json.loads(parts["settings.json"])["options"] == {"compile": "false"}
     eager_out, eager_info = served(backend, eager_engine, tmp_path / "load-eager", inputs)
-    assert eager_info == {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0,
-                          "autotune_remote_or_local_hits": 0}
+    assert eager_info == {
+        "compiled": 0,
+        "fxgraph_cache_hit": 0,
+        "fxgraph_cache_miss": 0,
+        "autotune_remote_or_local_hits": 0,
+    }
     assert set(eager_out) == set(compiled_out) == {"output"}
     np.testing.assert_allclose(eager_out["output"], compiled_out["output"], rtol=1e-3, atol=1e-4)
     np.testing.assert_allclose(eager_out["output"], reference, rtol=1e-3, atol=1e-4)
@@ -107,8 +118,9 @@ def test_timed_calls_times_every_objective_and_refuses_others(backend, program, 
     try:
         for _ in range(3):  # warm (CUDA graphs record on the first calls)
             np.testing.assert_allclose(runner.run(inputs)["output"], reference, rtol=1e-3, atol=1e-4)
-        totals = {objective: runner.timed_calls(objective, inputs, 20)
-                  for objective in ("latency", "throughput", "gpuTime")}
+        totals = {
+            objective: runner.timed_calls(objective, inputs, 20) for objective in ("latency", "throughput", "gpuTime")
+        }
         assert all(math.isfinite(ms) and ms > 0 for ms in totals.values()), totals
         assert runner.timed_calls("gpuTime", inputs, 1) > 0
         with pytest.raises(ValueError, match="unknown timing objective"):

@@ -20,8 +20,11 @@ def program(tmp_path_factory):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).to(device).eval()
     exported = torch.export.export(model, (torch.zeros(16, 64, device=device),))
-    names = [s.arg.name for s in exported.graph_signature.input_specs
-             if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    names = [
+        s.arg.name
+        for s in exported.graph_signature.input_specs
+        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    ]
     assert len(names) == 1
     torch.export.save(exported, str(folder / "model.pt2"))
     rng = np.random.default_rng(0)
@@ -36,6 +39,7 @@ def program(tmp_path_factory):
 
 def test_knobs_are_discovered_from_the_installed_torch(program):
     from enginewright.backends.inductor import InductorBackend
+
     knobs = {k.name: k for k in InductorBackend(device=program[1]).knobs()}
     assert "epilogue_fusion" in knobs and knobs["epilogue_fusion"].values == ("false", "true")
     assert ("triton.cudagraphs" in knobs) == (program[1] == "cuda")
@@ -45,16 +49,46 @@ def test_knobs_are_discovered_from_the_installed_torch(program):
 def test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache(program, tmp_path):
     folder, device = program
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "enginewright", "tune", str(folder / "model.pt2"), "--backend", "inductor",
-           "--device", device, "--inputs", str(folder / "inputs-0.npz"), "--inputs", str(folder / "inputs-1.npz"),
-           "--references", str(folder / "references-0.npz"), "--references", str(folder / "references-1.npz"),
-           "--metric", "cosine", "--threshold", "1e-4", "--knob", "epilogue_fusion=false", "--knob", "compile=false",
-           "--no-confirm", "--warmup", "2", "--out", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "enginewright",
+        "tune",
+        str(folder / "model.pt2"),
+        "--backend",
+        "inductor",
+        "--device",
+        device,
+        "--inputs",
+        str(folder / "inputs-0.npz"),
+        "--inputs",
+        str(folder / "inputs-1.npz"),
+        "--references",
+        str(folder / "references-0.npz"),
+        "--references",
+        str(folder / "references-1.npz"),
+        "--metric",
+        "cosine",
+        "--threshold",
+        "1e-4",
+        "--knob",
+        "epilogue_fusion=false",
+        "--knob",
+        "compile=false",
+        "--no-confirm",
+        "--warmup",
+        "2",
+        "--out",
+        str(out),
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     entries = [json.loads(p.read_text()) for p in (out / "store/runs/local/entries").glob("*.json")]
-    assert sorted(json.dumps(e["knobs"], sort_keys=True) for e in entries) == \
-        ['{"compile": "false"}', '{"epilogue_fusion": "false"}', '{}']
+    assert sorted(json.dumps(e["knobs"], sort_keys=True) for e in entries) == [
+        '{"compile": "false"}',
+        '{"epilogue_fusion": "false"}',
+        "{}",
+    ]
     for entry in entries:
         assert entry["outcome"] == "ok", entry.get("error")
         if entry["knobs"].get("compile") == "false":
@@ -74,6 +108,7 @@ def test_the_served_program_carries_none_of_exports_per_call_hooks(program):
     from pathlib import Path
 
     from enginewright.backends.inductor import _flat_program
+
     folder, device = program
     exported = torch.export.load(str(folder / "model.pt2")).module()
     assert exported._forward_hooks and exported._forward_pre_hooks  # what export gives (the test's premise)

@@ -41,10 +41,15 @@ def example_in_store(cluster, tmp_path_factory):
 @pytest.fixture(scope="session")
 def operator(cluster, crd_installed, example_in_store, tmp_path_factory):
     # Namespaces t-* (the `namespace` fixture's); the fault tests run operators of their own on f-*.
-    started = start_operator(cluster, tmp_path_factory.mktemp("operator") / "operator.log", RUNS_BUCKET,
-                             ENGINEWRIGHT_NAMESPACES="t-*", ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
-                             ENGINEWRIGHT_ALLOWED_IMAGES=ALLOWED_IMAGES,
-                             ENGINEWRIGHT_PUBLISH_BUCKETS=",".join(PUBLISH_BUCKETS))
+    started = start_operator(
+        cluster,
+        tmp_path_factory.mktemp("operator") / "operator.log",
+        RUNS_BUCKET,
+        ENGINEWRIGHT_NAMESPACES="t-*",
+        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+        ENGINEWRIGHT_ALLOWED_IMAGES=ALLOWED_IMAGES,
+        ENGINEWRIGHT_PUBLISH_BUCKETS=",".join(PUBLISH_BUCKETS),
+    )
     running = Operator(started.process, started.log, started.metrics_port, started.health_port)
     yield running
     running.stop()
@@ -57,6 +62,7 @@ def other_namespace(cluster, api):
     import uuid
 
     from kubernetes import client
+
     name = f"t-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
     create_store_secret(cluster, name)
@@ -110,8 +116,9 @@ def wait_condition(cluster, namespace: str, name: str, kind: str, timeout: float
         if kind != "Stalled" and condition(status, "Stalled").get("status") == "True":
             raise AssertionError(f"{namespace}/{name} stalled: {json.dumps(status, indent=1)[:3000]}")
         if time.monotonic() > deadline:
-            raise AssertionError(f"{namespace}/{name}: {kind} not reached in {timeout:.0f}s: "
-                                 f"{json.dumps(status, indent=1)[:3000]}")
+            raise AssertionError(
+                f"{namespace}/{name}: {kind} not reached in {timeout:.0f}s: {json.dumps(status, indent=1)[:3000]}"
+            )
         time.sleep(0.5)
 
 

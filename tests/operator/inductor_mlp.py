@@ -24,8 +24,11 @@ def put_mlp(s3, folder: Path, models_bucket: str, runs_bucket: str) -> Path:
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4)).eval()
     exported = torch.export.export(model, (torch.zeros(4, 8),))
-    (name,) = [s.arg.name for s in exported.graph_signature.input_specs
-               if s.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    (name,) = [
+        s.arg.name
+        for s in exported.graph_signature.input_specs
+        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    ]
     torch.export.save(exported, str(folder / "model.pt2"))
     for i in range(PAIRS):
         x = np.random.default_rng(i).standard_normal((4, 8)).astype(np.float32)
@@ -43,15 +46,33 @@ def put_mlp(s3, folder: Path, models_bucket: str, runs_bucket: str) -> Path:
 
 def inductor_run(name: str, mode: str, knobs: list[dict], models_bucket: str, **search) -> dict:
     """The TuningRun of the MLP on `cpu` nodes; `search` adds spec.search fields."""
-    return {"apiVersion": "tuning.enginewright.io/v1alpha1", "kind": "TuningRun", "metadata": {"name": name},
-            "spec": {
-                "model": {"uri": f"s3://{models_bucket}/inductor/model.pt2", "format": "torch-export"},
-                "compiler": {"name": "inductor", "settings": {"device": "cpu"}},
-                "search": {"mode": mode, "knobs": knobs, "routesPerJob": 8,
-                           "confirm": {"topK": 2, "rounds": 3, "loads": 2}, **search},
-                "accuracy": {"metric": "cosine", "threshold": THRESHOLD, "pairs": [
-                    {"inputs": f"s3://{models_bucket}/inductor/inputs-{i}.npz",
-                     "references": f"s3://{models_bucket}/inductor/references-{i}.npz"} for i in range(PAIRS)]},
-                "timing": TIMING,
-                "publish": {"modelName": name},
-                "targets": [{"gpuType": "cpu", "gpusPerJob": 0}]}}
+    return {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningRun",
+        "metadata": {"name": name},
+        "spec": {
+            "model": {"uri": f"s3://{models_bucket}/inductor/model.pt2", "format": "torch-export"},
+            "compiler": {"name": "inductor", "settings": {"device": "cpu"}},
+            "search": {
+                "mode": mode,
+                "knobs": knobs,
+                "routesPerJob": 8,
+                "confirm": {"topK": 2, "rounds": 3, "loads": 2},
+                **search,
+            },
+            "accuracy": {
+                "metric": "cosine",
+                "threshold": THRESHOLD,
+                "pairs": [
+                    {
+                        "inputs": f"s3://{models_bucket}/inductor/inputs-{i}.npz",
+                        "references": f"s3://{models_bucket}/inductor/references-{i}.npz",
+                    }
+                    for i in range(PAIRS)
+                ],
+            },
+            "timing": TIMING,
+            "publish": {"modelName": name},
+            "targets": [{"gpuType": "cpu", "gpusPerJob": 0}],
+        },
+    }

@@ -28,9 +28,12 @@ def tuning_run(name: str, namespace: str, **search) -> dict:
 def run_entries(cluster, s3, namespace: str, name: str) -> dict[str, CacheEntry]:
     uid = get_json(cluster, "trun", name, "-n", namespace)["metadata"]["uid"]
     keys = RunKeys(run_prefix(namespace, name, uid, "cpu"))
-    return {CacheEntry.from_json(s3.get_object(RUNS_BUCKET, o.object_name).read()).route_id:
-            CacheEntry.from_json(s3.get_object(RUNS_BUCKET, o.object_name).read())
-            for o in s3.list_objects(RUNS_BUCKET, prefix=keys.entries, recursive=True)}
+    return {
+        CacheEntry.from_json(s3.get_object(RUNS_BUCKET, o.object_name).read()).route_id: CacheEntry.from_json(
+            s3.get_object(RUNS_BUCKET, o.object_name).read()
+        )
+        for o in s3.list_objects(RUNS_BUCKET, prefix=keys.entries, recursive=True)
+    }
 
 
 def provenance(s3, target: dict) -> dict:
@@ -38,8 +41,9 @@ def provenance(s3, target: dict) -> dict:
     return json.loads(s3.get_object(RUNS_BUCKET, f"{folder}/provenance.json").read())
 
 
-def test_an_identical_run_builds_only_the_default(cluster, operator, run_namespace, other_namespace, s3,
-                                                  example_in_store):
+def test_an_identical_run_builds_only_the_default(
+    cluster, operator, run_namespace, other_namespace, s3, example_in_store
+):
     apply(cluster, run_namespace, tuning_run("first", run_namespace))
     (first,) = wait_condition(cluster, run_namespace, "first", "Ready", 300)["targets"]
     assert first["reused"] == 0 and first["planned"] == 3

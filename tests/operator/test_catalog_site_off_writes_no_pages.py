@@ -17,11 +17,20 @@ def test_no_site_pages_when_the_setting_is_off(cluster, crd_installed, example_i
     cluster.kubectl("create", "namespace", namespace)
     create_store_secret(cluster, namespace)
     model = f"site-off-{uuid.uuid4().hex[:6]}"
-    operator = start_operator(cluster, tmp_path / "operator.log", RUNS_BUCKET, ENGINEWRIGHT_NAMESPACES=namespace,
-                              ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL, ENGINEWRIGHT_CATALOG_SITE="false")
+    operator = start_operator(
+        cluster,
+        tmp_path / "operator.log",
+        RUNS_BUCKET,
+        ENGINEWRIGHT_NAMESPACES=namespace,
+        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+        ENGINEWRIGHT_CATALOG_SITE="false",
+    )
     try:
-        apply(cluster, namespace, manifest("off", knobs=[{"name": "enable_mem_pattern", "values": ["0"]}],
-                                           publish={"modelName": model}))
+        apply(
+            cluster,
+            namespace,
+            manifest("off", knobs=[{"name": "enable_mem_pattern", "values": ["0"]}], publish={"modelName": model}),
+        )
         status = wait_condition(cluster, namespace, "off", "Ready", 300)
         (target,) = status["targets"]
         assert target["engineUri"].startswith(f"s3://{RUNS_BUCKET}/{CATALOG}/{model}/")

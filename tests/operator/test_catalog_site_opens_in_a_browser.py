@@ -26,13 +26,16 @@ from tests.cluster.harness import REPO
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
 
 MODEL = "site-mlp"
-KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "all"]},
-         {"name": "enable_mem_pattern", "values": ["0"]}]
+KNOBS = [
+    {"name": "graph_optimization_level", "values": ["basic", "all"]},
+    {"name": "enable_mem_pattern", "values": ["0"]},
+]
 CHROMIUM = find_chromium()
 # Skipped without Chromium, except under CI=true: there the test runs and fails saying what is missing.
 needs_chromium = pytest.mark.skipif(
     CHROMIUM is None and os.environ.get("CI") != "true",
-    reason="headless Chromium is not installed (apt-get install chromium; .ci/run installs it, so CI never skips this)")
+    reason="headless Chromium is not installed (apt-get install chromium; .ci/run installs it, so CI never skips this)",
+)
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +44,7 @@ def published(cluster, api, operator):
     from kubernetes import client
 
     from tests.cluster.operator_process import create_store_secret
+
     namespace = f"t-{uuid.uuid4().hex[:8]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     create_store_secret(cluster, namespace)
@@ -80,10 +84,23 @@ def test_the_operator_writes_the_site_into_the_catalog_after_each_publish(publis
 
 def site_command(cluster, out: Path) -> tuple[subprocess.CompletedProcess, float]:
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "enginewright", "catalog", "site", "--catalog",
-                           f"s3://{RUNS_BUCKET}/{CATALOG}", "--out", str(out)],
-                          env={**cluster.env, "PYTHONPATH": str(REPO / "operator")}, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "enginewright",
+            "catalog",
+            "site",
+            "--catalog",
+            f"s3://{RUNS_BUCKET}/{CATALOG}",
+            "--out",
+            str(out),
+        ],
+        env={**cluster.env, "PYTHONPATH": str(REPO / "operator")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     return done, time.monotonic() - started
 
 
@@ -110,8 +127,10 @@ def test_the_site_reads_in_a_browser_and_its_fetch_command_gets_the_engine(clust
         assert tab.evaluate("performance.getEntriesByType('resource').length") == 0
 
         # The grid: a row per GPU product, the H200 cell showing the newest engine's speedup.
-        grid = tab.evaluate("[...document.querySelectorAll('table.grid tr')].map(r => [...r.cells].map(c => "
-                            "c.innerText.replace(/\\s+/g, ' ').trim()))")
+        grid = tab.evaluate(
+            "[...document.querySelectorAll('table.grid tr')].map(r => [...r.cells].map(c => "
+            "c.innerText.replace(/\\s+/g, ' ').trim()))"
+        )
         assert [row[0] for row in grid] == ["GPU product", "NVIDIA-H200", "NVIDIA-L40S"]
         h200 = grid[1][1]
         speedup = f"{current['winner']['speedup']:.3f}×"
@@ -120,8 +139,10 @@ def test_the_site_reads_in_a_browser_and_its_fetch_command_gets_the_engine(clust
         assert grid[2][1].startswith(f"{made[('site-first', 'NVIDIA-L40S')]['winner']['speedup']:.3f}×"), grid
 
         # Each engine's article: the current H200 one has its speedup and the command that gets it.
-        articles = tab.evaluate("[...document.querySelectorAll('article.engine')].map(a => ({id: a.id, cls: "
-                                "a.className, text: a.innerText, command: a.querySelector('pre code').innerText}))")
+        articles = tab.evaluate(
+            "[...document.querySelectorAll('article.engine')].map(a => ({id: a.id, cls: "
+            "a.className, text: a.innerText, command: a.querySelector('pre code').innerText}))"
+        )
         by_sha = {next(t["engineSha256"] for t in made.values() if t["engineSha256"] in a["text"]): a for a in articles}
         assert len(by_sha) == 3
         mine = by_sha[current["engineSha256"]]
@@ -133,9 +154,11 @@ def test_the_site_reads_in_a_browser_and_its_fetch_command_gets_the_engine(clust
 
         # Accessible: headers on every table, every chart an image with a name and a description.
         unnamed = tab.evaluate("[...document.querySelectorAll('table')].filter(t => !t.querySelector('th')).length")
-        charts = tab.evaluate("[...document.querySelectorAll('svg')].map(s => [s.getAttribute('role'), "
-                              "s.getAttribute('aria-labelledby').split(' ').map(i => "
-                              "document.getElementById(i).textContent.length)])")
+        charts = tab.evaluate(
+            "[...document.querySelectorAll('svg')].map(s => [s.getAttribute('role'), "
+            "s.getAttribute('aria-labelledby').split(' ').map(i => "
+            "document.getElementById(i).textContent.length)])"
+        )
         assert unnamed == 0 and len(charts) == 3
         assert all(role == "img" and len(lengths) == 2 and min(lengths) > 10 for role, lengths in charts), charts
         assert tab.evaluate("[...document.images].filter(i => !i.alt).length") == 0
@@ -153,6 +176,7 @@ def test_the_site_reads_in_a_browser_and_its_fetch_command_gets_the_engine(clust
 
         # The page the operator wrote opens straight from the bucket through a presigned URL.
         from datetime import timedelta
+
         url = s3.presigned_get_object(RUNS_BUCKET, f"{CATALOG}/{site_page(MODEL)}", expires=timedelta(minutes=5))
         remote = browser.open(url, javascript=False)
         assert f"{speedup} gpuTime speedup" in remote.text() and current["engineSha256"] in remote.text()
@@ -162,8 +186,13 @@ def test_the_site_reads_in_a_browser_and_its_fetch_command_gets_the_engine(clust
     words = shlex.split(mine["command"])
     assert words[:2] == ["enginewright", "fetch"]
     words[words.index("--dest") + 1] = str(tmp_path / "fetched")
-    fetched = subprocess.run([sys.executable, "-m", "enginewright", *words[1:]], capture_output=True, text=True,
-                             env={**cluster.env, "PYTHONPATH": str(REPO / "operator")}, timeout=120)
+    fetched = subprocess.run(
+        [sys.executable, "-m", "enginewright", *words[1:]],
+        capture_output=True,
+        text=True,
+        env={**cluster.env, "PYTHONPATH": str(REPO / "operator")},
+        timeout=120,
+    )
     assert fetched.returncode == 0, fetched.stderr
     engine = next((tmp_path / "fetched").glob("engine*"))
     assert hashlib.sha256(engine.read_bytes()).hexdigest() == current["engineSha256"]

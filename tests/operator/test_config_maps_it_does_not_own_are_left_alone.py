@@ -13,8 +13,12 @@ KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
 
 def test_a_users_config_map_with_the_plan_name_is_not_replaced(cluster, operator, run_namespace):
-    mine = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "victim-plan-cpu"},
-            "data": {"settings.yaml": "team: data\n"}}
+    mine = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "victim-plan-cpu"},
+        "data": {"settings.yaml": "team: data\n"},
+    }
     cluster.kubectl("apply", "-n", run_namespace, "-f", "-", input=json.dumps(mine))
     doc = manifest("victim", knobs=KNOB)
     doc["spec"]["search"]["dryRun"] = True
@@ -38,8 +42,7 @@ def test_a_users_config_map_with_the_plan_name_is_not_replaced(cluster, operator
 
 
 def test_a_users_config_map_with_a_cache_shard_name_is_not_replaced(cluster, operator, run_namespace):
-    mine = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shard-cache-cpu-0"},
-            "data": {"keep": "me"}}
+    mine = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "shard-cache-cpu-0"}, "data": {"keep": "me"}}
     cluster.kubectl("apply", "-n", run_namespace, "-f", "-", input=json.dumps(mine))
     apply(cluster, run_namespace, manifest("shard", knobs=KNOB))
     status = wait_condition(cluster, run_namespace, "shard", "Stalled", 240)

@@ -33,11 +33,19 @@ def pods(cluster, selector: str) -> list[dict]:
 def test_the_demo_run_reaches_ready_with_workers_from_the_worker_image(image_cluster, tmp_path):
     log = tmp_path / "operator.log"
     # The operator's default worker command: it exists only inside the worker image.
-    operator = start_operator(image_cluster, log, RUNS_BUCKET, ENGINEWRIGHT_WORKER_COMMAND="python -m enginewright.worker",
-                              ENGINEWRIGHT_NAMESPACES=NAMESPACE)
+    operator = start_operator(
+        image_cluster,
+        log,
+        RUNS_BUCKET,
+        ENGINEWRIGHT_WORKER_COMMAND="python -m enginewright.worker",
+        ENGINEWRIGHT_NAMESPACES=NAMESPACE,
+    )
     try:
-        doc = manifest("mlp-images", targets=("cpu", "NVIDIA-L40S"),
-                       knobs=[{"name": "graph_optimization_level", "values": ["basic", "all"]}])
+        doc = manifest(
+            "mlp-images",
+            targets=("cpu", "NVIDIA-L40S"),
+            knobs=[{"name": "graph_optimization_level", "values": ["basic", "all"]}],
+        )
         apply(image_cluster, NAMESPACE, doc)
         status = wait_condition(image_cluster, NAMESPACE, "mlp-images", "Ready", 420)
     finally:
@@ -58,10 +66,22 @@ def test_the_demo_run_reaches_ready_with_workers_from_the_worker_image(image_clu
 
 
 def test_a_pod_whose_image_was_not_built_waits_in_err_image_pull(image_cluster):
-    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "no-such-image", "namespace": NAMESPACE},
-            "spec": {"restartPolicy": "Never", "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
-                     "containers": [{"name": "main", "image": "enginewright/worker-tensorrt:0.1.0",
-                                     "command": ["python", "-m", "enginewright.worker"]}]}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "no-such-image", "namespace": NAMESPACE},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "enginewright/worker-tensorrt:0.1.0",
+                    "command": ["python", "-m", "enginewright.worker"],
+                }
+            ],
+        },
+    }
     image_cluster.kubectl("apply", "-f", "-", input=json.dumps(body))
 
     def waiting():
@@ -69,6 +89,7 @@ def test_a_pod_whose_image_was_not_built_waits_in_err_image_pull(image_cluster):
         statuses = pod.get("status", {}).get("containerStatuses") or []
         state = statuses[0]["state"].get("waiting", {}) if statuses else {}
         return (pod["status"]["phase"], state) if state.get("reason") == "ErrImagePull" else None
+
     phase, state = wait_for(waiting, 60, "the pod to wait in ErrImagePull", 0.3)
     assert phase == "Pending"
     assert "enginewright/worker-tensorrt:0.1.0" in state["message"] and "make images" in state["message"]

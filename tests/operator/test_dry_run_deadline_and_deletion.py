@@ -7,10 +7,12 @@ from enginewright.api.names import LABEL_STAGE
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, apply, condition, jobs, manifest, run_status, wait_condition
 
-KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "extended", "all"]},
-         {"name": "enable_mem_pattern", "values": ["0"]},
-         {"name": "session.intra_op.allow_spinning", "values": ["0"]},
-         {"name": "enable_cpu_mem_arena", "values": ["0"]}]
+KNOBS = [
+    {"name": "graph_optimization_level", "values": ["basic", "extended", "all"]},
+    {"name": "enable_mem_pattern", "values": ["0"]},
+    {"name": "session.intra_op.allow_spinning", "values": ["0"]},
+    {"name": "enable_cpu_mem_arena", "values": ["0"]},
+]
 
 
 def test_a_dry_run_lists_candidates_and_builds_nothing(cluster, operator, run_namespace):

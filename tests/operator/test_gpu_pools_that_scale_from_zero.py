@@ -41,10 +41,15 @@ KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
 @pytest.fixture(scope="module")
 def scaling_operator(cluster, crd_installed, example_in_store, tmp_path_factory):
-    started = start_operator(cluster, tmp_path_factory.mktemp("scaling") / "operator.log", RUNS_BUCKET,
-                             ENGINEWRIGHT_NAMESPACES="z-*", ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
-                             ENGINEWRIGHT_UNSCHEDULABLE_SECONDS=str(UNSCHEDULABLE_SECONDS),
-                             ENGINEWRIGHT_JOB_TTL_SECONDS="2")
+    started = start_operator(
+        cluster,
+        tmp_path_factory.mktemp("scaling") / "operator.log",
+        RUNS_BUCKET,
+        ENGINEWRIGHT_NAMESPACES="z-*",
+        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+        ENGINEWRIGHT_UNSCHEDULABLE_SECONDS=str(UNSCHEDULABLE_SECONDS),
+        ENGINEWRIGHT_JOB_TTL_SECONDS="2",
+    )
     running = Operator(started.process, started.log, started.metrics_port, started.health_port)
     yield running
     running.stop()
@@ -70,10 +75,24 @@ def new_node(cluster, tmp_path):
         nodes.write_text(json.dumps([{"name": name, "labels": labels, "gpus": gpus}]))
         env = {**cluster.env, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "operator")])}
         with open(tmp_path / "node-agent.log", "ab") as log:
-            process = subprocess.Popen([sys.executable, "-m", "tests.cluster.node_agent", "--kubeconfig",
-                                        str(cluster.kubeconfig), "--nodes", str(nodes), "--workdir",
-                                        str(tmp_path / "pods")], stdout=log, stderr=subprocess.STDOUT, env=env,
-                                       cwd=REPO, preexec_fn=_die_with_parent)
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.cluster.node_agent",
+                    "--kubeconfig",
+                    str(cluster.kubeconfig),
+                    "--nodes",
+                    str(nodes),
+                    "--workdir",
+                    str(tmp_path / "pods"),
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=REPO,
+                preexec_fn=_die_with_parent,
+            )
         added.append((name, process))
 
     yield add
@@ -106,11 +125,15 @@ def test_a_node_added_while_the_run_waits_takes_its_pod(cluster, scaling_operato
     assert ready["status"] == "False" and ready["reason"] == "Unschedulable", ready
     assert "didn't match Pod's node affinity/selector" in ready["message"], ready  # the scheduler's words
     assert status["targets"][0]["reason"] == "Unschedulable" and status["phase"] == "Pending", status
-    assert any(e["type"] == "Warning" and e["reason"] == "Unschedulable"
-               for e in events(cluster, z_namespace, "from-zero"))
+    assert any(
+        e["type"] == "Warning" and e["reason"] == "Unschedulable" for e in events(cluster, z_namespace, "from-zero")
+    )
     wide = cluster.kubectl("get", "trun", "from-zero", "-n", z_namespace, "-o", "wide").stdout.split()
-    assert wide[:4] == ["NAME", "PHASE", "READY", "REASON"] and wide[wide.index("from-zero") + 1:][:3] == [
-        "Pending", "False", "Unschedulable"], wide  # the printer columns say why it is Pending
+    assert wide[:4] == ["NAME", "PHASE", "READY", "REASON"] and wide[wide.index("from-zero") + 1 :][:3] == [
+        "Pending",
+        "False",
+        "Unschedulable",
+    ], wide  # the printer columns say why it is Pending
     [probe] = jobs(cluster, z_namespace)  # created without any node of the GPU type
     assert probe["metadata"]["labels"][LABEL_STAGE] == "probe"
     container = probe["spec"]["template"]["spec"]["containers"][0]
@@ -140,6 +163,10 @@ def test_a_node_with_too_few_gpus_gives_up_after_the_wait(cluster, scaling_opera
     assert f"gave up after {UNSCHEDULABLE_SECONDS}s" in stall["message"], stall
     assert status["phase"] == "Failed" and status["targets"][0]["stage"] == "failed", status
     # Its pending Job is stopped: an autoscaler is not left to bring up a node for a run that gave up.
-    wait_for(lambda: not [j for j in jobs(cluster, z_namespace) if not j["metadata"].get("deletionTimestamp")],
-             30, "the unschedulable Job stopped", 0.5)
+    wait_for(
+        lambda: not [j for j in jobs(cluster, z_namespace) if not j["metadata"].get("deletionTimestamp")],
+        30,
+        "the unschedulable Job stopped",
+        0.5,
+    )
     scaling_operator.assert_clean()

@@ -13,8 +13,11 @@ from tests.conftest import get_json
 from tests.operator.conftest import MODELS_BUCKET, RUNS_BUCKET, apply, wait_condition
 from tests.operator.inductor_mlp import inductor_run, put_mlp
 
-KNOBS = [{"name": "compile", "values": ["false"]}, {"name": "freezing", "values": ["true"]},
-         {"name": "shape_padding", "values": ["false"]}]
+KNOBS = [
+    {"name": "compile", "values": ["false"]},
+    {"name": "freezing", "values": ["true"]},
+    {"name": "shape_padding", "values": ["false"]},
+]
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +26,11 @@ def mlp_in_store(s3, tmp_path_factory):
 
 
 def probe_of(s3, run_namespace: str, name: str) -> ProbeResult:
-    (key,) = [o.object_name for o in s3.list_objects(RUNS_BUCKET, f"runs/{run_namespace}/{name}-", recursive=True)
-              if o.object_name.endswith("/probe.json") and "/requests/" not in o.object_name]  # (not the probe's request)
+    (key,) = [
+        o.object_name
+        for o in s3.list_objects(RUNS_BUCKET, f"runs/{run_namespace}/{name}-", recursive=True)
+        if o.object_name.endswith("/probe.json") and "/requests/" not in o.object_name
+    ]  # (not the probe's request)
     return ProbeResult.model_validate_json(s3.get_object(RUNS_BUCKET, key).read())
 
 
@@ -33,8 +39,13 @@ def test_full_search_never_combines_the_exclusive_eager_route(cluster, operator,
     wait_condition(cluster, run_namespace, "inductor-plan", "Ready", 180)
     plan = get_json(cluster, "cm", "inductor-plan-plan-cpu", "-n", run_namespace)["data"]["routes.txt"]
     routes = [line.split(" ", 2)[2] for line in plan.splitlines() if line]
-    assert sorted(routes) == ["(default)", "-compile=false", "-freezing=true", "-freezing=true -shape_padding=false",
-                              "-shape_padding=false"], plan
+    assert sorted(routes) == [
+        "(default)",
+        "-compile=false",
+        "-freezing=true",
+        "-freezing=true -shape_padding=false",
+        "-shape_padding=false",
+    ], plan
     probe = probe_of(s3, run_namespace, "inductor-plan")
     assert next(k for k in probe.knobs if k.name == "compile").exclusive
     operator.assert_clean()

@@ -36,6 +36,7 @@ def image_cluster(tmp_path_factory):
     from minio import Minio
 
     from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
+
     with started_image_cluster(NAMESPACE) as cluster:
         cluster.s3 = Minio(cluster.s3_endpoint, access_key=S3_ACCESS_KEY, secret_key=S3_SECRET_KEY, secure=False)
         cluster.mlp = put_mlp(cluster.s3, tmp_path_factory.mktemp("inductor-mlp"), MODELS_BUCKET, RUNS_BUCKET)
@@ -43,18 +44,28 @@ def image_cluster(tmp_path_factory):
 
 
 def stored(s3, part: str) -> list[str]:
-    return [o.object_name for o in s3.list_objects(RUNS_BUCKET, f"runs/{NAMESPACE}/{RUN}-", recursive=True)
-            if part in o.object_name]
+    return [
+        o.object_name
+        for o in s3.list_objects(RUNS_BUCKET, f"runs/{NAMESPACE}/{RUN}-", recursive=True)
+        if part in o.object_name
+    ]
 
 
 def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_serves_the_references(
-        image_cluster, tmp_path):
+    image_cluster, tmp_path
+):
     from enginewright.accuracy.metrics import loss
     from enginewright.backends import get_backend
+
     cluster, s3 = image_cluster, image_cluster.s3
-    operator = start_operator(cluster, tmp_path / "operator.log", RUNS_BUCKET,
-                              ENGINEWRIGHT_WORKER_COMMAND="python -m enginewright.worker",
-                              ENGINEWRIGHT_WORKER_IMAGE_INDUCTOR=IMAGE, ENGINEWRIGHT_NAMESPACES=NAMESPACE)
+    operator = start_operator(
+        cluster,
+        tmp_path / "operator.log",
+        RUNS_BUCKET,
+        ENGINEWRIGHT_WORKER_COMMAND="python -m enginewright.worker",
+        ENGINEWRIGHT_WORKER_IMAGE_INDUCTOR=IMAGE,
+        ENGINEWRIGHT_NAMESPACES=NAMESPACE,
+    )
     try:
         apply(cluster, NAMESPACE, inductor_run(RUN, "mixed", KNOBS, MODELS_BUCKET))
         status = wait_condition(cluster, NAMESPACE, RUN, "Ready", 420)
@@ -66,10 +77,15 @@ def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_ser
     assert target["stage"] == "done" and target["engineUri"].endswith(".inductor.tar"), target
 
     # every route measured, the eager one included; compiled inside the image, the eager one not
-    entries = {e.route: e for e in (CacheEntry.from_json(s3.get_object(RUNS_BUCKET, key).read())
-                                    for key in stored(s3, "/entries/"))}
-    assert {route: e.outcome.value for route, e in entries.items()} == \
-        {"": "ok", "-compile=false": "ok", "-freezing=true": "ok"}, {r: e.error for r, e in entries.items()}
+    entries = {
+        e.route: e
+        for e in (CacheEntry.from_json(s3.get_object(RUNS_BUCKET, key).read()) for key in stored(s3, "/entries/"))
+    }
+    assert {route: e.outcome.value for route, e in entries.items()} == {
+        "": "ok",
+        "-compile=false": "ok",
+        "-freezing=true": "ok",
+    }, {r: e.error for r, e in entries.items()}
     assert entries[""].load_info["compiled"] == 1 and entries["-freezing=true"].load_info["compiled"] == 1
     assert entries["-compile=false"].load_info["compiled"] == 0
 
@@ -77,10 +93,17 @@ def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_ser
     worker = cluster.image_store.image(IMAGE)
 
     def all_ended():  # the run is Ready once the confirmation's result is stored: its pod may still be exiting
-        items = json.loads(cluster.kubectl("get", "pods", "-n", NAMESPACE, "-l", f"tuning.enginewright.io/run={RUN}",
-                                           "-o", "json").stdout)["items"]
-        return items if all("terminated" in c["state"] for p in items for c in p["status"].get("containerStatuses", [])
-                            ) else None
+        items = json.loads(
+            cluster.kubectl(
+                "get", "pods", "-n", NAMESPACE, "-l", f"tuning.enginewright.io/run={RUN}", "-o", "json"
+            ).stdout
+        )["items"]
+        return (
+            items
+            if all("terminated" in c["state"] for p in items for c in p["status"].get("containerStatuses", []))
+            else None
+        )
+
     pods = wait_for(all_ended, 60, "every worker pod of the run terminated", interval=0.5)
     stages = sorted(p["metadata"]["labels"]["tuning.enginewright.io/stage"] for p in pods)
     assert stages.count("confirm") == 1 and "probe" in stages, stages
@@ -94,9 +117,26 @@ def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_ser
 
     # fetch: the catalog's engine for a CPU node with this torch, verified, with its provenance
     dest = tmp_path / "fetched"
-    fetched = subprocess.run([sys.executable, "-m", "enginewright", "fetch", "--catalog", f"s3://{RUNS_BUCKET}",
-                              "--model", RUN, "--gpu", "cpu", "--dest", str(dest)],
-                             env=cluster.env, capture_output=True, text=True, timeout=120)
+    fetched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "enginewright",
+            "fetch",
+            "--catalog",
+            f"s3://{RUNS_BUCKET}",
+            "--model",
+            RUN,
+            "--gpu",
+            "cpu",
+            "--dest",
+            str(dest),
+        ],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert fetched.returncode == 0, fetched.stderr
     assert fetched.stdout.startswith(f"fetched {target['engineUri'].rsplit('/', 1)[0]}")
     (engine_file,) = [p for p in dest.iterdir() if p.name.startswith("engine")]
@@ -104,16 +144,21 @@ def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_ser
     engine = engine_file.read_bytes()
     assert hashlib.sha256(engine).hexdigest() == provenance.engine.sha256 == target["engineSha256"]
     assert provenance.route.route == target["winner"]["route"]
-    assert (provenance.compiler.name, provenance.search.mode, provenance.search.routes_measured) == \
-        ("inductor", "mixed", 3)
+    assert (provenance.compiler.name, provenance.search.mode, provenance.search.routes_measured) == (
+        "inductor",
+        "mixed",
+        3,
+    )
 
     # the fetched engine, loaded in this process, reproduces the reference outputs
     runner = get_backend("inductor").load(engine, tmp_path / "load")
     try:
         worst = 0.0
         for i in range(PAIRS):
-            with np.load(cluster.mlp / f"inputs-{i}.npz") as inputs, \
-                    np.load(cluster.mlp / f"references-{i}.npz") as refs:
+            with (
+                np.load(cluster.mlp / f"inputs-{i}.npz") as inputs,
+                np.load(cluster.mlp / f"references-{i}.npz") as refs,
+            ):
                 outputs = runner.run({k: inputs[k] for k in inputs.files})
                 worst = max(worst, *(loss(outputs[name], refs[name], "cosine") for name in refs.files))
     finally:

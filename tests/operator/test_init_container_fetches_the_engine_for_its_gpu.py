@@ -33,8 +33,9 @@ def example_for_this_cluster(cluster, gpu: str) -> dict:
     (fetch,) = pod["initContainers"]
     assert fetch["command"][:3] == ["python", "-m", "enginewright"] and "auto" in fetch["args"]
     fetch["command"][0] = sys.executable
-    fetch["args"] = [f"s3://{RUNS_BUCKET}/catalog" if a.startswith("s3://") else MODEL if a == "mlp" else a
-                     for a in fetch["args"]]
+    fetch["args"] = [
+        f"s3://{RUNS_BUCKET}/catalog" if a.startswith("s3://") else MODEL if a == "mlp" else a for a in fetch["args"]
+    ]
     env = {e["name"]: e for e in fetch["env"]}
     env["GPU_PRODUCT"]["value"] = gpu
     env["ENGINEWRIGHT_S3_ENDPOINT"]["value"] = cluster.s3_endpoint
@@ -48,16 +49,21 @@ def example_for_this_cluster(cluster, gpu: str) -> dict:
 
 
 def test_the_init_container_fetches_the_engine_published_for_its_nodes_gpu(cluster, operator, run_namespace):
-    run = manifest("served", knobs=[{"name": "enable_mem_pattern", "values": ["0"]}],
-                   targets=("NVIDIA-H200", "NVIDIA-L40S"), publish={"modelName": MODEL})
+    run = manifest(
+        "served",
+        knobs=[{"name": "enable_mem_pattern", "values": ["0"]}],
+        targets=("NVIDIA-H200", "NVIDIA-L40S"),
+        publish={"modelName": MODEL},
+    )
     apply(cluster, run_namespace, run)
     status = wait_condition(cluster, run_namespace, "served", "Ready", 300)
     published = {t["gpuType"]: t["engineSha256"] for t in status["targets"]}
     assert published["NVIDIA-H200"] != published["NVIDIA-L40S"]
 
     # The example itself is a valid Deployment for the API server, as written.
-    checked = cluster.kubectl("apply", "--dry-run=server", "-n", run_namespace,
-                              "-f", "examples/inference-deployment.yaml")
+    checked = cluster.kubectl(
+        "apply", "--dry-run=server", "-n", run_namespace, "-f", "examples/inference-deployment.yaml"
+    )
     assert "deployment.apps/mlp-inference created (server dry run)" in checked.stdout
     apply(cluster, run_namespace, example_for_this_cluster(cluster, "NVIDIA-H200"))
     logs = cluster.workdir / "pods" / "logs"

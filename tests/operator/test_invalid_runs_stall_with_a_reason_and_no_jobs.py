@@ -42,8 +42,14 @@ def test_checks_before_any_job(cluster, operator, run_namespace, case):
 
 
 def test_a_namespace_without_the_store_secret(cluster, operator, namespace):
-    stalled(cluster, namespace, manifest("nosecret", knobs=KNOB), "StoreSecretMissing",
-            ["enginewright-store", "AWS_ACCESS_KEY_ID"], False)
+    stalled(
+        cluster,
+        namespace,
+        manifest("nosecret", knobs=KNOB),
+        "StoreSecretMissing",
+        ["enginewright-store", "AWS_ACCESS_KEY_ID"],
+        False,
+    )
     operator.assert_clean()
 
 
@@ -55,9 +61,14 @@ def test_checks_that_need_the_compiler_run_only_the_probe(cluster, operator, run
         status = stalled(cluster, run_namespace, doc, "InvalidInput", ["spec.model.sha256 pins 0000"], True)
     else:
         doc["spec"]["search"]["knobs"] = [{"name": "graph_optimisation_level", "values": ["all"]}]
-        status = stalled(cluster, run_namespace, doc, "InvalidKnobs",
-                         ["spec.search.knobs", "graph_optimisation_level", "did you mean graph_optimization_level"],
-                         True)
+        status = stalled(
+            cluster,
+            run_namespace,
+            doc,
+            "InvalidKnobs",
+            ["spec.search.knobs", "graph_optimisation_level", "did you mean graph_optimization_level"],
+            True,
+        )
     assert status["phase"] == "Failed" and status["targets"][0]["stage"] == "failed"
     assert status["targets"][0]["reason"] == condition(status, "Stalled")["reason"]
     operator.assert_clean()
@@ -66,7 +77,20 @@ def test_checks_that_need_the_compiler_run_only_the_probe(cluster, operator, run
 def test_the_spec_cannot_be_edited_after_apply(cluster, operator, run_namespace):
     apply(cluster, run_namespace, manifest("frozen", knobs=KNOB, targets=("NVIDIA-B200",)))
     done = subprocess.run(
-        [str(cluster.binaries / "kubectl"), "patch", "trun", "frozen", "-n", run_namespace, "--type=merge",
-         "-p", '{"spec":{"search":{"maxRoutes":3}}}'], env=cluster.env, capture_output=True, text=True)
+        [
+            str(cluster.binaries / "kubectl"),
+            "patch",
+            "trun",
+            "frozen",
+            "-n",
+            run_namespace,
+            "--type=merge",
+            "-p",
+            '{"spec":{"search":{"maxRoutes":3}}}',
+        ],
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0 and "spec is immutable" in done.stderr, done.stderr
     assert run_status(cluster, run_namespace, "frozen") is not None

@@ -12,9 +12,20 @@ KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
 
 def test_a_foreign_job_with_the_same_name_stalls_the_run(cluster, operator, run_namespace):
-    foreign = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "taken-cpu-probe"},
-               "spec": {"template": {"spec": {"restartPolicy": "Never", "nodeSelector": {"none": "none"},
-                                              "containers": [{"name": "x", "image": "x", "command": ["true"]}]}}}}
+    foreign = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "taken-cpu-probe"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "nodeSelector": {"none": "none"},
+                    "containers": [{"name": "x", "image": "x", "command": ["true"]}],
+                }
+            }
+        },
+    }
     cluster.kubectl("apply", "-n", run_namespace, "-f", "-", input=json.dumps(foreign))
     apply(cluster, run_namespace, manifest("taken", knobs=KNOB))
     status = wait_condition(cluster, run_namespace, "taken", "Stalled", 120)
@@ -26,8 +37,9 @@ def test_a_foreign_job_with_the_same_name_stalls_the_run(cluster, operator, run_
 
 
 def test_a_create_that_answers_409_adopts_the_runs_own_job(cluster, operator, run_namespace):
-    doc = manifest("adopt", knobs=KNOB, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
-                                                 "maxRounds": 4})
+    doc = manifest(
+        "adopt", knobs=KNOB, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4}
+    )
     apply(cluster, run_namespace, doc)
     deadline = time.monotonic() + 120
     while cluster.kubectl("get", "job", "adopt-cpu-stage1-b000", "-n", run_namespace, check=False).returncode:
@@ -37,9 +49,14 @@ def test_a_create_that_answers_409_adopts_the_runs_own_job(cluster, operator, ru
     cluster.kubectl("label", "job", "adopt-cpu-stage1-b000", "-n", run_namespace, "tuning.enginewright.io/run-")
     status = wait_condition(cluster, run_namespace, "adopt", "Ready", 240)
     assert status["targets"][0]["done"] == status["targets"][0]["planned"] == 2
-    creates = [e for e in cluster.audit_events() if e.get("verb") == "create" and e.get("stage") == "ResponseComplete"
-               and (e.get("objectRef") or {}).get("name") == "adopt-cpu-stage1-b000"
-               and (e.get("objectRef") or {}).get("namespace") == run_namespace]
+    creates = [
+        e
+        for e in cluster.audit_events()
+        if e.get("verb") == "create"
+        and e.get("stage") == "ResponseComplete"
+        and (e.get("objectRef") or {}).get("name") == "adopt-cpu-stage1-b000"
+        and (e.get("objectRef") or {}).get("namespace") == run_namespace
+    ]
     codes = sorted(e["responseStatus"]["code"] for e in creates)
     assert codes.count(201) == 1 and 409 in codes, codes
     operator.assert_clean()

@@ -21,8 +21,10 @@ def create(cluster, namespace, doc):
 def test_a_spec_larger_than_an_environment_variable_reaches_ready(cluster, operator, run_namespace):
     doc = manifest("big-spec", knobs=KNOB)
     # ONNX Runtime takes any session config entry: 128 settings (the CRD's bound) of 1000 characters.
-    doc["spec"]["compiler"]["settings"] = {"intra_op_num_threads": "1",
-                                           **{f"enginewright.test.pad{i:03d}": "x" * 1000 for i in range(127)}}
+    doc["spec"]["compiler"]["settings"] = {
+        "intra_op_num_threads": "1",
+        **{f"enginewright.test.pad{i:03d}": "x" * 1000 for i in range(127)},
+    }
     doc["spec"]["publish"] = {"enabled": False}
     assert len(json.dumps(doc["spec"])) > 128 * 1024
     create(cluster, run_namespace, doc)

@@ -46,8 +46,13 @@ def test_series_follow_the_run_through_a_restart_and_its_deletion(cluster, m_nam
     operators = []
 
     def start() -> Operator:
-        started = start_operator(cluster, tmp_path / f"operator-{len(operators)}.log", RUNS_BUCKET,
-                                 ENGINEWRIGHT_NAMESPACES="m-*", ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL)
+        started = start_operator(
+            cluster,
+            tmp_path / f"operator-{len(operators)}.log",
+            RUNS_BUCKET,
+            ENGINEWRIGHT_NAMESPACES="m-*",
+            ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+        )
         operators.append(Operator(started.process, started.log, started.metrics_port, started.health_port))
         return operators[-1]
 
@@ -57,8 +62,12 @@ def test_series_follow_the_run_through_a_restart_and_its_deletion(cluster, m_nam
         apply(cluster, m_namespace, manifest("charted", knobs=KNOB, publish={"enabled": False}))
         status = wait_condition(cluster, m_namespace, "charted", "Ready", 240)
         speedup = status["targets"][0]["winner"]["speedup"]
-        text = scrape_until(operator, lambda t: series(t, "enginewright_best_speedup", **run), 30,
-                            "the best speedup on the metrics port")
+        text = scrape_until(
+            operator,
+            lambda t: series(t, "enginewright_best_speedup", **run),
+            30,
+            "the best speedup on the metrics port",
+        )
         assert series(text, "enginewright_best_speedup", **run) == pytest.approx(speedup)
         assert series(text, "enginewright_active_jobs", **run) is None  # finished: no Job series left
         assert series(text, "enginewright_runs", phase="Succeeded") == 1
@@ -68,8 +77,12 @@ def test_series_follow_the_run_through_a_restart_and_its_deletion(cluster, m_nam
 
         operator.stop()  # a new operator rebuilds the series from the cluster
         operator = start()
-        text = scrape_until(operator, lambda t: series(t, "enginewright_best_speedup", **run), 60,
-                            "the best speedup rebuilt after a restart")
+        text = scrape_until(
+            operator,
+            lambda t: series(t, "enginewright_best_speedup", **run),
+            60,
+            "the best speedup rebuilt after a restart",
+        )
         assert series(text, "enginewright_best_speedup", **run) == pytest.approx(speedup)
         assert series(text, "enginewright_runs", phase="Succeeded") == 1
 

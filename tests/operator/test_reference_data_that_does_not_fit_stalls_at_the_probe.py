@@ -16,16 +16,26 @@ from tests.operator.conftest import MODELS_BUCKET, apply, condition, events, job
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 CASES = {
-    "missing-output": ("references", lambda a: {k: v for k, v in a.items() if k != "features"},
-                       ["spec.accuracy.pairs[1].references", "no reference for output 'features'",
-                        "spec.accuracy.outputs"]),
-    "input-dtype": ("inputs", lambda a: {"image": a["image"].astype(np.float64)},
-                    ["spec.accuracy.pairs[1].inputs", "input 'image' is float64", "image float32[8, 3, 32, 32]"]),
-    "reference-shape": ("references", lambda a: {**a, "logits": a["logits"][:, :5]},
-                        ["spec.accuracy.pairs[1].references", "reference 'logits' has shape [8, 5]",
-                         "logits float32[8, 10]"]),
-    "extra-name": ("references", lambda a: {**a, "probs": a["logits"]},
-                   ["spec.accuracy.pairs[1].references", "'probs' is not an output of the model"]),
+    "missing-output": (
+        "references",
+        lambda a: {k: v for k, v in a.items() if k != "features"},
+        ["spec.accuracy.pairs[1].references", "no reference for output 'features'", "spec.accuracy.outputs"],
+    ),
+    "input-dtype": (
+        "inputs",
+        lambda a: {"image": a["image"].astype(np.float64)},
+        ["spec.accuracy.pairs[1].inputs", "input 'image' is float64", "image float32[8, 3, 32, 32]"],
+    ),
+    "reference-shape": (
+        "references",
+        lambda a: {**a, "logits": a["logits"][:, :5]},
+        ["spec.accuracy.pairs[1].references", "reference 'logits' has shape [8, 5]", "logits float32[8, 10]"],
+    ),
+    "extra-name": (
+        "references",
+        lambda a: {**a, "probs": a["logits"]},
+        ["spec.accuracy.pairs[1].references", "'probs' is not an output of the model"],
+    ),
 }
 
 
@@ -39,8 +49,9 @@ def put_bad(s3, example_in_store, name, kind, change) -> str:
     return f"s3://{MODELS_BUCKET}/{key}"
 
 
-def test_data_that_does_not_fit_stalls_invalid_input_after_the_probe_only(cluster, operator, run_namespace, s3,
-                                                                          example_in_store):
+def test_data_that_does_not_fit_stalls_invalid_input_after_the_probe_only(
+    cluster, operator, run_namespace, s3, example_in_store
+):
     applied = {}
     for case, (kind, change, _) in CASES.items():
         doc = manifest(f"misfit-{case}", knobs=KNOB)
@@ -57,16 +68,18 @@ def test_data_that_does_not_fit_stalls_invalid_input_after_the_probe_only(cluste
         for word in words:
             assert word in stall["message"], stall["message"]
         assert status["phase"] == "Failed" and status["targets"][0]["stage"] == "failed"
-        assert any(e["reason"] == "InvalidInput" and e["type"] == "Warning"
-                   for e in events(cluster, run_namespace, name))
+        assert any(
+            e["reason"] == "InvalidInput" and e["type"] == "Warning" for e in events(cluster, run_namespace, name)
+        )
     stages = sorted(j["metadata"]["labels"][LABEL_STAGE] for j in jobs(cluster, run_namespace))
     assert stages == ["probe"] * len(CASES), stages  # no tuning Job for any of them
     print(f"\nInvalidInput after apply: {', '.join(f'{c} {s:.1f}s' for c, s in took.items())}")
     operator.assert_clean()
 
 
-def test_named_outputs_let_a_references_file_leave_the_others_out(cluster, operator, run_namespace, s3,
-                                                                  example_in_store):
+def test_named_outputs_let_a_references_file_leave_the_others_out(
+    cluster, operator, run_namespace, s3, example_in_store
+):
     kind, change, _ = CASES["missing-output"]
     doc = manifest("named-outputs", knobs=KNOB)
     doc["spec"]["accuracy"]["pairs"][1][kind] = put_bad(s3, example_in_store, "named-outputs", kind, change)

@@ -15,9 +15,11 @@ from enginewright.controller.shards import SHARD_LIMIT
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, apply, events, jobs, manifest, wait_condition
 
-KNOBS = [{"name": "graph_optimization_level", "values": ["basic", "all"]},
-         {"name": "enable_mem_pattern", "values": ["0"]},
-         {"name": "session.intra_op.allow_spinning", "values": ["0"]}]
+KNOBS = [
+    {"name": "graph_optimization_level", "values": ["basic", "all"]},
+    {"name": "enable_mem_pattern", "values": ["0"]},
+    {"name": "session.intra_op.allow_spinning", "values": ["0"]},
+]
 
 
 def published(s3, status_target: dict) -> tuple[bytes, dict]:
@@ -32,6 +34,7 @@ def reproduces_references(engine: bytes, example, tmp_path, metric_threshold: fl
     """Load the published engine with the product's backend and compare to the reference outputs."""
     from enginewright.accuracy.metrics import loss
     from enginewright.backends import get_backend
+
     runner = get_backend("onnxruntime").load(engine, tmp_path)
     worst = 0.0
     for i in range(2):
@@ -44,8 +47,9 @@ def reproduces_references(engine: bytes, example, tmp_path, metric_threshold: fl
 
 
 @pytest.mark.parametrize("mode,routes", [("fast", 4), ("full", 8), ("mixed", None)])
-def test_a_run_reaches_ready_and_publishes_its_winner(cluster, operator, run_namespace, s3, example_in_store,
-                                                      tmp_path, mode, routes):
+def test_a_run_reaches_ready_and_publishes_its_winner(
+    cluster, operator, run_namespace, s3, example_in_store, tmp_path, mode, routes
+):
     apply(cluster, run_namespace, manifest(f"mlp-{mode}", mode=mode, knobs=KNOBS))
     status = wait_condition(cluster, run_namespace, f"mlp-{mode}", "Ready", 300)
     assert status["phase"] == "Succeeded" and status["observedGeneration"] == 1
@@ -72,7 +76,8 @@ def test_a_run_reaches_ready_and_publishes_its_winner(cluster, operator, run_nam
     assert provenance["route"]["route"] == winner.route and provenance["search"]["mode"] == mode
     assert provenance["model"]["sha256"] == hashlib.sha256((example_in_store / "mlp.onnx").read_bytes()).hexdigest()
     assert provenance["run"]["name"] == f"mlp-{mode}" and provenance["compiler"]["versions"]["compiler"].startswith(
-        "onnxruntime-")
+        "onnxruntime-"
+    )
     assert provenance["timing"]["defaultMs"] > 0 and provenance["timing"]["speedup"] > 0
     reproduces_references(engine, example_in_store, tmp_path, 1e-3)
     index = json.loads(s3.get_object(RUNS_BUCKET, f"catalog/mlp-{mode}/index.json").read())
@@ -93,14 +98,17 @@ def test_a_run_reaches_ready_and_publishes_its_winner(cluster, operator, run_nam
 
 
 def test_two_targets_are_measured_on_their_own_node_types_and_published_separately(
-        cluster, operator, run_namespace, s3, example_in_store):
+    cluster, operator, run_namespace, s3, example_in_store
+):
     knobs = [{"name": "enable_mem_pattern", "values": ["0"]}]
     apply(cluster, run_namespace, manifest("two", knobs=knobs, targets=("NVIDIA-H200", "NVIDIA-L40S")))
     status = wait_condition(cluster, run_namespace, "two", "Ready", 300)
     by_type = {t["gpuType"]: t for t in status["targets"]}
     assert set(by_type) == {"NVIDIA-H200", "NVIDIA-L40S"}
-    nodes = {n["metadata"]["name"]: n["metadata"]["labels"]["nvidia.com/gpu.product"]
-             for n in get_json(cluster, "nodes")["items"]}
+    nodes = {
+        n["metadata"]["name"]: n["metadata"]["labels"]["nvidia.com/gpu.product"]
+        for n in get_json(cluster, "nodes")["items"]
+    }
     pods = get_json(cluster, "pods", "-n", run_namespace)["items"]
     assert pods
     for pod in pods:  # where each pod actually ran, not what it asked for

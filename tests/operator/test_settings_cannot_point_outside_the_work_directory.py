@@ -16,8 +16,13 @@ KEY = "session.optimized_model_external_initializers_file_name"
 def test_a_path_out_of_the_work_directory_is_refused_at_apply(cluster, crd_installed, namespace, value):
     doc = manifest("escape")
     doc["spec"]["compiler"]["settings"] = {KEY: value, "intra_op_num_threads": "1"}
-    done = subprocess.run([str(cluster.binaries / "kubectl"), "apply", "-n", namespace, "-f", "-"],
-                          input=json.dumps(doc), env=cluster.env, capture_output=True, text=True)
+    done = subprocess.run(
+        [str(cluster.binaries / "kubectl"), "apply", "-n", namespace, "-f", "-"],
+        input=json.dumps(doc),
+        env=cluster.env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode != 0, done.stdout
     assert "spec.compiler.settings" in done.stderr and KEY in done.stderr, done.stderr
     assert "intra_op_num_threads" not in done.stderr  # only the offending setting is named

@@ -10,8 +10,16 @@ KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
 
 def test_a_key_that_does_not_work_learns_nothing_about_other_objects(cluster, operator, namespace):
-    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
-                    "--from-literal=AWS_ACCESS_KEY_ID=not-a-key", "--from-literal=AWS_SECRET_ACCESS_KEY=wrong-secret")
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "enginewright-store",
+        "-n",
+        namespace,
+        "--from-literal=AWS_ACCESS_KEY_ID=not-a-key",
+        "--from-literal=AWS_SECRET_ACCESS_KEY=wrong-secret",
+    )
     present = manifest("present", knobs=KNOB)  # the example model: it exists
     absent = manifest("absent", knobs=KNOB)
     absent["spec"]["model"]["uri"] = "s3://enginewright-models/example/absent.onnx"
@@ -36,13 +44,22 @@ def test_a_key_that_does_not_work_learns_nothing_about_other_objects(cluster, op
 def test_the_runs_key_is_what_reads_the_objects(cluster, operator, namespace, s3):
     """The Secret's key is used as it is: the operator's working key is not a fallback."""
     from tests.cluster.harness import S3_ACCESS_KEY
-    cluster.kubectl("create", "secret", "generic", "enginewright-store", "-n", namespace,
-                    f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
-                    "--from-literal=AWS_SECRET_ACCESS_KEY=not-the-secret")
+
+    cluster.kubectl(
+        "create",
+        "secret",
+        "generic",
+        "enginewright-store",
+        "-n",
+        namespace,
+        f"--from-literal=AWS_ACCESS_KEY_ID={S3_ACCESS_KEY}",
+        "--from-literal=AWS_SECRET_ACCESS_KEY=not-the-secret",
+    )
     apply(cluster, namespace, manifest("badsecret", knobs=KNOB))
     stall = condition(wait_condition(cluster, namespace, "badsecret", "Stalled", 120), "Stalled")
     assert stall["reason"] == "StoreAccessDenied" and "SignatureDoesNotMatch" in stall["message"], stall
-    secret = cluster.kubectl("get", "secret", "enginewright-store", "-n", namespace, "-o",
-                             "jsonpath={.data.AWS_SECRET_ACCESS_KEY}").stdout
+    secret = cluster.kubectl(
+        "get", "secret", "enginewright-store", "-n", namespace, "-o", "jsonpath={.data.AWS_SECRET_ACCESS_KEY}"
+    ).stdout
     assert base64.b64decode(secret) == b"not-the-secret"
     operator.assert_clean()

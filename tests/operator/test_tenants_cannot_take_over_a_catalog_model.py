@@ -35,8 +35,9 @@ def index(s3, model):
     return json.loads(s3.get_object(RUNS_BUCKET, f"catalog/{model}/index.json").read())
 
 
-def test_a_model_name_published_by_one_namespace_is_refused_to_another(cluster, operator, s3, run_namespace,
-                                                                       other_namespace):
+def test_a_model_name_published_by_one_namespace_is_refused_to_another(
+    cluster, operator, s3, run_namespace, other_namespace
+):
     model = f"demo-{uuid.uuid4().hex[:6]}"
     apply(cluster, run_namespace, manifest("owner", knobs=KNOB, publish={"modelName": model}))
     owner = wait_condition(cluster, run_namespace, "owner", "Ready", 240)
@@ -56,14 +57,18 @@ def test_a_model_name_published_by_one_namespace_is_refused_to_another(cluster, 
 def test_a_run_cannot_publish_into_a_bucket_the_operator_does_not_allow(cluster, operator, s3, run_namespace):
     # The models bucket exists and the operator's key can write it: today's target of the attack.
     apply(cluster, run_namespace, manifest("elsewhere", knobs=KNOB, publish={"bucket": "enginewright-models"}))
-    refused(cluster, run_namespace, "elsewhere", "PublishBucketNotAllowed",
-            ["spec.publish.bucket", "enginewright-models", RUNS_BUCKET])
+    refused(
+        cluster,
+        run_namespace,
+        "elsewhere",
+        "PublishBucketNotAllowed",
+        ["spec.publish.bucket", "enginewright-models", RUNS_BUCKET],
+    )
     assert not list(s3.list_objects("enginewright-models", prefix="catalog/", recursive=True))
     operator.assert_clean()
 
 
-def test_an_allowed_bucket_that_does_not_exist_stalls_with_store_bucket_missing(cluster, operator, s3,
-                                                                                run_namespace):
+def test_an_allowed_bucket_that_does_not_exist_stalls_with_store_bucket_missing(cluster, operator, s3, run_namespace):
     bucket = PUBLISH_BUCKETS[0]
     assert not s3.bucket_exists(bucket)
     apply(cluster, run_namespace, manifest("nobucket", knobs=KNOB, publish={"bucket": bucket}))
@@ -77,6 +82,7 @@ def test_two_namespaces_racing_for_a_new_name_leave_one_owner(cluster, operator,
     import time
 
     from tests.operator.conftest import run_status
+
     model = f"race-{uuid.uuid4().hex[:6]}"
     for namespace in (run_namespace, other_namespace):
         apply(cluster, namespace, manifest("racer", knobs=KNOB, publish={"modelName": model}))
@@ -103,13 +109,23 @@ def test_a_publish_bucket_removed_while_the_run_tunes_stalls_when_publishing(clu
     import time
 
     from tests.operator.conftest import run_status
+
     bucket = PUBLISH_BUCKETS[1]
     s3.make_bucket(bucket)
-    apply(cluster, run_namespace, manifest("vanish", knobs=KNOB, publish={"bucket": bucket},
-                                           timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4,
-                                                   "maxRounds": 4}))
+    apply(
+        cluster,
+        run_namespace,
+        manifest(
+            "vanish",
+            knobs=KNOB,
+            publish={"bucket": bucket},
+            timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4},
+        ),
+    )
     deadline = time.monotonic() + 120
-    while not any(t.get("stage") == "stage1" for t in run_status(cluster, run_namespace, "vanish").get("targets") or []):
+    while not any(
+        t.get("stage") == "stage1" for t in run_status(cluster, run_namespace, "vanish").get("targets") or []
+    ):
         assert time.monotonic() < deadline, run_status(cluster, run_namespace, "vanish")
         time.sleep(0.3)
     s3.remove_bucket(bucket)  # empty: nothing is published before the decision

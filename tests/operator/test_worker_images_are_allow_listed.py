@@ -16,8 +16,9 @@ def test_an_image_the_operator_does_not_allow_creates_no_job(cluster, operator, 
     stall = condition(status, "Stalled")
     assert stall["reason"] == "ImageNotAllowed" and "docker.io/attacker/miner:latest" in stall["message"], stall
     assert "spec.compiler.image" in stall["message"]
-    assert any(e["type"] == "Warning" and e["reason"] == "ImageNotAllowed"
-               for e in events(cluster, run_namespace, "miner"))
+    assert any(
+        e["type"] == "Warning" and e["reason"] == "ImageNotAllowed" for e in events(cluster, run_namespace, "miner")
+    )
     assert jobs(cluster, run_namespace) == []
     operator.assert_clean()
 

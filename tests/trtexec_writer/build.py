@@ -36,7 +36,10 @@ TYPES = [
     ("sampleUtils.h", "namespace tuningCache"),
 ]
 FUNCTIONS = [
-    ("sampleUtils.cpp", "std::vector<std::string> splitToStringVec(std::string const& s, char separator, int64_t maxSplit)"),
+    (
+        "sampleUtils.cpp",
+        "std::vector<std::string> splitToStringVec(std::string const& s, char separator, int64_t maxSplit)",
+    ),
     ("sampleUtils.cpp", "std::string resolveAbsolutePath(std::string const& path)"),
     ("sampleUtils.cpp", "std::string buildShellQuotedCmdLine(int32_t argc, char** argv)"),
     ("sampleUtils.cpp", "std::vector<std::string> resolveArgvPaths(int32_t argc, char** argv)"),
@@ -70,7 +73,7 @@ def definition(text: str, start: str) -> str:
             depth -= 1
             if opened and depth == 0:
                 end = i + 1
-                if text[end:end + 1] == ";":
+                if text[end : end + 1] == ";":
                     end += 1
                 return text[begin:end]
         i += 1
@@ -78,8 +81,11 @@ def definition(text: str, start: str) -> str:
 
 def extract(tensorrt: Path, definitions: list[tuple[str, str]]) -> str:
     common = tensorrt / "samples" / "common"
-    parts = [f"// Cut unchanged from {common}/{name} by tests/trtexec_writer/build.py\n"
-             f"{definition((common / name).read_text(), start)}" for name, start in definitions]
+    parts = [
+        f"// Cut unchanged from {common}/{name} by tests/trtexec_writer/build.py\n"
+        f"{definition((common / name).read_text(), start)}"
+        for name, start in definitions
+    ]
     return "\n\n".join(parts) + "\n"
 
 
@@ -89,8 +95,7 @@ def build(tensorrt: Path, out: Path) -> Path:
     (out / "nvidia_writer.inc").write_text(extract(tensorrt, FUNCTIONS))
     shutil.copy(HERE / "writer_main.cpp", out / "writer_main.cpp")
     program = out / "writer"
-    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(program), str(out / "writer_main.cpp")], check=True,
-                   cwd=out)
+    subprocess.run(["g++", "-std=c++17", "-O1", "-o", str(program), str(out / "writer_main.cpp")], check=True, cwd=out)
     return program
 
 

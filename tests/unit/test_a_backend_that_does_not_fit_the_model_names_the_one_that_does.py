@@ -11,9 +11,25 @@ from enginewright.backends import misfit, model_kind
 
 
 def tune(model, backend, tmp_path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "enginewright", "tune", str(model), "--backend", backend,
-                           "--inputs", str(tmp_path / "in.npz"), "--no-accuracy", "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "enginewright",
+            "tune",
+            str(model),
+            "--backend",
+            backend,
+            "--inputs",
+            str(tmp_path / "in.npz"),
+            "--no-accuracy",
+            "--out",
+            str(tmp_path / "out"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.fixture
@@ -32,8 +48,13 @@ def test_the_model_kind_decides(models):
     assert "--backend inductor" in misfit("onnxruntime", models / "m.pt2")
 
 
-@pytest.mark.parametrize("backend,model,fits", [("inductor", "m.onnx", "--backend onnxruntime or --backend tensorrt"),
-                                                ("onnxruntime", "m.pt2", "--backend inductor")])
+@pytest.mark.parametrize(
+    "backend,model,fits",
+    [
+        ("inductor", "m.onnx", "--backend onnxruntime or --backend tensorrt"),
+        ("onnxruntime", "m.pt2", "--backend inductor"),
+    ],
+)
 def test_a_backend_that_cannot_build_the_file_names_the_one_that_can(backend, model, fits, models):
     result = tune(models / model, backend, models)
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -45,6 +66,7 @@ def test_a_backend_that_is_not_installed_says_so(models):
     pytest.importorskip("onnxruntime")
     try:
         import tensorrt  # noqa: F401
+
         pytest.skip("TensorRT is installed here")
     except ImportError:
         pass

@@ -32,9 +32,15 @@ class Core:
 
     def sanitize_for_serialization(self, config_map):
         meta = config_map.metadata
-        return {"metadata": {"name": meta.name, "resourceVersion": meta.resource_version, "labels": meta.labels,
-                             "ownerReferences": [{"uid": o.uid, "controller": True} for o in meta.owner_references]},
-                "data": config_map.data}
+        return {
+            "metadata": {
+                "name": meta.name,
+                "resourceVersion": meta.resource_version,
+                "labels": meta.labels,
+                "ownerReferences": [{"uid": o.uid, "controller": True} for o in meta.owner_references],
+            },
+            "data": config_map.data,
+        }
 
     def read_namespaced_config_map(self, name, namespace):
         return self.maps[name]
@@ -46,19 +52,26 @@ class Core:
         self.version += 1
         meta = body["metadata"]
         self.maps[meta["name"]] = SimpleNamespace(
-            data=dict(body["data"]), metadata=SimpleNamespace(
-                name=meta["name"], annotations=dict(meta.get("annotations") or {}), labels=dict(meta["labels"]),
+            data=dict(body["data"]),
+            metadata=SimpleNamespace(
+                name=meta["name"],
+                annotations=dict(meta.get("annotations") or {}),
+                labels=dict(meta["labels"]),
                 resource_version=str(self.version),
-                owner_references=[SimpleNamespace(uid=o["uid"]) for o in meta["ownerReferences"]]))
+                owner_references=[SimpleNamespace(uid=o["uid"]) for o in meta["ownerReferences"]],
+            ),
+        )
 
     def create_namespaced_config_map(self, namespace, body):
         from kubernetes.client.exceptions import ApiException
+
         if body["metadata"]["name"] in self.maps:
             raise ApiException(status=409, reason="AlreadyExists")
         self._store(body)
 
     def replace_namespaced_config_map(self, name, namespace, body):
         from kubernetes.client.exceptions import ApiException
+
         if name not in self.maps:
             raise ApiException(status=404, reason="Not Found")
         self._store(body)
@@ -79,9 +92,16 @@ class Runs:
 
 def entry(threads: str) -> CacheEntry:
     route = Route.of({"intra_op_num_threads": threads})
-    return CacheEntry(target=TARGET.gpu_type, route_id=route.id, route=route.canonical, outcome=Outcome.ok,
-                      knobs={"intra_op_num_threads": threads}, batch="stage1-b000", baseline_ms=10.0,
-                      timing=TimingStats(median_ms=5.0, mean_ms=5.0, p90_ms=5.0, min_ms=5.0, n=5))
+    return CacheEntry(
+        target=TARGET.gpu_type,
+        route_id=route.id,
+        route=route.canonical,
+        outcome=Outcome.ok,
+        knobs={"intra_op_num_threads": threads},
+        batch="stage1-b000",
+        baseline_ms=10.0,
+        timing=TimingStats(median_ms=5.0, mean_ms=5.0, p90_ms=5.0, min_ms=5.0, n=5),
+    )
 
 
 @pytest.mark.parametrize("deleted", [0, 1, 2])

@@ -20,6 +20,7 @@ class Refusing:
 def reconciler(monkeypatch):
     def use(status):
         monkeypatch.setattr(handlers, "_reconciler", Refusing(status))
+
     return use
 
 

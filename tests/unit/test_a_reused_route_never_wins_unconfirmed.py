@@ -21,9 +21,14 @@ def test_the_default_is_always_measured_fresh():
 def test_a_reused_route_wins_only_through_confirmation():
     default = Route.of({})
     fresh_default = entry(base(), route=default, run="this-run", baseline_ms=1.0)
-    faster = entry(base(), timing=TimingStats(median_ms=0.5, mean_ms=0.5, p90_ms=0.5, min_ms=0.5, n=10),
-                   baseline_ms=1.0, engine_uri="file:///e", engine_sha256="0" * 64,
-                   paired=Paired(ratio=0.5, low=0.45, high=0.55, rounds=5, stopped="faster"))
+    faster = entry(
+        base(),
+        timing=TimingStats(median_ms=0.5, mean_ms=0.5, p90_ms=0.5, min_ms=0.5, n=10),
+        baseline_ms=1.0,
+        engine_uri="file:///e",
+        engine_sha256="0" * 64,
+        paired=Paired(ratio=0.5, low=0.45, high=0.55, rounds=5, stopped="faster"),
+    )
     reused = faster.model_copy(update={"reused_from": "run earlier"})
     entries = {default.id: fresh_default, ROUTE.id: reused}
     no_confirm = FlowSpec(mode="fast", top_k=0)

@@ -18,8 +18,13 @@ def test_the_committed_benchmark_page_is_exactly_what_its_raw_results_render(tmp
     docs = tmp_path / "docs"
     docs.mkdir()
     shutil.copy(REPO / "docs/benchmarks.md", docs / "benchmarks.md")  # the notes block comes from here
-    done = subprocess.run([str(REPO / "bench/render_benchmarks_doc.sh"), str(docs)], capture_output=True, text=True,
-                          env={**os.environ, "PYTHON": sys.executable}, timeout=120)
+    done = subprocess.run(
+        [str(REPO / "bench/render_benchmarks_doc.sh"), str(docs)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert (docs / "benchmarks.md").read_text() == (REPO / "docs/benchmarks.md").read_text()
     assert "mixed winner geomean 1.563x side by side" in done.stdout

@@ -38,9 +38,20 @@ MODEL = "mlp"
 ORT_OLD, ORT_NEW = "onnxruntime-1.9.0", "onnxruntime-1.23.2"
 
 
-def publish(store: LocalStore, model: str, gpu: str, version: str, uid: str, day: str, speedup: float, *,
-            routes: bool = True, namespace: str = "team", winner_route: str = "-graph_optimization_level=all",
-            default_kept: bool = False):
+def publish(
+    store: LocalStore,
+    model: str,
+    gpu: str,
+    version: str,
+    uid: str,
+    day: str,
+    speedup: float,
+    *,
+    routes: bool = True,
+    namespace: str = "team",
+    winner_route: str = "-graph_optimization_level=all",
+    default_kept: bool = False,
+):
     """One engine as the operator publishes it (engine, provenance, routes.json, index entry)."""
     keys = CatalogKeys(model, gpu, version, "ab" * 32, "cd" * 6, uid)
     engine = f"engine of {uid}".encode()
@@ -49,40 +60,95 @@ def publish(store: LocalStore, model: str, gpu: str, version: str, uid: str, day
     store.put(keys.engine(".ort.tar"), engine)
     provenance = Provenance(
         engine=EngineFacts(uri=uri, sha256=sha, size=len(engine)),
-        model=ModelFacts(uri="s3://models/mlp.onnx", sha256="ab" * 32, format="onnx", name=model,
-                         input_shapes={"x": [16, 64]}),
-        accuracy=AccuracyFacts(disabled=False, metric="cosine", threshold=1e-3,
-                               data_digests={"pairs[0].inputs": "11" * 32, "pairs[0].references": "22" * 32},
-                               loss_per_output={"y": 2.5e-7}),
+        model=ModelFacts(
+            uri="s3://models/mlp.onnx", sha256="ab" * 32, format="onnx", name=model, input_shapes={"x": [16, 64]}
+        ),
+        accuracy=AccuracyFacts(
+            disabled=False,
+            metric="cosine",
+            threshold=1e-3,
+            data_digests={"pairs[0].inputs": "11" * 32, "pairs[0].references": "22" * 32},
+            loss_per_output={"y": 2.5e-7},
+        ),
         route=RouteFacts(id="r-win", route=winner_route, knobs={"graph_optimization_level": "all"}),
         compiler=CompilerFacts(name="onnxruntime", versions={"compiler": version, "node": "node-h200-0"}),
         gpu=GpuFacts(product=gpu, node=f"node-{gpu.lower()}-0", compute_capability="9.0", driver="580.1"),
-        timing=TimingFacts(objective="gpuTime", speedup=speedup, speedup_name="gpuTime speedup",
-                           speedup_interval=[speedup - 0.05, speedup + 0.05], confirmed=True,
-                           how_measured="confirmation round: 3 interleaved rounds against the default; more"),
-        search=SearchFacts(mode="mixed", routes_planned=3, routes_measured=3, outcomes={"ok": 2, "accuracy_rejected": 1}),
+        timing=TimingFacts(
+            objective="gpuTime",
+            speedup=speedup,
+            speedup_name="gpuTime speedup",
+            speedup_interval=[speedup - 0.05, speedup + 0.05],
+            confirmed=True,
+            how_measured="confirmation round: 3 interleaved rounds against the default; more",
+        ),
+        search=SearchFacts(
+            mode="mixed", routes_planned=3, routes_measured=3, outcomes={"ok": 2, "accuracy_rejected": 1}
+        ),
         run=RunFacts(namespace=namespace, name=f"run-{uid}", uid=uid, generation=1, target=gpu),
-        operator_version="0.1.0", published_at=f"2026-11-{day}T00:00:00Z")
+        operator_version="0.1.0",
+        published_at=f"2026-11-{day}T00:00:00Z",
+    )
     store.put(keys.provenance, json.dumps(provenance.model_dump(mode="json", by_alias=True)).encode())
     if routes:
-        store.put(keys.routes, json.dumps(MeasuredRoutes(
-            objective="gpuTime", metric="cosine", threshold=1e-3, default_id="r-def",
-            winner_id="r-def" if default_kept else "r-win",
-            headline_speedup=speedup, headline_interval=[speedup - 0.05, speedup + 0.05],
-            routes=[MeasuredRoute(id="r-def", route="", stage="stage1", outcome="ok", route_ms=0.5, max_loss=0.0),
-                    MeasuredRoute(id="r-win", route=winner_route, stage="stage1", outcome="ok", route_ms=0.4,
-                                  default_ms=0.5, speedup=1.25, speedup_interval=[1.2, 1.3], max_loss=2.5e-7),
-                    MeasuredRoute(id="r-bad", route="-enable_mem_pattern=0", stage="stage1",
-                                  outcome="accuracy_rejected", route_ms=0.45, default_ms=0.5, speedup=1.11,
-                                  max_loss=0.5)]).wire()).encode())
+        store.put(
+            keys.routes,
+            json.dumps(
+                MeasuredRoutes(
+                    objective="gpuTime",
+                    metric="cosine",
+                    threshold=1e-3,
+                    default_id="r-def",
+                    winner_id="r-def" if default_kept else "r-win",
+                    headline_speedup=speedup,
+                    headline_interval=[speedup - 0.05, speedup + 0.05],
+                    routes=[
+                        MeasuredRoute(id="r-def", route="", stage="stage1", outcome="ok", route_ms=0.5, max_loss=0.0),
+                        MeasuredRoute(
+                            id="r-win",
+                            route=winner_route,
+                            stage="stage1",
+                            outcome="ok",
+                            route_ms=0.4,
+                            default_ms=0.5,
+                            speedup=1.25,
+                            speedup_interval=[1.2, 1.3],
+                            max_loss=2.5e-7,
+                        ),
+                        MeasuredRoute(
+                            id="r-bad",
+                            route="-enable_mem_pattern=0",
+                            stage="stage1",
+                            outcome="accuracy_rejected",
+                            route_ms=0.45,
+                            default_ms=0.5,
+                            speedup=1.11,
+                            max_loss=0.5,
+                        ),
+                    ],
+                ).wire()
+            ).encode(),
+        )
     try:
         index = json.loads(store.get(keys.index))
     except FileNotFoundError:
         index = {"model": model, "entries": [], "owner": {"namespace": namespace}}
-    index["entries"].append(IndexEntry(
-        gpu_product=gpu, compiler_version=version, folder=keys.folder, engine=uri, sha256=sha,
-        route=winner_route, speedup=speedup, confirmed=True, model_sha256="ab" * 32, run=f"{namespace}/run-{uid}",
-        run_uid=uid, published_at=f"2026-11-{day}T00:00:00Z", compute_capability="9.0").wire())
+    index["entries"].append(
+        IndexEntry(
+            gpu_product=gpu,
+            compiler_version=version,
+            folder=keys.folder,
+            engine=uri,
+            sha256=sha,
+            route=winner_route,
+            speedup=speedup,
+            confirmed=True,
+            model_sha256="ab" * 32,
+            run=f"{namespace}/run-{uid}",
+            run_uid=uid,
+            published_at=f"2026-11-{day}T00:00:00Z",
+            compute_capability="9.0",
+        ).wire()
+    )
     store.put(keys.index, json.dumps(index).encode())
     return sha
 
@@ -132,7 +198,7 @@ def test_the_grid_shows_what_each_gpu_product_gets(site):
     assert [a.get("scope") for t, a in cells.tags if t == "th"] == ["col", "col", "col", "row", "row"]
     words = cells.words
     assert f"GPU product {ORT_OLD} {ORT_NEW}" in words  # versions in release order, not as strings
-    h200 = words[words.index("NVIDIA-H200"):]
+    h200 = words[words.index("NVIDIA-H200") :]
     # the newest H200 engine with its interval and loss; the older one only counted as superseded
     assert "1.234× gpuTime speedup 95% 1.184–1.284" in h200 and "+1 superseded" in h200 and "1.105" not in words
     assert "loss 2.5e-07 (cosine, threshold 0.001)" in h200 and "2026-11-05 · run team/run-uid-new-h200" in h200
@@ -149,14 +215,18 @@ def test_every_engine_has_its_fetch_command_sha256_and_superseded_ones_say_so(si
     assert len(articles) == 3
     superseded = [i for i, c in articles.items() if "superseded" in c]
     assert len(superseded) == 1 and "uid-old-h200"[:13] in superseded[0]
-    old = text[text.index(f'id="{superseded[0]}"'):]
-    assert "superseded</span> by <a href=\"#engine-NVIDIA-H200-onnxruntime-1.23.2-uid-new-h200\">" in old
+    old = text[text.index(f'id="{superseded[0]}"') :]
+    assert 'superseded</span> by <a href="#engine-NVIDIA-H200-onnxruntime-1.23.2-uid-new-h200">' in old
     for sha in (shas["old-h200"], shas["new-h200"], shas["l40s"]):
         assert sha in text
     commands = [shlex.split(Page(m).words) for m in re.findall(r"<pre><code>(.*?)</code></pre>", text, re.S)]
     assert len(commands) == 3
-    assert all(c[:2] == ["enginewright", "fetch"] and c[c.index("--catalog") + 1] == catalog.location
-               and c[c.index("--model") + 1] == MODEL for c in commands)
+    assert all(
+        c[:2] == ["enginewright", "fetch"]
+        and c[c.index("--catalog") + 1] == catalog.location
+        and c[c.index("--model") + 1] == MODEL
+        for c in commands
+    )
     assert {c[c.index("--run") + 1] for c in commands} == {"uid-old-h200", "uid-new-h200", "uid-l40s"}
 
 
@@ -169,8 +239,10 @@ def test_routes_are_charted_and_tabled_and_an_engine_without_routes_says_why(sit
     for svg in svgs:
         assert svg["role"] == "img" and len(svg["aria-labelledby"].split()) == 2
     desc = re.search(r"<desc[^>]*>(.*?)</desc>", text).group(1)
-    assert "the winner -graph_optimization_level=all takes 0.810 of the default&#x27;s time (headline 1.234× faster)" \
+    assert (
+        "the winner -graph_optimization_level=all takes 0.810 of the default&#x27;s time (headline 1.234× faster)"
         in desc
+    )
     assert "[winner]" in page.words and "[default]" in page.words and "[rejected]" in page.words
     assert page.words.count("Routes measured (3)") == 2
     assert "Not in the catalog for this engine (no routes.json" in page.words
@@ -180,7 +252,8 @@ def test_routes_are_charted_and_tabled_and_an_engine_without_routes_says_why(sit
 def test_pages_stand_alone_and_names_cannot_inject_markup(site):
     catalog, out, written, _ = site
     assert sorted(p.relative_to(out).as_posix() for p in written) == sorted(
-        [site_page(), site_page(MODEL), site_page("<b>x</b>")])
+        [site_page(), site_page(MODEL), site_page("<b>x</b>")]
+    )
     for path in written:
         text = path.read_text()
         page = Page(text)
@@ -194,6 +267,7 @@ def test_pages_stand_alone_and_names_cannot_inject_markup(site):
     links = [a["href"] for a in index.all("a")]
     for href in links:  # every link of the index opens a page that was written
         from urllib.parse import unquote
+
         assert (out / unquote(href.split("#")[0])).is_file(), href
     assert "%253Cb%253Ex%253C%252Fb%253E/index.html" in " ".join(links)
 
@@ -203,8 +277,9 @@ def test_only_the_index_owners_engines_are_shown(tmp_path):
     publish(store, MODEL, "NVIDIA-H200", ORT_NEW, "uid-mine", "01", 1.2)
     keys = CatalogKeys(MODEL, "NVIDIA-H200", ORT_NEW, "ab" * 32, "cd" * 6, "uid-mine")
     index = json.loads(store.get(keys.index))
-    index["entries"].append({**index["entries"][0], "run": "intruder/x", "runUid": "uid-intruder",
-                             "publishedAt": "2026-12-01T00:00:00Z"})
+    index["entries"].append(
+        {**index["entries"][0], "run": "intruder/x", "runUid": "uid-intruder", "publishedAt": "2026-12-01T00:00:00Z"}
+    )
     store.put(keys.index, json.dumps(index).encode())
     view = read_model(Catalog.from_uri(str(tmp_path / "bucket")), MODEL)
     assert [e.entry.run_uid for e in view.engines] == ["uid-mine"]
@@ -224,12 +299,24 @@ def test_a_kept_default_route_says_so_instead_of_an_interval(tmp_path):
 
 def test_a_large_search_is_capped_in_the_chart_and_the_table(tmp_path):
     from enginewright.catalog.site import PLOTTED, TABLED
+
     store = LocalStore(tmp_path / "bucket")
     publish(store, MODEL, "NVIDIA-H200", ORT_NEW, "uid-big", "01", 1.2)
     keys = CatalogKeys(MODEL, "NVIDIA-H200", ORT_NEW, "ab" * 32, "cd" * 6, "uid-big")
     doc = MeasuredRoutes.model_validate_json(store.get(keys.routes))
-    doc.routes += [MeasuredRoute(id=f"r{i}", route=f"-k{i}=1", stage="stage2", outcome="ok", route_ms=0.5,
-                                 default_ms=0.5, speedup=1.0 + i / 1000, max_loss=1e-7) for i in range(100)]
+    doc.routes += [
+        MeasuredRoute(
+            id=f"r{i}",
+            route=f"-k{i}=1",
+            stage="stage2",
+            outcome="ok",
+            route_ms=0.5,
+            default_ms=0.5,
+            speedup=1.0 + i / 1000,
+            max_loss=1e-7,
+        )
+        for i in range(100)
+    ]
     store.put(keys.routes, json.dumps(doc.wire()).encode())
     write_site(Catalog.from_uri(str(tmp_path / "bucket")), tmp_path / "site")
     text = (tmp_path / "site" / site_page(MODEL)).read_text()

@@ -26,6 +26,7 @@ def test_version():
 
 def options_without_help(parser, path="enginewright"):
     import argparse
+
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in action.choices.items():
@@ -40,10 +41,15 @@ def test_every_option_has_help():
     assert bare == [], bare
 
 
-@pytest.mark.parametrize("args", [("plan", "absent.yaml"), ("report", "absent-dir"),
-                                  ("cache", "import", "absent.jsonl", "--out", "x"),
-                                  ("tune", "absent.onnx", "--backend", "onnxruntime", "--inputs", "absent.npz",
-                                   "--no-accuracy", "--out", "out")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("plan", "absent.yaml"),
+        ("report", "absent-dir"),
+        ("cache", "import", "absent.jsonl", "--out", "x"),
+        ("tune", "absent.onnx", "--backend", "onnxruntime", "--inputs", "absent.npz", "--no-accuracy", "--out", "out"),
+    ],
+)
 def test_a_missing_file_is_named_without_a_traceback(args, tmp_path):
     done = ew(*args, cwd=tmp_path, env={"PYTHONPATH": ":".join(sys.path)})
     assert done.returncode == 2, done
@@ -61,23 +67,61 @@ def test_plan_json_lists_the_jobs_and_their_routes():
 
 def test_fetch_json_says_what_was_fetched_or_why_not(tmp_path):
     import onnxruntime
+
     version = f"onnxruntime-{onnxruntime.__version__}"
     store = LocalStore(tmp_path / "catalog-copy")
     keys = CatalogKeys("mlp", "NVIDIA-H200", version, "ab" * 32, "cd" * 6, "uid-1")
     engine = b"engine bytes"
     sha = hashlib.sha256(engine).hexdigest()
     store.put(keys.engine(".ort.tar"), engine)
-    store.put(keys.provenance, json.dumps({
-        "engine": {"uri": store.uri(keys.engine(".ort.tar")), "sha256": sha, "size": len(engine)},
-        "model": {"sha256": "ab" * 32}, "accuracy": {"disabled": False, "lossPerOutput": {"y": 1e-6}},
-        "compiler": {"name": "onnxruntime", "versions": {"compiler": version}},
-        "gpu": {"product": "NVIDIA-H200"}, "run": {"uid": "uid-1"}}).encode())
-    store.put(keys.index, json.dumps({"model": "mlp", "entries": [{
-        "gpuProduct": "NVIDIA-H200", "compilerVersion": version, "folder": keys.folder,
-        "engine": store.uri(keys.engine(".ort.tar")), "sha256": sha, "route": "", "speedup": 1.2, "confirmed": True,
-        "modelSha256": "ab" * 32, "run": "ns/run", "runUid": "uid-1", "publishedAt": "2026-11-01T00:00:00Z"}]}).encode())
-    common = ("--catalog", str(tmp_path / "catalog-copy"), "--model", "mlp", "--compiler-version", "auto",
-              "--dest", str(tmp_path / "dest"), "--json")
+    store.put(
+        keys.provenance,
+        json.dumps(
+            {
+                "engine": {"uri": store.uri(keys.engine(".ort.tar")), "sha256": sha, "size": len(engine)},
+                "model": {"sha256": "ab" * 32},
+                "accuracy": {"disabled": False, "lossPerOutput": {"y": 1e-6}},
+                "compiler": {"name": "onnxruntime", "versions": {"compiler": version}},
+                "gpu": {"product": "NVIDIA-H200"},
+                "run": {"uid": "uid-1"},
+            }
+        ).encode(),
+    )
+    store.put(
+        keys.index,
+        json.dumps(
+            {
+                "model": "mlp",
+                "entries": [
+                    {
+                        "gpuProduct": "NVIDIA-H200",
+                        "compilerVersion": version,
+                        "folder": keys.folder,
+                        "engine": store.uri(keys.engine(".ort.tar")),
+                        "sha256": sha,
+                        "route": "",
+                        "speedup": 1.2,
+                        "confirmed": True,
+                        "modelSha256": "ab" * 32,
+                        "run": "ns/run",
+                        "runUid": "uid-1",
+                        "publishedAt": "2026-11-01T00:00:00Z",
+                    }
+                ],
+            }
+        ).encode(),
+    )
+    common = (
+        "--catalog",
+        str(tmp_path / "catalog-copy"),
+        "--model",
+        "mlp",
+        "--compiler-version",
+        "auto",
+        "--dest",
+        str(tmp_path / "dest"),
+        "--json",
+    )
     done = ew("fetch", *common, "--gpu", "NVIDIA-H200")
     assert done.returncode == 0, done.stderr
     fetched = json.loads(done.stdout)

@@ -53,6 +53,11 @@ def test_every_status_field_is_described():
     """`kubectl explain tuningrun.status` explains every field a user reads."""
     crd = yaml.safe_load(next(iter(render_crds().values())))
     status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-    bare = [f"{path}.{prop}" for path, key, value in walk(status, "status") if key == "properties"
-            for prop, sub in value.items() if not sub.get("description")]
+    bare = [
+        f"{path}.{prop}"
+        for path, key, value in walk(status, "status")
+        if key == "properties"
+        for prop, sub in value.items()
+        if not sub.get("description")
+    ]
     assert bare == [], bare

@@ -24,9 +24,19 @@ TORCH = "inductor-torch-2.11.0+cu130-triton-3.6.0"
 
 
 def offer(gpu="NVIDIA-H200", version="onnxruntime-1.32.0", uid="u1", day="10", speedup=1.2, validated=True, **kw):
-    return Offer(gpu_product=gpu, compiler_version=version, run_uid=uid, run=f"ns/{uid}",
-                 published_at=f"2026-11-{day}T00:00:00Z", sha256="0" * 64, engine=f"s3://b/{uid}/engine",
-                 folder=f"catalog/m/{uid}", speedup=speedup, accuracy_validated=validated, **kw)
+    return Offer(
+        gpu_product=gpu,
+        compiler_version=version,
+        run_uid=uid,
+        run=f"ns/{uid}",
+        published_at=f"2026-11-{day}T00:00:00Z",
+        sha256="0" * 64,
+        engine=f"s3://b/{uid}/engine",
+        folder=f"catalog/m/{uid}",
+        speedup=speedup,
+        accuracy_validated=validated,
+        **kw,
+    )
 
 
 def h200(**compilers):
@@ -34,8 +44,15 @@ def h200(**compilers):
 
 
 # ---------------------------------------------------------------- ONNX Runtime
-@pytest.mark.parametrize("built,ok", [("onnxruntime-1.32.0", True), ("onnxruntime-1.32.4", True),
-                                      ("onnxruntime-1.31.9", False), ("onnxruntime-2.32.0", False)])
+@pytest.mark.parametrize(
+    "built,ok",
+    [
+        ("onnxruntime-1.32.0", True),
+        ("onnxruntime-1.32.4", True),
+        ("onnxruntime-1.31.9", False),
+        ("onnxruntime-2.32.0", False),
+    ],
+)
 def test_onnxruntime_needs_the_same_minor(built, ok):
     problem = version_problem(offer(version=built), ORT)
     assert (problem is None) == ok
@@ -93,13 +110,24 @@ def test_inductor_needs_the_same_torch_triton_and_cuda():
 
 # ---------------------------------------------------------------- provenance facts
 def test_offer_from_index_entry_and_provenance():
-    entry = {"gpuProduct": "NVIDIA-H200", "compilerVersion": "tensorrt-10.13.0.35", "runUid": "abc", "run": "ns/r",
-             "publishedAt": "2026-11-10T00:00:00Z", "sha256": "1" * 64, "engine": "s3://b/catalog/m/x/engine.plan",
-             "folder": "catalog/m/x", "speedup": 1.5, "confirmed": True}
-    prov = {"accuracy": {"disabled": True, "lossPerOutput": {"a": 1e-5, "b": 3e-5}},
-            "gpu": {"product": "NVIDIA-H200", "computeCapability": "9.0"},
-            "compiler": {"versions": {"compiler": "tensorrt-10.13.0.35", "cuda": "13.0"}},
-            "route": {"baseSettings": {"hardware_compatibility_level": "1"}, "knobs": {"version_compatible": "true"}}}
+    entry = {
+        "gpuProduct": "NVIDIA-H200",
+        "compilerVersion": "tensorrt-10.13.0.35",
+        "runUid": "abc",
+        "run": "ns/r",
+        "publishedAt": "2026-11-10T00:00:00Z",
+        "sha256": "1" * 64,
+        "engine": "s3://b/catalog/m/x/engine.plan",
+        "folder": "catalog/m/x",
+        "speedup": 1.5,
+        "confirmed": True,
+    }
+    prov = {
+        "accuracy": {"disabled": True, "lossPerOutput": {"a": 1e-5, "b": 3e-5}},
+        "gpu": {"product": "NVIDIA-H200", "computeCapability": "9.0"},
+        "compiler": {"versions": {"compiler": "tensorrt-10.13.0.35", "cuda": "13.0"}},
+        "route": {"baseSettings": {"hardware_compatibility_level": "1"}, "knobs": {"version_compatible": "true"}},
+    }
     got = Offer.from_catalog(entry, prov)
     assert (got.accuracy_validated, got.worst_loss, got.compute_capability, got.cuda) == (False, 3e-5, "9.0", "13.0")
     assert got.hardware_compatibility_level == 1 and got.version_compatible and got.compiler == "tensorrt"
@@ -108,8 +136,11 @@ def test_offer_from_index_entry_and_provenance():
 
 # ---------------------------------------------------------------- selection
 def test_newest_speedup_and_pinned_run_among_several_runs():
-    runs = [offer(uid="old", day="01", speedup=1.9), offer(uid="mid", day="05", speedup=1.1),
-            offer(uid="new", day="09", speedup=1.3)]
+    runs = [
+        offer(uid="old", day="01", speedup=1.9),
+        offer(uid="mid", day="05", speedup=1.1),
+        offer(uid="new", day="09", speedup=1.3),
+    ]
     assert select(runs, h200(), model="m").offer.run_uid == "new"
     assert select(runs, h200(), model="m", prefer="speedup").offer.run_uid == "old"
     pinned = select(runs, h200(), model="m", run_uid="mid")
@@ -117,8 +148,11 @@ def test_newest_speedup_and_pinned_run_among_several_runs():
 
 
 def test_require_validated_skips_engines_whose_accuracy_was_off():
-    runs = [offer(uid="checked", day="01"), offer(uid="unchecked", day="09", validated=False),
-            offer(uid="unknown", day="10", validated=None)]
+    runs = [
+        offer(uid="checked", day="01"),
+        offer(uid="unchecked", day="09", validated=False),
+        offer(uid="unknown", day="10", validated=None),
+    ]
     assert select(runs, h200(), model="m").offer.run_uid == "unknown"
     assert select(runs, h200(), model="m", require_validated=True).offer.run_uid == "checked"
     with pytest.raises(NoCompatibleEngine, match="accuracy was not validated"):
@@ -128,8 +162,9 @@ def test_require_validated_skips_engines_whose_accuracy_was_off():
 def test_the_closest_gpu_match_wins_over_a_newer_one():
     trt = Installed("tensorrt-10.13.0.35")
     consumer = Consumer("NVIDIA-H200", "9.0", {"tensorrt": trt})
-    same_cc = offer(gpu="NVIDIA-H100-80GB-HBM3", version="tensorrt-10.13.0.35", uid="h100", day="20",
-                    compute_capability="9.0")
+    same_cc = offer(
+        gpu="NVIDIA-H100-80GB-HBM3", version="tensorrt-10.13.0.35", uid="h100", day="20", compute_capability="9.0"
+    )
     own = offer(version="tensorrt-10.13.0.35", uid="h200", day="01")
     chosen = select([same_cc, own], consumer, model="m")
     assert chosen.offer.run_uid == "h200" and "1 more match less closely" in chosen.how
@@ -155,8 +190,11 @@ def test_nothing_to_choose_from_is_not_found():
 
 
 def test_coverage_shows_cells_and_gaps():
-    offers = [offer(uid="a", day="01"), offer(uid="b", day="02", speedup=1.5, worst_loss=2e-6),
-              offer(gpu="NVIDIA-L40S", version="onnxruntime-1.31.0", uid="c")]
+    offers = [
+        offer(uid="a", day="01"),
+        offer(uid="b", day="02", speedup=1.5, worst_loss=2e-6),
+        offer(gpu="NVIDIA-L40S", version="onnxruntime-1.31.0", uid="c"),
+    ]
     data = coverage("m", offers)
     assert data["gpuProducts"] == ["NVIDIA-H200", "NVIDIA-L40S"]
     assert data["compilerVersions"] == ["onnxruntime-1.31.0", "onnxruntime-1.32.0"]

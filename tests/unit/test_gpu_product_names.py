@@ -7,16 +7,19 @@ import pytest
 from enginewright.catalog.gpu_names import GpuProduct, catalog_products, parse_product, product_label
 
 
-@pytest.mark.parametrize("nvml_name,label", [
-    ("NVIDIA H200", "NVIDIA-H200"),
-    ("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
-    ("NVIDIA L40S", "NVIDIA-L40S"),
-    ("NVIDIA A10G", "NVIDIA-A10G"),
-    ("NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB"),
-    ("NVIDIA RTX 6000 Ada Generation", "NVIDIA-RTX-6000-Ada-Generation"),
-    ("Tesla T4", "Tesla-T4"),
-    ("NVIDIA GeForce RTX 4090", "NVIDIA-GeForce-RTX-4090"),
-])
+@pytest.mark.parametrize(
+    "nvml_name,label",
+    [
+        ("NVIDIA H200", "NVIDIA-H200"),
+        ("NVIDIA H100 80GB HBM3", "NVIDIA-H100-80GB-HBM3"),
+        ("NVIDIA L40S", "NVIDIA-L40S"),
+        ("NVIDIA A10G", "NVIDIA-A10G"),
+        ("NVIDIA A100-SXM4-40GB", "NVIDIA-A100-SXM4-40GB"),
+        ("NVIDIA RTX 6000 Ada Generation", "NVIDIA-RTX-6000-Ada-Generation"),
+        ("Tesla T4", "Tesla-T4"),
+        ("NVIDIA GeForce RTX 4090", "NVIDIA-GeForce-RTX-4090"),
+    ],
+)
 def test_whole_gpus_are_named_as_gpu_feature_discovery_labels_them(nvml_name, label):
     assert product_label(nvml_name) == label
     assert parse_product(label) == GpuProduct(label, None, False)
@@ -27,7 +30,8 @@ def test_mig_devices_carry_the_parent_name_mig_and_the_profile():
     assert product_label("NVIDIA H100 80GB HBM3", "1g.10gb+me") == "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me"
     assert product_label("NVIDIA A100-SXM4-40GB", "1c.2g.10gb") == "NVIDIA-A100-SXM4-40GB-MIG-1c.2g.10gb"
     assert parse_product("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb.me") == GpuProduct(
-        "NVIDIA-H100-80GB-HBM3", "1g.10gb.me", False)
+        "NVIDIA-H100-80GB-HBM3", "1g.10gb.me", False
+    )
 
 
 def test_shared_gpus_get_the_suffix_after_the_mig_profile():

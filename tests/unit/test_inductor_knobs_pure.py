@@ -13,8 +13,13 @@ from enginewright.search.planners import build_space, plan_full
 
 
 def fake_config():
-    return SimpleNamespace(max_autotune=False, max_autotune_gemm_backends="ATEN,TRITON", epilogue_fusion=True,
-                           freezing=False, triton=SimpleNamespace(cudagraphs=False))
+    return SimpleNamespace(
+        max_autotune=False,
+        max_autotune_gemm_backends="ATEN,TRITON",
+        epilogue_fusion=True,
+        freezing=False,
+        triton=SimpleNamespace(cudagraphs=False),
+    )
 
 
 def test_importing_the_backend_does_not_import_torch():
@@ -42,8 +47,11 @@ def test_compile_is_not_a_torch_compile_option():
 
 
 def test_compile_false_with_any_other_option_is_refused_by_name():
-    with pytest.raises(ValueError, match=r"compile=false runs the program eagerly: options "
-                                         r"epilogue_fusion=false, triton.cudagraphs=true have no effect"):
+    with pytest.raises(
+        ValueError,
+        match=r"compile=false runs the program eagerly: options "
+        r"epilogue_fusion=false, triton.cudagraphs=true have no effect",
+    ):
         route_options(fake_config(), {"compile": "false", "triton.cudagraphs": "true", "epilogue_fusion": "false"})
 
 
@@ -100,6 +108,7 @@ class FakeCuda:
 
 def fake_inductor_runner(device="cuda", cuda=None):
     from enginewright.backends.inductor import InductorRunner
+
     cuda = cuda or FakeCuda()
     runner = InductorRunner.__new__(InductorRunner)  # no torch: only the timing code is exercised
     runner.torch, runner.device, runner._event_pairs = SimpleNamespace(cuda=cuda), device, []
@@ -141,6 +150,7 @@ def test_latency_and_cpu_timing_use_the_host_clock_and_unknown_objectives_are_re
 
 def test_tensorrt_runner_records_its_events_on_its_own_stream():
     from enginewright.backends.tensorrt import TensorRTRunner
+
     cuda = FakeCuda()
     stream = SimpleNamespace(synchronize=lambda: cuda.log.append("sync"))
     runner = TensorRTRunner.__new__(TensorRTRunner)  # TensorRT cannot be installed here
@@ -176,15 +186,18 @@ class FakeInferenceTorch:
 
             def __exit__(self, *exc):
                 fake.on = self.before
+
         return Mode()
 
 
 def test_runners_of_one_process_share_inference_mode_whatever_order_they_close_in():
     from enginewright.backends.inductor import InductorRunner
+
     torch = FakeInferenceTorch()
 
     def runner():
         return InductorRunner(torch, object(), {}, [], None, "cpu", None, eager=True)
+
     default, route = runner(), runner()
     assert torch.on and torch.entered == 1
     default.close()  # out of order: a route loaded after the default outlives it

@@ -1,7 +1,6 @@
 """Pure parts of the controller: deterministic Job names within 63 characters, the Job a batch gets,
 cache shards that never exceed their limit and never place an entry twice, kstatus conditions."""
 
-
 from hypothesis import given, strategies as st
 
 from enginewright.api.models import TuningRunSpec
@@ -11,12 +10,22 @@ from enginewright.controller.shards import place, size_of
 from enginewright.controller.status import conditions
 
 RUN = RunRef("a-very-long-tuning-run-name-for-the-resnet50-model-fp16", "team-a", "0123456789abcdef")
-SPEC = TuningRunSpec.model_validate({
-    "model": {"uri": "s3://models/resnet50.onnx"}, "compiler": {"name": "onnxruntime"},
-    "accuracy": {"disabled": True, "reason": "test"},
-    "search": {"backoffLimit": 3},
-    "targets": [{"gpuType": "NVIDIA-H200", "nodeSelector": {"pool": "tuning"}, "gpusPerJob": 2,
-                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}]})
+SPEC = TuningRunSpec.model_validate(
+    {
+        "model": {"uri": "s3://models/resnet50.onnx"},
+        "compiler": {"name": "onnxruntime"},
+        "accuracy": {"disabled": True, "reason": "test"},
+        "search": {"backoffLimit": 3},
+        "targets": [
+            {
+                "gpuType": "NVIDIA-H200",
+                "nodeSelector": {"pool": "tuning"},
+                "gpusPerJob": 2,
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            }
+        ],
+    }
+)
 
 
 def test_job_names_are_deterministic_dns_labels_within_63_characters():
@@ -29,14 +38,24 @@ def test_job_names_are_deterministic_dns_labels_within_63_characters():
 @given(st.lists(st.text(min_size=1, max_size=80), min_size=1, max_size=4))
 def test_child_names_are_always_valid_labels(parts):
     import re
+
     name = child_name(*parts)
     assert len(name) <= 63 and re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", name)
 
 
 def test_a_batch_job_carries_selector_resources_security_and_limits_from_the_spec():
     settings = Settings(s3_endpoint="minio:9000", store_secret="store")
-    job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://runs/r/requests/stage1-b000.json",
-                       "ab" * 32, settings, 600)
+    job = job_manifest(
+        RUN,
+        SPEC,
+        SPEC.targets[0],
+        "stage1",
+        "stage1-b000",
+        "s3://runs/r/requests/stage1-b000.json",
+        "ab" * 32,
+        settings,
+        600,
+    )
     pod = job["spec"]["template"]["spec"]
     assert job["metadata"]["ownerReferences"][0]["uid"] == RUN.uid and "generateName" not in job["metadata"]
     assert job["spec"]["backoffLimit"] == 3 and job["spec"]["activeDeadlineSeconds"] == 600
@@ -50,11 +69,29 @@ def test_a_batch_job_carries_selector_resources_security_and_limits_from_the_spe
     # The request is an object in the store (no environment-variable size limit); its digest is the Job's.
     assert env["ENGINEWRIGHT_BATCH_URI"]["value"] == "s3://runs/r/requests/stage1-b000.json"
     assert env["ENGINEWRIGHT_BATCH_SHA256"]["value"] == "ab" * 32 and "ENGINEWRIGHT_BATCH" not in env
-    again = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://runs/r/requests/stage1-b000.json",
-                         "ab" * 32, settings, 300)
+    again = job_manifest(
+        RUN,
+        SPEC,
+        SPEC.targets[0],
+        "stage1",
+        "stage1-b000",
+        "s3://runs/r/requests/stage1-b000.json",
+        "ab" * 32,
+        settings,
+        300,
+    )
     assert again["metadata"]["annotations"] == job["metadata"]["annotations"]  # the deadline is not identity
-    other = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://runs/r/requests/stage1-b000.json",
-                         "cd" * 32, settings, 600)
+    other = job_manifest(
+        RUN,
+        SPEC,
+        SPEC.targets[0],
+        "stage1",
+        "stage1-b000",
+        "s3://runs/r/requests/stage1-b000.json",
+        "cd" * 32,
+        settings,
+        600,
+    )
     assert other["metadata"]["annotations"] != job["metadata"]["annotations"]  # another request, another Job
 
 
@@ -93,6 +130,7 @@ def test_conditions_follow_kstatus_and_keep_transition_times():
 
 def test_a_selector_selects_exactly_the_labels_its_children_carry():
     from enginewright.controller.jobs import selector
+
     job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://b/k", "0" * 64, Settings(), 600)
     wanted = dict(pair.split("=", 1) for pair in selector(RUN, "NVIDIA-H200").split(","))
     assert wanted.items() <= job["metadata"]["labels"].items() and len(wanted) == 3

@@ -20,8 +20,10 @@ def test_the_sweep_is_every_combination_default_first_in_tunes_route_notation():
     assert len(configs) == 16 and configs[0] == defaults
     routes = [mc.canonical(c, defaults) for c in configs]
     assert routes[0] == "" and len(set(routes)) == 16
-    assert mc.canonical({**defaults, "graph_optimization_level": "basic", "enable_mem_pattern": "0"}, defaults) \
+    assert (
+        mc.canonical({**defaults, "graph_optimization_level": "basic", "enable_mem_pattern": "0"}, defaults)
         == "-enable_mem_pattern=0 -graph_optimization_level=basic"
+    )
 
 
 def test_route_strings_parse_back_and_complete_with_the_defaults():
@@ -34,6 +36,7 @@ def test_route_strings_parse_back_and_complete_with_the_defaults():
 
 def test_the_canonical_string_is_tunes():
     from enginewright.search.routes import canonical_route
+
     defaults = {name: default for name, default, _ in mc.KNOBS}
     config = {**defaults, "session.intra_op.allow_spinning": "0", "execution_mode": "parallel"}
     assert mc.canonical(config, defaults) == canonical_route({k: v for k, v in config.items() if defaults[k] != v})
@@ -59,19 +62,33 @@ def test_cpu_lists_and_one_cpu_per_physical_core():
 
 
 def test_phases_from_tunes_lines():
-    timeline = [(0.5, "[      ]   0/5   mixed search: 5 routes in stage 1"),
-                (3.0, "[##    ]   1/5   [stage1-b000] default route (baseline): 1 ms"),
-                (20.0, "[###   ]   5/6   [stage2-b000] 2 routes"),
-                (25.0, "[####  ]   6/6   [confirm] 3 candidates vs the default"),
-                (31.0, ""), (31.0, "route table")]
-    assert mc.phases(timeline, 32.0, summary_at=30.0) == {"stage1": 20.0, "stage2": 5.0, "confirm": 5.0,
-                                                          "report": 1.0, "finish": 1.0}
+    timeline = [
+        (0.5, "[      ]   0/5   mixed search: 5 routes in stage 1"),
+        (3.0, "[##    ]   1/5   [stage1-b000] default route (baseline): 1 ms"),
+        (20.0, "[###   ]   5/6   [stage2-b000] 2 routes"),
+        (25.0, "[####  ]   6/6   [confirm] 3 candidates vs the default"),
+        (31.0, ""),
+        (31.0, "route table"),
+    ]
+    assert mc.phases(timeline, 32.0, summary_at=30.0) == {
+        "stage1": 20.0,
+        "stage2": 5.0,
+        "confirm": 5.0,
+        "report": 1.0,
+        "finish": 1.0,
+    }
     assert mc.phases(timeline[:2] + [(10.0, "table")], 11.0) == {"stage1": 10.0, "finish": 1.0}
 
 
 def test_entries_read_in_camel_case():
-    entry = mc.snake_keys({"buildSeconds": 0.4, "startedAt": "2026-01-01T00:00:00Z",
-                           "finishedAt": "2026-01-01T00:00:07Z", "timing": {"meanMs": 2.0, "n": 5}})
+    entry = mc.snake_keys(
+        {
+            "buildSeconds": 0.4,
+            "startedAt": "2026-01-01T00:00:00Z",
+            "finishedAt": "2026-01-01T00:00:07Z",
+            "timing": {"meanMs": 2.0, "n": 5},
+        }
+    )
     assert entry["build_seconds"] == 0.4 and entry["timing"]["mean_ms"] == 2.0
     assert mc.route_seconds(entry) == 7.0
 
@@ -87,6 +104,7 @@ def test_the_tune_command_sweeps_the_same_knobs_with_default_timing():
 def test_the_text_detector_is_deterministic_and_runs():
     ort = pytest.importorskip("onnxruntime")
     from cpu_models import db_text_detector, image_like_inputs
+
     a, b = db_text_detector(64, width=0.5, neck=32), db_text_detector(64, width=0.5, neck=32)
     assert a.SerializeToString() == b.SerializeToString()
     session = ort.InferenceSession(a.SerializeToString(), providers=["CPUExecutionProvider"])

@@ -10,11 +10,28 @@ from pydantic import ValidationError
 from enginewright.api.crd import tuningrun_crd
 from enginewright.api.models import S3_URI_PATTERN, ModelRef, ReferencePair, check_s3_uri
 
-BAD = ["s3://bucket/../../etc/passwd", "s3://bucket/models/..", "s3://bucket/./model.onnx", "s3://bucket/a//b",
-       "s3://bucket/a/", "s3://bucket/", "s3://bucket/a\nb", "s3://bucket/a\x00b", "s3://bucket/\x7fx",
-       "s3://Bucket/a", "http://bucket/a", "s3://bucket"]
-GOOD = ["s3://bucket/model.onnx", "s3://my-bucket.v2/models/resnet50/model.onnx", "s3://bucket/.hidden/a..b/...",
-        "s3://bucket/..x", "s3://bucket/x..", "s3://bucket/a b/été.npz"]
+BAD = [
+    "s3://bucket/../../etc/passwd",
+    "s3://bucket/models/..",
+    "s3://bucket/./model.onnx",
+    "s3://bucket/a//b",
+    "s3://bucket/a/",
+    "s3://bucket/",
+    "s3://bucket/a\nb",
+    "s3://bucket/a\x00b",
+    "s3://bucket/\x7fx",
+    "s3://Bucket/a",
+    "http://bucket/a",
+    "s3://bucket",
+]
+GOOD = [
+    "s3://bucket/model.onnx",
+    "s3://my-bucket.v2/models/resnet50/model.onnx",
+    "s3://bucket/.hidden/a..b/...",
+    "s3://bucket/..x",
+    "s3://bucket/x..",
+    "s3://bucket/a b/été.npz",
+]
 
 
 @pytest.mark.parametrize("uri", BAD)

@@ -14,20 +14,25 @@ from enginewright.search.winner import confirm
 RULE = {"margin": 0.03, "precision": 0.01, "min_rounds": 5, "max_rounds": 30}
 
 
-def loads_of(engine: str, offsets: list[float], rounds: int, noise: float = 0.002, scale: float = 1.0,
-             seed: int = 1) -> dict[str, list[float]]:
+def loads_of(
+    engine: str, offsets: list[float], rounds: int, noise: float = 0.002, scale: float = 1.0, seed: int = 1
+) -> dict[str, list[float]]:
     """Per-round times of each load of `engine`: `scale` times a host drift shared by every load of a
     round, times the load's lasting offset, times a little round noise."""
     rng = random.Random(seed)
     drift = [1.0 + 0.3 * ((r * 7) % 5) / 5 for r in range(rounds)]  # the host's speed wanders, for all alike
-    return {load_key(engine, i): [scale * drift[r] * (1 + off) * (1 + rng.gauss(0, noise)) for r in range(rounds)]
-            for i, off in enumerate(offsets)}
+    return {
+        load_key(engine, i): [scale * drift[r] * (1 + off) * (1 + rng.gauss(0, noise)) for r in range(rounds)]
+        for i, off in enumerate(offsets)
+    }
 
 
 def test_one_lucky_load_does_not_confirm_a_candidate():
     # The candidate is the default's bytes; one of its five loads happens to run 12% faster for good.
-    rounds = {**loads_of("d", [0.0, 0.01, -0.01, 0.005, -0.005], 5, seed=1),
-              **loads_of("c", [0.0, -0.12, 0.01, -0.005, 0.005], 5, seed=2)}
+    rounds = {
+        **loads_of("d", [0.0, 0.01, -0.01, 0.005, -0.005], 5, seed=1),
+        **loads_of("c", [0.0, -0.12, 0.01, -0.005, 0.005], 5, seed=2),
+    }
     decision = confirm(rounds, "d", 0.03)
     assert decision.default_won and decision.loads == 5
     assert "5 loads each" in decision.reason
@@ -37,8 +42,10 @@ def test_one_lucky_load_does_not_confirm_a_candidate():
 
 
 def test_a_candidate_faster_on_every_load_is_confirmed_with_its_interval_across_loads():
-    rounds = {**loads_of("d", [0.0, 0.02, -0.02, 0.01, -0.01], 5, seed=3),
-              **loads_of("c", [0.0, 0.02, -0.02, 0.01, -0.01], 5, scale=0.9, seed=4)}
+    rounds = {
+        **loads_of("d", [0.0, 0.02, -0.02, 0.01, -0.01], 5, seed=3),
+        **loads_of("c", [0.0, 0.02, -0.02, 0.01, -0.01], 5, scale=0.9, seed=4),
+    }
     decision = confirm(rounds, "d", 0.03)
     assert decision.winner_id == "c" and decision.confirmed
     assert decision.low < 1 / 0.9 < decision.high

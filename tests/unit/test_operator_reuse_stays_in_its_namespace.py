@@ -11,12 +11,14 @@ OWN = "runs/team-a/second-22222222/cpu"
 
 
 def test_only_other_runs_of_this_namespace_and_gpu_type_are_read():
-    keys = ["runs/team-a/first-11111111/cpu/entries/abc.json",
-            "runs/team-a/first-11111111/cpu/engines/abc.ort.tar",
-            "runs/team-a/first-11111111/NVIDIA-H200/entries/abc.json",
-            "runs/team-a/second-22222222/cpu/entries/abc.json",
-            "runs/team-ab/first-33333333/cpu/entries/abc.json",
-            "runs/team-b/first-44444444/cpu/entries/abc.json"]
+    keys = [
+        "runs/team-a/first-11111111/cpu/entries/abc.json",
+        "runs/team-a/first-11111111/cpu/engines/abc.ort.tar",
+        "runs/team-a/first-11111111/NVIDIA-H200/entries/abc.json",
+        "runs/team-a/second-22222222/cpu/entries/abc.json",
+        "runs/team-ab/first-33333333/cpu/entries/abc.json",
+        "runs/team-b/first-44444444/cpu/entries/abc.json",
+    ]
     assert entry_keys(keys, NS, "cpu", OWN) == ["runs/team-a/first-11111111/cpu/entries/abc.json"]
     assert source_run(keys[0], NS) == "first-11111111"
 

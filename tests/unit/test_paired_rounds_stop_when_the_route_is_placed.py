@@ -65,7 +65,9 @@ def test_nothing_stops_before_the_minimum_rounds():
 
 def test_the_summary_is_the_geometric_mean_ratio_with_its_interval():
     paired = summarise([0.5, 0.5, 0.5], [1.0, 1.0, 1.0], "faster")
-    assert paired.ratio == pytest.approx(0.5) and paired.low == pytest.approx(0.5) and paired.speedup == pytest.approx(2.0)
+    assert (
+        paired.ratio == pytest.approx(0.5) and paired.low == pytest.approx(0.5) and paired.speedup == pytest.approx(2.0)
+    )
     assert paired.rounds == 3 and paired.stopped == "faster"
 
 
@@ -82,11 +84,14 @@ def test_a_candidate_must_beat_both_default_processes():
 def test_the_confirmed_speedup_is_against_the_mean_of_both_default_processes():
     base = [1.0, 1.01, 0.99, 1.0, 1.02]
     decision = confirm({"d": base, twin("d"): [b * 1.1 for b in base], "c": [b * 0.5 for b in base]}, "d", 0.03)
-    assert decision.winner_id == "c" and decision.speedup == pytest.approx(1.1 ** 0.5 / 0.5)
+    assert decision.winner_id == "c" and decision.speedup == pytest.approx(1.1**0.5 / 0.5)
 
 
-SPACE = [SpaceKnob("compile", "true", ("true", "false"), exclusive=True),
-         SpaceKnob("a", "x", ("x", "y")), SpaceKnob("b", "0", ("0", "1"))]
+SPACE = [
+    SpaceKnob("compile", "true", ("true", "false"), exclusive=True),
+    SpaceKnob("a", "x", ("x", "y")),
+    SpaceKnob("b", "0", ("0", "1")),
+]
 
 
 def test_full_search_tries_an_exclusive_value_only_alone():
@@ -101,8 +106,10 @@ def test_mixed_never_combines_an_exclusive_value():
         def __init__(self, knobs, speedup):
             self.knobs, self.speedup, self.passed, self.median_ms = knobs, speedup, True, 1.0
             self.paired = None
-    improving = improving_values(SPACE, [Entry({"compile": "false"}, 1.5), Entry({"a": "y"}, 1.2),
-                                         Entry({"b": "1"}, 1.1)], 1.0, 0.03)
+
+    improving = improving_values(
+        SPACE, [Entry({"compile": "false"}, 1.5), Entry({"a": "y"}, 1.2), Entry({"b": "1"}, 1.1)], 1.0, 0.03
+    )
     assert set(improving) == {"a", "b"}
     assert [r.as_dict for r in plan_mixed_stage2(SPACE, improving)] == [{"a": "y", "b": "1"}]
 
@@ -114,6 +121,7 @@ def test_the_space_keeps_a_knobs_exclusiveness():
 
 def test_the_uncompiled_route_is_measured_with_pins_unless_left_out():
     from enginewright.search.planners import plan_fast
+
     knobs = [Knob("compile", ("true", "false"), "true", exclusive=True), Knob("a", ("x", "y"), "x")]
     space = build_space(knobs, pinned={"a": "y"})
     assert [k.name for k in space] == ["compile"]
@@ -126,6 +134,7 @@ def test_the_uncompiled_route_is_measured_with_pins_unless_left_out():
 
 def test_an_exclusive_knob_cannot_be_pinned_with_other_pins():
     from enginewright.search.planners import PlanError
+
     knobs = [Knob("compile", ("true", "false"), "true", exclusive=True), Knob("a", ("x", "y"), "x")]
     with pytest.raises(PlanError, match="compile=false ignores every other setting; pin it alone"):
         build_space(knobs, pinned={"compile": "false", "a": "y"})
@@ -139,10 +148,17 @@ def test_the_sweep_names_a_winner_only_when_the_whole_interval_clears_the_margin
 
     def entry(knobs, ratio, low, high):
         route = Route.of(knobs)
-        return CacheEntry(target="t", route_id=route.id, route=route.canonical, knobs=knobs, outcome=Outcome.ok,
-                          timing=TimingStats(median_ms=ratio, mean_ms=ratio, p90_ms=ratio, min_ms=ratio, n=5),
-                          baseline_ms=1.0, paired=None if ratio == 1.0 else Paired(
-                              ratio=ratio, low=low, high=high, rounds=5, stopped="x"))
+        return CacheEntry(
+            target="t",
+            route_id=route.id,
+            route=route.canonical,
+            knobs=knobs,
+            outcome=Outcome.ok,
+            timing=TimingStats(median_ms=ratio, mean_ms=ratio, p90_ms=ratio, min_ms=ratio, n=5),
+            baseline_ms=1.0,
+            paired=None if ratio == 1.0 else Paired(ratio=ratio, low=low, high=high, rounds=5, stopped="x"),
+        )
+
     default = entry({}, 1.0, 1.0, 1.0)
     hopeful = entry({"a": "y"}, 0.85, 0.70, 1.03)  # fastest point estimate, interval crosses the line
     clear = entry({"b": "1"}, 0.92, 0.90, 0.94)
@@ -154,25 +170,30 @@ def test_the_sweep_names_a_winner_only_when_the_whole_interval_clears_the_margin
 
 def test_rounds_alternate_which_engine_goes_first_until_the_rule_stops_them():
     from enginewright.search.paired import alternate
+
     firsts = []
-    route_ms, default_ms, reason = alternate(lambda default_first: firsts.append(default_first) or (1.0, 2.0),
-                                             lambda r, d: "enough" if len(r) == 5 else None)
+    route_ms, default_ms, reason = alternate(
+        lambda default_first: firsts.append(default_first) or (1.0, 2.0), lambda r, d: "enough" if len(r) == 5 else None
+    )
     assert firsts == [True, False, False, True, True]  # ABBA: a drift within four rounds hits both alike
     assert (route_ms, default_ms, reason) == ([1.0] * 5, [2.0] * 5, "enough")
 
 
 def test_engines_in_processes_of_their_own_take_whole_rounds_in_turn():
     from enginewright.search.paired import alternate, one_after_the_other
+
     order = []
-    route_ms, default_ms, _ = alternate(one_after_the_other(lambda: order.append("d") or 2.0,
-                                                            lambda: order.append("r") or 1.0),
-                                        lambda r, d: "enough" if len(r) == 3 else None)
+    route_ms, default_ms, _ = alternate(
+        one_after_the_other(lambda: order.append("d") or 2.0, lambda: order.append("r") or 1.0),
+        lambda r, d: "enough" if len(r) == 3 else None,
+    )
     assert order == ["d", "r", "r", "d", "r", "d"]
     assert (route_ms, default_ms) == ([1.0] * 3, [2.0] * 3)
 
 
 def test_interleaved_rounds_vary_who_goes_first_and_who_follows_whom():
     from enginewright.search.paired import round_order
+
     three = [tuple(round_order(["a", "b", "c"], i)) for i in range(6)]
     assert len(set(three)) == 6  # every order once in six rounds: each engine follows each other one
     assert [order[0] for order in three].count("a") == 2

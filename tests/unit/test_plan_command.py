@@ -36,10 +36,12 @@ def test_plan_of_tensorrt_uses_a_knob_file_when_tensorrt_is_absent(tmp_path):
     manifest = tmp_path / "trt.yaml"
     manifest.write_text(open("examples/tuningrun-tensorrt-mixed.yaml").read().replace("mode: mixed", "mode: full"))
     knobs = tmp_path / "knobs.json"
-    knobs.write_text('{"tuner_version": "2.19.15", "tuner_options": ['
-                     '{"option": "-conv_use_long_w", "allowed_values": "-conv_use_long_w=[on|off]", "default_value": "on"},'
-                     '{"option": "-kgen:codegen:cuda_tile", "allowed_values": "-kgen:codegen:cuda_tile=[0|1|2|3]",'
-                     ' "default_value": "1"}]}')
+    knobs.write_text(
+        '{"tuner_version": "2.19.15", "tuner_options": ['
+        '{"option": "-conv_use_long_w", "allowed_values": "-conv_use_long_w=[on|off]", "default_value": "on"},'
+        '{"option": "-kgen:codegen:cuda_tile", "allowed_values": "-kgen:codegen:cuda_tile=[0|1|2|3]",'
+        ' "default_value": "1"}]}'
+    )
     done = plan(str(manifest), "--knobs", str(knobs))
     assert done.returncode == 0, done.stderr
     assert "full search, 8 routes per target" in done.stdout and "NVIDIA-H200, NVIDIA-L40S" in done.stdout

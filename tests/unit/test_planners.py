@@ -78,20 +78,29 @@ def test_full_over_budget_is_refused_with_the_field_name():
 
 def entry(knobs, median, baseline=10.0, outcome=Outcome.ok, batch="stage1-b000"):
     from enginewright.search.routes import Route
+
     route = Route.of(knobs)
     timing = TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=10) if median else None
-    return CacheEntry(target="t", route_id=route.id, route=route.canonical, knobs=knobs, outcome=outcome,
-                      timing=timing, baseline_ms=baseline, batch=batch)
+    return CacheEntry(
+        target="t",
+        route_id=route.id,
+        route=route.canonical,
+        knobs=knobs,
+        outcome=outcome,
+        timing=timing,
+        baseline_ms=baseline,
+        batch=batch,
+    )
 
 
 def test_improving_needs_accuracy_and_more_than_the_noise_margin():
     space = build_space(KNOBS)
     stage1 = [
         entry({}, 10.0),
-        entry({"a": "off"}, 9.0),                                   # 10% faster: improving
-        entry({"b": "2"}, 9.9),                                     # 1% faster: noise
+        entry({"a": "off"}, 9.0),  # 10% faster: improving
+        entry({"b": "2"}, 9.9),  # 1% faster: noise
         entry({"b": "3"}, 8.0, outcome=Outcome.accuracy_rejected),  # fast but wrong
-        entry({"c": "y"}, 8.5),                                     # improving
+        entry({"c": "y"}, 8.5),  # improving
         entry({"c": "z"}, None, outcome=Outcome.crash),
     ]
     improving = improving_values(space, stage1, default_ms=10.0, margin=0.03)

@@ -23,6 +23,7 @@ def test_the_injection_slows_only_the_loads_it_is_switched_on_for():
     class Runner:
         def __init__(self):
             self._call = lambda tensors: time.sleep(0.002)
+
     injection = Injection()
     injection.amount = 0.5
     slowed, plain = Runner(), Runner()
@@ -35,6 +36,7 @@ def test_the_injection_slows_only_the_loads_it_is_switched_on_for():
         for _ in range(20):
             runner._call(None)
         return time.perf_counter() - started
+
     assert took(slowed) > 1.3 * took(plain)  # half of each call's own time added, on this load only
     injection.on.clear()
     assert took(slowed) < 1.3 * took(plain)

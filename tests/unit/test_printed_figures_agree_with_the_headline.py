@@ -17,16 +17,38 @@ from enginewright.search.winner import confirm
 
 def entry(knobs, median, paired=None):
     route = Route.of(knobs)
-    return CacheEntry(target="local", route_id=route.id, route=route.canonical, knobs=knobs, outcome=Outcome.ok,
-                      objective="gpuTime", batch="stage1-b000", engine_uri="file:///e",
-                      timing=TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=5),
-                      baseline_ms=paired.default_ms if paired else median, paired=paired)
+    return CacheEntry(
+        target="local",
+        route_id=route.id,
+        route=route.canonical,
+        knobs=knobs,
+        outcome=Outcome.ok,
+        objective="gpuTime",
+        batch="stage1-b000",
+        engine_uri="file:///e",
+        timing=TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=5),
+        baseline_ms=paired.default_ms if paired else median,
+        paired=paired,
+    )
 
 
 DEFAULT = entry({}, 91.63)  # its solo rounds, minutes before the others: the host was faster then
-WINNER = entry({"intra_op_num_threads": "2"}, 107.28, Paired(
-    ratio=100.0 / 108.0, low=0.90, high=0.955, rounds=6, stopped="faster", loads=2, default_loads=2, df=4,
-    route_ms=100.0, default_ms=108.0))
+WINNER = entry(
+    {"intra_op_num_threads": "2"},
+    107.28,
+    Paired(
+        ratio=100.0 / 108.0,
+        low=0.90,
+        high=0.955,
+        rounds=6,
+        stopped="faster",
+        loads=2,
+        default_loads=2,
+        df=4,
+        route_ms=100.0,
+        default_ms=108.0,
+    ),
+)
 
 
 def decided() -> Decided:
@@ -41,8 +63,14 @@ def decided() -> Decided:
 
 def summary():
     step = decided()
-    return {"model": "det.onnx", "backend": "onnxruntime", "mode": "mixed", "metric": "cosine", "threshold": 1e-3,
-            **step.summary()}
+    return {
+        "model": "det.onnx",
+        "backend": "onnxruntime",
+        "mode": "mixed",
+        "metric": "cosine",
+        "threshold": 1e-3,
+        **step.summary(),
+    }
 
 
 def test_the_times_under_the_headline_make_the_headline():
@@ -61,15 +89,19 @@ def test_each_row_speedup_is_its_two_times():
     for row in rows:
         cells = dict(zip(HEADER, row))
         if cells["speedup"] != "—":
-            assert float(cells["default ms"]) / float(cells["route ms"]) == pytest.approx(float(cells["speedup"]),
-                                                                                        abs=0.001)
+            assert float(cells["default ms"]) / float(cells["route ms"]) == pytest.approx(
+                float(cells["speedup"]), abs=0.001
+            )
 
 
 def test_the_report_and_the_status_line_carry_the_interval():
     s = summary()
     md = markdown(s, [DEFAULT, WINNER])
-    assert re.search(r"\*\*gpuTime speedup \(headline\) [\d.]+×\*\*: confirmation round: 5 interleaved rounds of 5 "
-                     r"loads each against the default, 95% [\d.]+–[\d.]+ across loads", md)
+    assert re.search(
+        r"\*\*gpuTime speedup \(headline\) [\d.]+×\*\*: confirmation round: 5 interleaved rounds of 5 "
+        r"loads each against the default, 95% [\d.]+–[\d.]+ across loads",
+        md,
+    )
     assert "all three measurements" not in md  # other measurements sit in a table of their own, said to be apart
     line = decided().headline_text()
     assert re.fullmatch(r"gpuTime speedup [\d.]+x \(95% [\d.]+-[\d.]+; confirmation round: .*\)", line)

@@ -9,9 +9,13 @@ from tests.unit.test_reuse_needs_the_same_fingerprint import ROUTE, base, entry
 
 
 def faster(**changes):
-    return entry(base(), timing=TimingStats(median_ms=0.5, mean_ms=0.5, p90_ms=0.5, min_ms=0.5, n=10),
-                 baseline_ms=1.0, paired=Paired(ratio=0.5, low=0.45, high=0.55, rounds=5, stopped="faster"),
-                 **changes)
+    return entry(
+        base(),
+        timing=TimingStats(median_ms=0.5, mean_ms=0.5, p90_ms=0.5, min_ms=0.5, n=10),
+        baseline_ms=1.0,
+        paired=Paired(ratio=0.5, low=0.45, high=0.55, rounds=5, stopped="faster"),
+        **changes,
+    )
 
 
 def marks(tmp_path, *entries) -> dict[str, str]:

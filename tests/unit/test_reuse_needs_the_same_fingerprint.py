@@ -14,28 +14,57 @@ from enginewright.search.routes import Route, route_id
 from enginewright.store import LocalStore
 from enginewright.worker.batch import Accuracy, Worker, WorkerContext
 
-VERSIONS = Versions(compiler="inductor-torch-2.9.0-triton-3.5.0", cuda="12.8", driver="570.124.06",
-                    gpu_name="NVIDIA H200", compute_capability="9.0")
+VERSIONS = Versions(
+    compiler="inductor-torch-2.9.0-triton-3.5.0",
+    cuda="12.8",
+    driver="570.124.06",
+    gpu_name="NVIDIA H200",
+    compute_capability="9.0",
+)
 ROUTE = Route.of({"max_autotune": "1"})
 
 
 def base(**changes) -> Fingerprint:
-    parts = dict(backend="inductor", backend_options={"device": "cuda"}, model_sha256="a" * 64, versions=VERSIONS,
-                 objective="gpuTime", input_shapes={"x": [8, 64]}, settings={"dtype": "float16"},
-                 data_sha256=["b" * 64, "c" * 64], metric="cosine", threshold=1e-4, atol=1e-5, rtol=1e-5,
-                 outputs=["y"])
+    parts = dict(
+        backend="inductor",
+        backend_options={"device": "cuda"},
+        model_sha256="a" * 64,
+        versions=VERSIONS,
+        objective="gpuTime",
+        input_shapes={"x": [8, 64]},
+        settings={"dtype": "float16"},
+        data_sha256=["b" * 64, "c" * 64],
+        metric="cosine",
+        threshold=1e-4,
+        atol=1e-5,
+        rtol=1e-5,
+        outputs=["y"],
+    )
     parts.update(changes)
     return fingerprint_of(**parts)
 
 
 # One changed value for every part of a fingerprint (route_id: another route).
 CHANGED = {
-    "backend": "tensorrt", "backend_options": {"device": "cpu"}, "model_sha256": "d" * 64,
-    "input_shapes": {"x": [16, 64]}, "declared_shapes": [{"name": "x", "opt": [16, 64]}],
-    "gpu_product": "NVIDIA H100 80GB HBM3", "compute_capability": "8.9",
-    "compiler": "inductor-torch-2.9.1-triton-3.5.0", "cuda": "12.9", "driver_major": "580",
-    "settings": {"dtype": "bfloat16"}, "route_id": route_id("-max_autotune=0"), "data_sha256": ["b" * 64, "e" * 64],
-    "metric": "max", "threshold": 1e-3, "atol": 1e-3, "rtol": 1e-3, "outputs": ["y", "z"], "objective": "latency",
+    "backend": "tensorrt",
+    "backend_options": {"device": "cpu"},
+    "model_sha256": "d" * 64,
+    "input_shapes": {"x": [16, 64]},
+    "declared_shapes": [{"name": "x", "opt": [16, 64]}],
+    "gpu_product": "NVIDIA H100 80GB HBM3",
+    "compute_capability": "8.9",
+    "compiler": "inductor-torch-2.9.1-triton-3.5.0",
+    "cuda": "12.9",
+    "driver_major": "580",
+    "settings": {"dtype": "bfloat16"},
+    "route_id": route_id("-max_autotune=0"),
+    "data_sha256": ["b" * 64, "e" * 64],
+    "metric": "max",
+    "threshold": 1e-3,
+    "atol": 1e-3,
+    "rtol": 1e-3,
+    "outputs": ["y", "z"],
+    "objective": "latency",
 }
 
 
@@ -44,18 +73,35 @@ def test_every_part_is_listed_here():
 
 
 def entry(fingerprint: Fingerprint | None, route: Route = ROUTE, run: str = "earlier", **extra) -> CacheEntry:
-    fields = dict(target="local", route_id=route.id, route=route.canonical, knobs=route.as_dict, outcome=Outcome.ok,
-                  timing=TimingStats(median_ms=1.0, mean_ms=1.0, p90_ms=1.0, min_ms=1.0, n=10),
-                  objective="gpuTime", versions=VERSIONS, run=run,
-                  fingerprint=fingerprint.for_route(route.id) if fingerprint else None)
+    fields = dict(
+        target="local",
+        route_id=route.id,
+        route=route.canonical,
+        knobs=route.as_dict,
+        outcome=Outcome.ok,
+        timing=TimingStats(median_ms=1.0, mean_ms=1.0, p90_ms=1.0, min_ms=1.0, n=10),
+        objective="gpuTime",
+        versions=VERSIONS,
+        run=run,
+        fingerprint=fingerprint.for_route(route.id) if fingerprint else None,
+    )
     fields.update(extra)
     return CacheEntry(**fields)
 
 
 def worker(tmp_path, fingerprint: Fingerprint | None, run: str = "this-run") -> Worker:
-    ctx = WorkerContext(backend="inductor", model=tmp_path / "model", store=LocalStore(tmp_path / "store"),
-                        prefix="runs/local", target="local", workdir=tmp_path / "work",
-                        accuracy=Accuracy([], []), timing={"objective": "gpuTime"}, fingerprint=fingerprint, run=run)
+    ctx = WorkerContext(
+        backend="inductor",
+        model=tmp_path / "model",
+        store=LocalStore(tmp_path / "store"),
+        prefix="runs/local",
+        target="local",
+        workdir=tmp_path / "work",
+        accuracy=Accuracy([], []),
+        timing={"objective": "gpuTime"},
+        fingerprint=fingerprint,
+        run=run,
+    )
     return Worker(ctx)
 
 

@@ -25,8 +25,9 @@ def test_a_run_is_pending_until_a_target_runs_then_running_then_confirming():
 
 
 def test_an_unfinished_run_is_reconciling_with_no_event_and_says_why_a_target_waits():
-    status, event = status_of([target("a", "stage1", message="3 Jobs"),
-                               target("b", "probing", reason="Unschedulable", message="no node")])
+    status, event = status_of(
+        [target("a", "stage1", message="3 Jobs"), target("b", "probing", reason="Unschedulable", message="no node")]
+    )
     assert event is None and status["observedGeneration"] == 3
     assert status["message"] == "a: 3 Jobs; b: no node"
     assert is_true(status, "Reconciling") and not is_true(status, "Ready") and not is_true(status, "Stalled")
@@ -37,8 +38,12 @@ def test_an_unfinished_run_is_reconciling_with_no_event_and_says_why_a_target_wa
 
 def test_progress_counts_every_measured_route_and_the_best_speedup_names_the_objective():
     winner = RouteResult(route_id="r1", route="x=1", speedup=1.23456)
-    status, _ = status_of([target("a", "done", planned=4, done=2, failed=1, rejected=1, winner=winner),
-                           target("b", "stage1", planned=6, done=1)])
+    status, _ = status_of(
+        [
+            target("a", "done", planned=4, done=2, failed=1, rejected=1, winner=winner),
+            target("b", "stage1", planned=6, done=1),
+        ]
+    )
     assert status["progress"] == "5/10" and status["bestSpeedup"] == "1.235x latency"
     assert status["accuracyValidated"] is True and [t["gpuType"] for t in status["targets"]] == ["a", "b"]
     assert status_of([target("a", "probing")])[0]["progress"] is None
@@ -92,17 +97,31 @@ def test_a_store_away_keeps_the_status_and_reconciles():
 def entry(knobs: dict, outcome=Outcome.ok, median=None, baseline=10.0, build=None, reused_from=None) -> CacheEntry:
     route = Route.of(knobs)
     timing = TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=10) if median else None
-    return CacheEntry(target="a", route_id=route.id, route=route.canonical, knobs=knobs, outcome=outcome,
-                      timing=timing, baseline_ms=baseline, build_seconds=build, measure_seconds=1.0 if timing else None,
-                      reused_from=reused_from)
+    return CacheEntry(
+        target="a",
+        route_id=route.id,
+        route=route.canonical,
+        knobs=knobs,
+        outcome=outcome,
+        timing=timing,
+        baseline_ms=baseline,
+        build_seconds=build,
+        measure_seconds=1.0 if timing else None,
+        reused_from=reused_from,
+    )
 
 
 def test_a_targets_counts_come_from_its_cache_entries():
-    entries = [entry({}, median=10.0), entry({"a": "1"}, median=5.0, build=2.0),
-               entry({"a": "2"}, median=8.0, build=3.0, reused_from="earlier-run"),
-               entry({"a": "3"}, Outcome.build_failed, build=4.0), entry({"a": "4"}, Outcome.accuracy_rejected)]
-    counted = target_counts(target("a", "stage1"), {e.route_id: e for e in entries},
-                            Failed("NoDefault", "?", planned=7))
+    entries = [
+        entry({}, median=10.0),
+        entry({"a": "1"}, median=5.0, build=2.0),
+        entry({"a": "2"}, median=8.0, build=3.0, reused_from="earlier-run"),
+        entry({"a": "3"}, Outcome.build_failed, build=4.0),
+        entry({"a": "4"}, Outcome.accuracy_rejected),
+    ]
+    counted = target_counts(
+        target("a", "stage1"), {e.route_id: e for e in entries}, Failed("NoDefault", "?", planned=7)
+    )
     assert (counted.planned, counted.done, counted.failed, counted.rejected, counted.unmeasured) == (7, 3, 1, 1, 0)
     assert counted.default_ms == 10.0 and counted.best.speedup == 2.0
     assert counted.best.route == Route.of({"a": "1"}).canonical

@@ -12,9 +12,19 @@ def test_safe_names_are_unchanged(name):
     assert safe_segment(name) == name
 
 
-@pytest.mark.parametrize("name,escaped", [("..", "%2E%2E"), (".", "%2E"), ("a/b", "a%2Fb"), ("../../etc", "..%2F..%2Fetc"),
-                                          ("x\ny", "x%0Ay"), ("50%", "50%25"), ("h200 sxm", "h200%20sxm"),
-                                          ("été", "%C3%A9t%C3%A9")])
+@pytest.mark.parametrize(
+    "name,escaped",
+    [
+        ("..", "%2E%2E"),
+        (".", "%2E"),
+        ("a/b", "a%2Fb"),
+        ("../../etc", "..%2F..%2Fetc"),
+        ("x\ny", "x%0Ay"),
+        ("50%", "50%25"),
+        ("h200 sxm", "h200%20sxm"),
+        ("été", "%C3%A9t%C3%A9"),
+    ],
+)
 def test_unsafe_names_are_escaped_into_one_segment(name, escaped):
     assert safe_segment(name) == escaped
     assert unescape_segment(escaped) == name

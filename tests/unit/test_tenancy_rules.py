@@ -14,9 +14,14 @@ from enginewright.controller.tenancy import bucket_refusal, catalog_owner, claim
 
 
 def spec(**compiler) -> TuningRunSpec:
-    return TuningRunSpec.model_validate({
-        "model": {"uri": "s3://models/m.onnx"}, "compiler": {"name": "onnxruntime", **compiler},
-        "accuracy": {"disabled": True, "reason": "test"}, "targets": [{"gpuType": "cpu", "gpusPerJob": 0}]})
+    return TuningRunSpec.model_validate(
+        {
+            "model": {"uri": "s3://models/m.onnx"},
+            "compiler": {"name": "onnxruntime", **compiler},
+            "accuracy": {"disabled": True, "reason": "test"},
+            "targets": [{"gpuType": "cpu", "gpusPerJob": 0}],
+        }
+    )
 
 
 def with_publish(**publish) -> TuningRunSpec:
@@ -24,8 +29,10 @@ def with_publish(**publish) -> TuningRunSpec:
 
 
 def test_only_the_configured_worker_image_or_an_allowed_glob_runs():
-    settings = Settings(worker_images={"onnxruntime": "reg.example.com/ew/worker-onnxruntime:1"},
-                        allowed_images=("reg.example.com/team-images/*",))
+    settings = Settings(
+        worker_images={"onnxruntime": "reg.example.com/ew/worker-onnxruntime:1"},
+        allowed_images=("reg.example.com/team-images/*",),
+    )
     assert image_refusal(spec(), settings) is None
     assert image_refusal(spec(image="reg.example.com/ew/worker-onnxruntime:1"), settings) is None
     assert image_refusal(spec(image="reg.example.com/team-images/ort:2"), settings) is None
@@ -61,8 +68,13 @@ def test_a_catalog_model_belongs_to_the_namespace_that_first_published_it():
 
 
 def test_an_index_from_before_owners_belongs_to_its_earliest_publisher():
-    index = {"model": "m", "entries": [{"run": "team-b/r2", "publishedAt": "2026-11-02T00:00:00Z"},
-                                       {"run": "team-c/r1", "publishedAt": "2026-11-01T00:00:00Z"}]}
+    index = {
+        "model": "m",
+        "entries": [
+            {"run": "team-b/r2", "publishedAt": "2026-11-02T00:00:00Z"},
+            {"run": "team-c/r1", "publishedAt": "2026-11-01T00:00:00Z"},
+        ],
+    }
     assert catalog_owner(index) == "team-c"
     assert model_refusal("team-b", "m", "s3://c/i", index, Settings()).reason == "CatalogModelTaken"
     assert claimed(index, "team-b", Settings())["owner"] == {"namespace": "team-c"}
@@ -79,9 +91,13 @@ def test_model_owner_rules_decide_for_the_names_they_match():
 
 
 def test_tenancy_settings_from_the_environment():
-    settings = Settings.from_env({"ENGINEWRIGHT_ALLOWED_IMAGES": "a/b:1,reg/x/*",
-                                  "ENGINEWRIGHT_PUBLISH_BUCKETS": "b1, b2",
-                                  "ENGINEWRIGHT_MODEL_OWNERS": '{"shared-*": ["team-a"]}'})
+    settings = Settings.from_env(
+        {
+            "ENGINEWRIGHT_ALLOWED_IMAGES": "a/b:1,reg/x/*",
+            "ENGINEWRIGHT_PUBLISH_BUCKETS": "b1, b2",
+            "ENGINEWRIGHT_MODEL_OWNERS": '{"shared-*": ["team-a"]}',
+        }
+    )
     assert settings.allowed_images == ("a/b:1", "reg/x/*") and settings.publish_buckets == ("b1", "b2")
     assert settings.model_owners == {"shared-*": ("team-a",)}
     assert Settings.from_env({}).allowed_images == () and Settings.from_env({}).model_owners == {}

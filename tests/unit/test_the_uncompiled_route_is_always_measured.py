@@ -12,8 +12,14 @@ from enginewright.search.flow import FlowSpec, Observed, RunBatches, next_step
 
 
 def knobs():
-    config = SimpleNamespace(max_autotune=False, max_autotune_gemm_backends="ATEN,TRITON", epilogue_fusion=True,
-                             freezing=False, coordinate_descent_tuning=False, triton=SimpleNamespace(cudagraphs=False))
+    config = SimpleNamespace(
+        max_autotune=False,
+        max_autotune_gemm_backends="ATEN,TRITON",
+        epilogue_fusion=True,
+        freezing=False,
+        coordinate_descent_tuning=False,
+        triton=SimpleNamespace(cudagraphs=False),
+    )
     return discover_knobs(config, "cuda")
 
 
@@ -36,18 +42,29 @@ def test_pins_do_not_leave_it_out_and_it_carries_none_of_them():
 
 
 def test_pinning_it_or_turning_it_off_leaves_it_out():
-    assert {"compile": "false"} not in stage1(FlowSpec(mode="fast", knobs=(("freezing", ("true",)),),
-                                                       pinned={"compile": "true"}))
-    assert {"compile": "false"} not in stage1(FlowSpec(mode="fast", knobs=(("freezing", ("true",)),),
-                                                       measure_uncompiled=False))
+    assert {"compile": "false"} not in stage1(
+        FlowSpec(mode="fast", knobs=(("freezing", ("true",)),), pinned={"compile": "true"})
+    )
+    assert {"compile": "false"} not in stage1(
+        FlowSpec(mode="fast", knobs=(("freezing", ("true",)),), measure_uncompiled=False)
+    )
     assert {"compile": "false"} not in stage1(FlowSpec(mode="fast", measure_uncompiled=False))
 
 
 def test_the_tuning_run_field_reaches_the_flow():
-    spec = TuningRunSpec.model_validate({
-        "model": {"uri": "s3://models/m.pt2", "format": "torch-export"}, "compiler": {"name": "inductor"},
-        "accuracy": {"disabled": True, "reason": "test"}, "targets": [{"gpuType": "NVIDIA-H200"}],
-        "search": {"knobs": [{"name": "freezing", "values": ["true"]}], "measureUncompiled": False}})
+    spec = TuningRunSpec.model_validate(
+        {
+            "model": {"uri": "s3://models/m.pt2", "format": "torch-export"},
+            "compiler": {"name": "inductor"},
+            "accuracy": {"disabled": True, "reason": "test"},
+            "targets": [{"gpuType": "NVIDIA-H200"}],
+            "search": {"knobs": [{"name": "freezing", "values": ["true"]}], "measureUncompiled": False},
+        }
+    )
     assert FlowSpec.of(spec).measure_uncompiled is False
-    assert FlowSpec.of(spec.model_copy(update={"search": spec.search.model_copy(
-        update={"measure_uncompiled": True})})).measure_uncompiled is True
+    assert (
+        FlowSpec.of(
+            spec.model_copy(update={"search": spec.search.model_copy(update={"measure_uncompiled": True})})
+        ).measure_uncompiled
+        is True
+    )

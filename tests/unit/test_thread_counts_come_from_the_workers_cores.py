@@ -13,12 +13,12 @@ from enginewright.search.planners import build_space
 
 
 def test_the_cores_a_worker_may_use_follow_its_cpuset_and_its_cgroup_quota():
-    assert usable_cores(affinity=64, cpu_max="200000 100000\n") == 2   # a pod limited to 2 CPUs on 64 cores
-    assert usable_cores(affinity=64, cpu_max="150000 100000") == 2     # 1.5 CPUs: rounded up
-    assert usable_cores(affinity=4, cpu_max="800000 100000") == 4      # a cpuset smaller than the quota
-    assert usable_cores(affinity=16, cpu_max="max 100000") == 16       # no quota
-    assert usable_cores(affinity=8, cpu_max="") == 8                   # no cgroup v2 file
-    assert usable_cores(affinity=64, cpu_max="50000 100000") == 1      # half a CPU: one thread
+    assert usable_cores(affinity=64, cpu_max="200000 100000\n") == 2  # a pod limited to 2 CPUs on 64 cores
+    assert usable_cores(affinity=64, cpu_max="150000 100000") == 2  # 1.5 CPUs: rounded up
+    assert usable_cores(affinity=4, cpu_max="800000 100000") == 4  # a cpuset smaller than the quota
+    assert usable_cores(affinity=16, cpu_max="max 100000") == 16  # no quota
+    assert usable_cores(affinity=8, cpu_max="") == 8  # no cgroup v2 file
+    assert usable_cores(affinity=64, cpu_max="50000 100000") == 1  # half a CPU: one thread
 
 
 def test_thread_counts_are_orts_choice_one_half_and_all():

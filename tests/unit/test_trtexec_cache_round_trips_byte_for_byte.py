@@ -28,8 +28,9 @@ CACHES = ["fast.jsonl", "mixed.jsonl", "odd-values.jsonl", "header-only.jsonl"]
 
 
 def enginewright(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "enginewright", *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "enginewright", *map(str, args)], capture_output=True, text=True, timeout=300
+    )
 
 
 def round_trip(source: Path, work: Path, *extra) -> bytes:
@@ -43,8 +44,10 @@ def round_trip(source: Path, work: Path, *extra) -> bytes:
 def test_the_checked_in_caches_are_what_nvidias_writer_writes(tmp_path):
     tensorrt = os.environ.get("ENGINEWRIGHT_TENSORRT_SOURCE")
     if not tensorrt or not shutil.which("g++") or not Path("/usr/include/nlohmann/json.hpp").exists():
-        pytest.skip("set ENGINEWRIGHT_TENSORRT_SOURCE to a TensorRT 11.1 checkout (with g++ and nlohmann-json3-dev) "
-                    "to rebuild the writer")
+        pytest.skip(
+            "set ENGINEWRIGHT_TENSORRT_SOURCE to a TensorRT 11.1 checkout (with g++ and nlohmann-json3-dev) "
+            "to rebuild the writer"
+        )
     subprocess.run([sys.executable, WRITTEN / "build.py", tensorrt, "--out", tmp_path], check=True)
     for name in CACHES:
         assert (tmp_path / name).read_bytes() == (WRITTEN / name).read_bytes(), name
@@ -131,8 +134,9 @@ def test_a_header_only_file_imports_nothing_and_exports_its_header(tmp_path):
 
 def other_version(tmp_path: Path) -> Path:
     newer = tmp_path / "newer.jsonl"
-    newer.write_text((WRITTEN / "fast.jsonl").read_text().replace('"tuner_version":"2.19.15"',
-                                                                   '"tuner_version":"2.20.1"', 1))
+    newer.write_text(
+        (WRITTEN / "fast.jsonl").read_text().replace('"tuner_version":"2.19.15"', '"tuner_version":"2.20.1"', 1)
+    )
     return newer
 
 
@@ -156,8 +160,10 @@ def test_another_tuner_version_is_refused_unless_forced_and_then_kept_apart(tmp_
     assert sorted(i.compiler for i in imports_under(cache)) == ["tensorrt-tuner-2.19.15", "tensorrt-tuner-2.20.1"]
     ambiguous = enginewright("cache", "export", cache, "--out", tmp_path / "out.jsonl")
     assert ambiguous.returncode == 2 and "--compiler" in ambiguous.stderr
-    for compiler, source in (("tensorrt-tuner-2.19.15", WRITTEN / "fast.jsonl"),
-                             ("tensorrt-tuner-2.20.1", other_version(tmp_path))):
+    for compiler, source in (
+        ("tensorrt-tuner-2.19.15", WRITTEN / "fast.jsonl"),
+        ("tensorrt-tuner-2.20.1", other_version(tmp_path)),
+    ):
         exported = enginewright("cache", "export", cache, "--out", tmp_path / "out.jsonl", "--compiler", compiler)
         assert exported.returncode == 0, exported.stderr
         assert (tmp_path / "out.jsonl").read_bytes() == source.read_bytes()  # each header with its own results
@@ -165,18 +171,32 @@ def test_another_tuner_version_is_refused_unless_forced_and_then_kept_apart(tmp_
 
 def test_a_knob_list_of_another_tuner_version_is_refused(tmp_path):
     knobs = tmp_path / "knobs.json"
-    knobs.write_text(json.dumps({"tuner_version": "2.20.1", "tuner_options": [
-        {"option": "-tile:m", "allowed_values": "-tile:m=[64|128]", "default_value": "64", "help": ""}]}))
+    knobs.write_text(
+        json.dumps(
+            {
+                "tuner_version": "2.20.1",
+                "tuner_options": [
+                    {"option": "-tile:m", "allowed_values": "-tile:m=[64|128]", "default_value": "64", "help": ""}
+                ],
+            }
+        )
+    )
     refused = enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", tmp_path / "c", "--knobs", knobs)
     assert refused.returncode == 2 and "2.20.1" in refused.stderr and "2.19.15" in refused.stderr
 
 
 def test_a_file_of_another_compiler_than_the_entries_there_is_refused(tmp_path):
     from enginewright.api.cache import CacheEntry, TimingStats, Versions
+
     cache = tmp_path / "cache"
-    entry = CacheEntry(target="local", route_id=route_id(""), route="", outcome=Outcome.ok,
-                       timing=TimingStats(median_ms=1, mean_ms=1, p90_ms=1, min_ms=1, n=1),
-                       versions=Versions(compiler="onnxruntime-1.23.2"))
+    entry = CacheEntry(
+        target="local",
+        route_id=route_id(""),
+        route="",
+        outcome=Outcome.ok,
+        timing=TimingStats(median_ms=1, mean_ms=1, p90_ms=1, min_ms=1, n=1),
+        versions=Versions(compiler="onnxruntime-1.23.2"),
+    )
     (cache / "runs/local/entries").mkdir(parents=True)
     (cache / "runs/local/entries" / f"{entry.route_id}.json").write_text(entry.to_json())
     refused = enginewright("cache", "import", WRITTEN / "fast.jsonl", "--out", cache)
@@ -186,8 +206,11 @@ def test_a_file_of_another_compiler_than_the_entries_there_is_refused(tmp_path):
 
 def test_a_file_without_a_readable_header_is_refused(tmp_path):
     lines = (WRITTEN / "fast.jsonl").read_text().splitlines()
-    for name, text in (("cut.jsonl", lines[0][:60] + "\n" + "\n".join(lines[1:])), ("empty.jsonl", ""),
-                       ("no-header.jsonl", "\n".join(lines[1:]))):
+    for name, text in (
+        ("cut.jsonl", lines[0][:60] + "\n" + "\n".join(lines[1:])),
+        ("empty.jsonl", ""),
+        ("no-header.jsonl", "\n".join(lines[1:])),
+    ):
         (tmp_path / name).write_text(text)
         result = enginewright("cache", "import", tmp_path / name, "--out", tmp_path / "cache")
         assert result.returncode == 2 and "Traceback" not in result.stderr, name

@@ -25,9 +25,17 @@ DEFAULT = Route()
 def entry(knobs: dict, ms: float | None, baseline: float = 10.0, outcome=Outcome.ok, kept: bool = True) -> CacheEntry:
     route = Route.of(knobs)
     timing = TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=10) if ms else None
-    return CacheEntry(target="cpu", route_id=route.id, route=route.canonical, knobs=knobs, outcome=outcome,
-                      timing=timing, baseline_ms=baseline, engine_uri=f"file:///{route.id}" if kept else None,
-                      error=None if outcome is Outcome.ok else "failed")
+    return CacheEntry(
+        target="cpu",
+        route_id=route.id,
+        route=route.canonical,
+        knobs=knobs,
+        outcome=outcome,
+        timing=timing,
+        baseline_ms=baseline,
+        engine_uri=f"file:///{route.id}" if kept else None,
+        error=None if outcome is Outcome.ok else "failed",
+    )
 
 
 def observed(*entries: CacheEntry, **kw) -> Observed:
@@ -39,8 +47,13 @@ def routes_of(step: RunBatches) -> list[str]:
 
 
 FAST = FlowSpec(mode="fast", routes_per_batch=2, top_k=2, confirm_rounds=3)
-STAGE1 = [entry({}, 10.0), entry({"a": "off"}, 8.0), entry({"b": "y"}, 10.1), entry({"b": "z"}, 9.9),
-          entry({"c": "1"}, 7.0)]
+STAGE1 = [
+    entry({}, 10.0),
+    entry({"a": "off"}, 8.0),
+    entry({"b": "y"}, 10.1),
+    entry({"b": "z"}, 9.9),
+    entry({"c": "1"}, 7.0),
+]
 
 
 def test_nothing_observed_asks_for_every_stage1_batch_with_the_default_first():

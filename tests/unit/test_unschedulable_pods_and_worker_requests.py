@@ -14,16 +14,27 @@ T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 def stamp(seconds: float) -> str:
     from datetime import datetime, timezone
+
     return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod(name, node=None, phase="Pending", unschedulable_since=None, message="0/3 nodes are available"):
     conditions = []
     if unschedulable_since is not None:
-        conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                           "message": message, "lastTransitionTime": stamp(unschedulable_since)})
-    return {"metadata": {"name": name}, "spec": {"nodeName": node} if node else {},
-            "status": {"phase": phase, "conditions": conditions}}
+        conditions.append(
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": stamp(unschedulable_since),
+            }
+        )
+    return {
+        "metadata": {"name": name},
+        "spec": {"nodeName": node} if node else {},
+        "status": {"phase": phase, "conditions": conditions},
+    }
 
 
 def test_no_unschedulable_pod_is_no_wait():
@@ -32,8 +43,13 @@ def test_no_unschedulable_pod_is_no_wait():
 
 
 def test_the_longest_waiting_pod_gives_the_message_and_the_time():
-    found = waiting([pod("b", unschedulable_since=T0 - 5, message="newer"),
-                     pod("a", unschedulable_since=T0 - 50, message="0/3 nodes: Insufficient nvidia.com/gpu")], T0)
+    found = waiting(
+        [
+            pod("b", unschedulable_since=T0 - 5, message="newer"),
+            pod("a", unschedulable_since=T0 - 50, message="0/3 nodes: Insufficient nvidia.com/gpu"),
+        ],
+        T0,
+    )
     assert found.pods == ("a", "b") and found.seconds == 50 and found.placed == 0
     assert found.message == "0/3 nodes: Insufficient nvidia.com/gpu"
     assert found.give_up(30) and not found.give_up(60) and not found.give_up(0)  # 0: never
@@ -47,13 +63,19 @@ def test_a_target_with_a_pod_on_a_node_does_not_give_up():
 def test_ended_and_deleted_pods_do_not_count():
     gone = pod("c", unschedulable_since=T0 - 500)
     gone["metadata"]["deletionTimestamp"] = stamp(T0)
-    assert waiting([pod("a", phase="Failed", unschedulable_since=T0 - 500), gone,
-                    pod("b", node="n1", phase="Succeeded")], T0) is None
+    assert (
+        waiting(
+            [pod("a", phase="Failed", unschedulable_since=T0 - 500), gone, pod("b", node="n1", phase="Succeeded")], T0
+        )
+        is None
+    )
 
 
 def test_quantities_are_int_or_string():
-    assert Resources.model_validate({"requests": {"cpu": 2, "memory": "16Gi"}, "limits": {"cpu": "500m"}}).requests \
-        == {"cpu": "2", "memory": "16Gi"}
+    assert Resources.model_validate({"requests": {"cpu": 2, "memory": "16Gi"}, "limits": {"cpu": "500m"}}).requests == {
+        "cpu": "2",
+        "memory": "16Gi",
+    }
     for bad in ("lots", True, 1.5, ""):
         with pytest.raises(ValidationError, match="resource quantity"):
             Resources.model_validate({"requests": {"cpu": bad}})
@@ -69,8 +91,13 @@ def test_worker_requests_default_and_yield_to_the_target():
 
 
 def test_settings_from_the_environment():
-    settings = Settings.from_env({"ENGINEWRIGHT_WORKER_REQUESTS": '{"cpu": 2, "memory": "8Gi"}',
-                                  "ENGINEWRIGHT_JOB_TTL_SECONDS": "", "ENGINEWRIGHT_UNSCHEDULABLE_SECONDS": "0"})
+    settings = Settings.from_env(
+        {
+            "ENGINEWRIGHT_WORKER_REQUESTS": '{"cpu": 2, "memory": "8Gi"}',
+            "ENGINEWRIGHT_JOB_TTL_SECONDS": "",
+            "ENGINEWRIGHT_UNSCHEDULABLE_SECONDS": "0",
+        }
+    )
     assert settings.worker_requests == {"cpu": "2", "memory": "8Gi"}
     assert settings.job_ttl_seconds is None and settings.unschedulable_seconds == 0
     defaults = Settings.from_env({})

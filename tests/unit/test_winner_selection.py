@@ -18,8 +18,12 @@ def test_default_wins_when_nothing_beats_it_beyond_the_margin():
 
 
 def test_fastest_passing_route_wins_beyond_the_margin():
-    entries = [entry({}, 10.0), entry({"a": "off"}, 8.0), entry({"b": "2"}, 7.0, outcome="accuracy-rejected"),
-               entry({"c": "y"}, 9.0)]
+    entries = [
+        entry({}, 10.0),
+        entry({"a": "off"}, 8.0),
+        entry({"b": "2"}, 7.0, outcome="accuracy-rejected"),
+        entry({"c": "y"}, 9.0),
+    ]
     decision = choose_winner(entries, DEFAULT, margin=0.03)
     assert decision.winner_id == entries[1].route_id
     assert decision.speedup == pytest.approx(1.25)
@@ -27,8 +31,11 @@ def test_fastest_passing_route_wins_beyond_the_margin():
 
 def test_each_route_is_compared_with_its_own_batch_baseline():
     # Batch 2 ran on a slower moment: 9.5 vs its baseline 12 is a real 21% gain; 8.9 vs 9 is not.
-    entries = [entry({}, 9.0, baseline=9.0), entry({"a": "off"}, 8.9, baseline=9.0),
-               entry({"c": "y"}, 9.5, baseline=12.0, batch="stage1-b001")]
+    entries = [
+        entry({}, 9.0, baseline=9.0),
+        entry({"a": "off"}, 8.9, baseline=9.0),
+        entry({"c": "y"}, 9.5, baseline=12.0, batch="stage1-b001"),
+    ]
     assert choose_winner(entries, DEFAULT, margin=0.03).winner_id == entries[2].route_id
 
 

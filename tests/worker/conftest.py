@@ -8,24 +8,58 @@ from pathlib import Path
 
 import pytest
 
-FAST_TIMING = ["--warmup", "2", "--round-seconds", "0.01", "--min-rounds", "2", "--max-rounds", "3", "--confirm-loads", "2"]
+FAST_TIMING = [
+    "--warmup",
+    "2",
+    "--round-seconds",
+    "0.01",
+    "--min-rounds",
+    "2",
+    "--max-rounds",
+    "3",
+    "--confirm-loads",
+    "2",
+]
 
 
 @pytest.fixture(scope="session")
 def example(tmp_path_factory) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
     from make_example import write_example
+
     folder = tmp_path_factory.mktemp("example")
     write_example(folder)
     return folder
 
 
 def tune_args(example: Path, out: Path, *extra: str, references: str = "references") -> list[str]:
-    return [sys.executable, "-m", "enginewright", "tune", str(example / "mlp.onnx"), "--backend", "onnxruntime",
-            "--inputs", str(example / "inputs-0.npz"), "--inputs", str(example / "inputs-1.npz"),
-            "--references", str(example / f"{references}-0.npz"), "--references", str(example / f"{references}-1.npz"),
-            "--metric", "cosine", "--threshold", "1e-4", "--setting", "intra_op_num_threads=1",
-            "--out", str(out), *FAST_TIMING, *extra]
+    return [
+        sys.executable,
+        "-m",
+        "enginewright",
+        "tune",
+        str(example / "mlp.onnx"),
+        "--backend",
+        "onnxruntime",
+        "--inputs",
+        str(example / "inputs-0.npz"),
+        "--inputs",
+        str(example / "inputs-1.npz"),
+        "--references",
+        str(example / f"{references}-0.npz"),
+        "--references",
+        str(example / f"{references}-1.npz"),
+        "--metric",
+        "cosine",
+        "--threshold",
+        "1e-4",
+        "--setting",
+        "intra_op_num_threads=1",
+        "--out",
+        str(out),
+        *FAST_TIMING,
+        *extra,
+    ]
 
 
 def recording_worker(example: Path, tmp_path: Path, monkeypatch, **timing):
@@ -46,13 +80,23 @@ def make_worker(example: Path, tmp_path: Path, timeout: float = 120.0):
     """A Worker on the example model with a local store under `tmp_path` and short timing."""
     from enginewright.store import LocalStore
     from enginewright.worker.batch import Accuracy, Worker, WorkerContext
-    return Worker(WorkerContext(
-        backend="onnxruntime", model=example / "mlp.onnx", store=LocalStore(tmp_path / "store"), prefix="runs/x",
-        target="cpu", workdir=tmp_path / "work", route_timeout=timeout,
-        accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4),
-        timing={"warmup_iterations": 1, "round_seconds": 0.0, "min_rounds": 2, "max_rounds": 2}))
+
+    return Worker(
+        WorkerContext(
+            backend="onnxruntime",
+            model=example / "mlp.onnx",
+            store=LocalStore(tmp_path / "store"),
+            prefix="runs/x",
+            target="cpu",
+            workdir=tmp_path / "work",
+            route_timeout=timeout,
+            accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4),
+            timing={"warmup_iterations": 1, "round_seconds": 0.0, "min_rounds": 2, "max_rounds": 2},
+        )
+    )
 
 
 def run_tune(example: Path, out: Path, *extra: str, references: str = "references") -> subprocess.CompletedProcess:
-    return subprocess.run(tune_args(example, out, *extra, references=references), capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        tune_args(example, out, *extra, references=references), capture_output=True, text=True, timeout=600
+    )

@@ -86,5 +86,5 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         started = time.monotonic()
         if not engine.startswith(HEADER):
             raise ValueError("not an engine of the interval-recording test backend")
-        route, inner = engine[len(HEADER):].split(b"\n", 1)
+        route, inner = engine[len(HEADER) :].split(b"\n", 1)
         return RecordingRunner(super().load(inner, workdir), started, json.loads(route))

@@ -22,8 +22,17 @@ def swapped_pairs(example, tmp_path):
 
 def test_the_corrected_command_runs_on_the_same_out(example, tmp_path):
     out = tmp_path / "out"
-    failed = run_tune(example, out, "--search", "fast", "--knob", "enable_mem_pattern=0", "--no-confirm",
-                      "--setting", "inter_op_num_threads=-1")
+    failed = run_tune(
+        example,
+        out,
+        "--search",
+        "fast",
+        "--knob",
+        "enable_mem_pattern=0",
+        "--no-confirm",
+        "--setting",
+        "inter_op_num_threads=-1",
+    )
     assert failed.returncode != 0 and "Traceback" not in failed.stderr
     assert not (out / "run.json").exists() and not list(out.rglob("entries/*.json"))
     assert list((out / "failed-attempt").glob("*.json"))  # kept aside, to be read

@@ -16,8 +16,9 @@ def default_engine(example, tmp_path_factory):
 
 
 def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
-    rounds = make_worker(example, tmp_path).interleave({"a": default_engine, "b": default_engine, "c": default_engine},
-                                                  4, tmp_path / "confirm")
+    rounds = make_worker(example, tmp_path).interleave(
+        {"a": default_engine, "b": default_engine, "c": default_engine}, 4, tmp_path / "confirm"
+    )
     assert set(rounds) == {"a", "b", "c"}
     assert all(len(times) == 4 and all(t > 0 for t in times) for times in rounds.values())
     logs = list((tmp_path / "confirm").rglob("serve.log"))
@@ -28,8 +29,9 @@ def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
 
 
 def test_every_load_of_every_engine_is_timed_in_every_round(example, tmp_path, default_engine):
-    rounds = make_worker(example, tmp_path).interleave({"d": default_engine, "c": default_engine}, 3,
-                                                  tmp_path / "confirm", loads=3)
+    rounds = make_worker(example, tmp_path).interleave(
+        {"d": default_engine, "c": default_engine}, 3, tmp_path / "confirm", loads=3
+    )
     assert set(rounds) == {"d", "d@2", "d@3", "c", "c@2", "c@3"}
     assert all(len(times) == 3 and all(t > 0 for t in times) for times in rounds.values())
 
@@ -38,12 +40,14 @@ def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engin
     broken = tmp_path / "broken.ort.tar"
     broken.write_bytes(b"not a tar archive")
     with pytest.raises(RuntimeError, match="confirmation: loading engine broken@primer failed: ReadError"):
-        make_worker(example, tmp_path, timeout=60).interleave({"ok": default_engine, "broken": broken}, 2,
-                                                         tmp_path / "confirm")
+        make_worker(example, tmp_path, timeout=60).interleave(
+            {"ok": default_engine, "broken": broken}, 2, tmp_path / "confirm"
+        )
 
 
 def test_serving_processes_are_pinned_to_the_measuring_cpus(example, tmp_path, default_engine):
     from enginewright.worker.batch import Server
+
     worker = make_worker(example, tmp_path)
     cpu = max(os.sched_getaffinity(0))
     worker.ctx.measure_cpus = frozenset({cpu})
@@ -60,6 +64,7 @@ def test_serving_processes_are_pinned_to_the_measuring_cpus(example, tmp_path, d
 
 def test_measuring_cpus_follow_the_setting(monkeypatch):
     from enginewright.worker.batch import measuring_cpus
+
     monkeypatch.delenv("ENGINEWRIGHT_MEASURE_CPUS", raising=False)
     assert measuring_cpus() is None  # off unless asked for: pinning every process to one core hurt on the H200
     monkeypatch.setenv("ENGINEWRIGHT_MEASURE_CPUS", "off")

@@ -25,11 +25,13 @@ class Engine(Runner):
         started = time.monotonic()
         self.log.append((self.name, started))
         if self.spin:
+
             def spin():
                 until = started + self.work + self.spin
                 while time.monotonic() < until:
                     pass
                 self.spun.append(time.monotonic())
+
             threading.Thread(target=spin, daemon=True).start()
         while time.monotonic() < started + self.work:
             pass

@@ -27,6 +27,7 @@ def test_no_measurement_runs_while_a_route_of_its_group_is_still_building(exampl
     # each engine loaded once to check it (never timed) and `loads` times for timing
     assert len(builds) == 3 and sum(r["kind"] == "load" for r in measuring) == 3 * (1 + worker.ctx.timing.loads)
     assert max(b["end"] - b["start"] for b in builds) >= 4  # the slow build did last
-    overlaps = [(m["kind"], b["route"]) for m in measuring for b in builds
-                if m["start"] < b["end"] and b["start"] < m["end"]]
+    overlaps = [
+        (m["kind"], b["route"]) for m in measuring for b in builds if m["start"] < b["end"] and b["start"] < m["end"]
+    ]
     assert overlaps == []

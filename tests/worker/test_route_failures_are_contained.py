@@ -45,6 +45,7 @@ def test_an_engine_that_cannot_load_is_recorded_as_crash_with_the_reason(example
 
 def test_a_route_cut_short_by_the_runs_deadline_is_not_cached_and_a_later_run_measures_it(example, tmp_path):
     import time
+
     worker = make_worker(example, tmp_path, timeout=120)
     default, other = Route.of({}), Route.of({"enable_mem_pattern": "0"})
     worker.ctx.deadline = time.time() + 0.2  # a child process cannot even import onnxruntime in that time

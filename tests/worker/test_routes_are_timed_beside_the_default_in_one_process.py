@@ -19,13 +19,20 @@ THREE_ROUNDS = {"min_rounds": 3, "max_rounds": 3}  # paired rounds of each route
 def timed_by_route(intervals: Path) -> list[tuple[str, int]]:
     """(route knobs as JSON, process id) of every timed stretch, in the order they ran."""
     records = [json.loads(line) for line in intervals.read_text().splitlines()]
-    return [(json.dumps(r["route"], sort_keys=True), r["pid"]) for r in sorted(records, key=lambda r: r["start"])
-            if r["kind"] == "timed"]
+    return [
+        (json.dumps(r["route"], sort_keys=True), r["pid"])
+        for r in sorted(records, key=lambda r: r["start"])
+        if r["kind"] == "timed"
+    ]
 
 
 def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example, tmp_path, monkeypatch):
     worker, intervals = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS, round_seconds=0.05)
-    default, first, second = Route.of({}), Route.of({"enable_mem_pattern": "0"}), Route.of({"enable_cpu_mem_arena": "0"})
+    default, first, second = (
+        Route.of({}),
+        Route.of({"enable_mem_pattern": "0"}),
+        Route.of({"enable_cpu_mem_arena": "0"}),
+    )
     written = worker.run_batch([default, first, second], "stage1", "b0", default)
     assert {e.route_id: e.outcome for e in written} == {r.id: Outcome.ok for r in (default, first, second)}
     assert all(e.paired.rounds == 3 for e in written if e.route_id != default.id)
@@ -41,17 +48,20 @@ def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example
         mine = json.dumps(route.as_dict, sort_keys=True)
         first_at = names.index(mine)
         last_at = len(names) - 1 - names[::-1].index(mine)
-        stretch = names[first_at:last_at + 1]
+        stretch = names[first_at : last_at + 1]
         assert set(stretch) == {mine, blank}, stretch
         switches = sum(a != b for a, b in zip(stretch, stretch[1:]))
         assert switches >= 3 * 2 * 5, switches
 
 
 def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against_a_reloaded_default(
-        example, tmp_path, monkeypatch):
+    example, tmp_path, monkeypatch
+):
     worker, intervals = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS)
     default = Route.of({})
-    crashing = Route.of({"enable_mem_pattern": "0", CRASH_TIMED: "4"})  # warm-up, calibration (2), dies in its 1st round
+    crashing = Route.of(
+        {"enable_mem_pattern": "0", CRASH_TIMED: "4"}
+    )  # warm-up, calibration (2), dies in its 1st round
     after = Route.of({"enable_cpu_mem_arena": "0"})
     written = {e.route_id: e for e in worker.run_batch([default, crashing, after], "stage1", "b0", default)}
     assert written[crashing.id].outcome is Outcome.crash

@@ -34,7 +34,11 @@ def bad_copy(example, folder, case):
 WORDS = {
     "missing output": ["references-1.npz", "no reference for output 'features'", "--output"],
     "wrong input dtype": ["inputs-1.npz", "input 'image' is float64", "image float32[8, 3, 32, 32]"],
-    "reference of the wrong shape": ["references-1.npz", "reference 'logits' has shape [4, 10]", "logits float32[8, 10]"],
+    "reference of the wrong shape": [
+        "references-1.npz",
+        "reference 'logits' has shape [4, 10]",
+        "logits float32[8, 10]",
+    ],
     "extra reference": ["references-1.npz", "'probs' is not an output of the model"],
 }
 
@@ -49,8 +53,10 @@ def test_a_mismatch_stops_tune_before_any_build(example, tmp_path, case):
     assert "Traceback" not in done.stderr, done.stderr
     message = done.stderr.strip()
     assert message.startswith("enginewright tune: the reference data does not fit"), message
-    for word in WORDS[case] + ["Expected: the model takes image float32[8, 3, 32, 32] and gives logits float32[8, 10], "
-                               "features float32[8, 512]"]:
+    for word in WORDS[case] + [
+        "Expected: the model takes image float32[8, 3, 32, 32] and gives logits float32[8, 10], "
+        "features float32[8, 512]"
+    ]:
         assert word in message, message
     assert not (tmp_path / "out" / "store").exists()  # nothing was built or measured
     assert took < 30, took

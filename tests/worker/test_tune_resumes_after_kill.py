@@ -8,8 +8,17 @@ from enginewright.api.cache import CacheEntry
 from tests.cluster.harness import wait_for
 from tests.worker.conftest import run_tune, tune_args
 
-KNOBS = ["--search", "full", "--knob", "graph_optimization_level=basic,extended,all",
-         "--knob", "enable_mem_pattern=0,1", "--knob", "session.disable_prepacking=0,1", "--no-confirm"]
+KNOBS = [
+    "--search",
+    "full",
+    "--knob",
+    "graph_optimization_level=basic,extended,all",
+    "--knob",
+    "enable_mem_pattern=0,1",
+    "--knob",
+    "session.disable_prepacking=0,1",
+    "--no-confirm",
+]
 
 
 def finished(out):
@@ -19,8 +28,9 @@ def finished(out):
 
 def test_kill_then_resume(example, tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen(tune_args(example, out, *KNOBS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        tune_args(example, out, *KNOBS), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
     wait_for(lambda: len(finished(out)) >= 3, 300, "three routes to finish", 0.1)
     os.killpg(proc.pid, signal.SIGKILL)  # the tune process and the route in flight
     proc.wait()

@@ -20,15 +20,35 @@ ORT = get_backend("onnxruntime").cache_compiler()  # e.g. onnxruntime-1.23.2: wh
 
 def trtexec_cache(tuner_version: str = ORT) -> str:
     """As trtexec writes it: the default route lists every knob; each route every tuned knob."""
-    header = {"tuner_version": tuner_version, "accuracy_algorithm": "Cosine",
-              "accuracy_parameter": {"atol": 1e-5, "rtol": 1e-5, "epsilon": 1e-4}, "searching_algorithm": "fast",
-              "command_line": "trtexec ...", "default_build_route": " ".join(f"-{k.name}={k.default}" for k in KNOBS),
-              "tuning_expr": "-graph_optimization_level=[all|basic] -enable_mem_pattern=[1|0]", "files": {},
-              "argv": ["trtexec"]}
-    rows = [{"iter": 0, "build_route": "-graph_optimization_level=all -enable_mem_pattern=1", "crash": False,
-             "error_message": "", "accuracy_loss": {"output": 0.0}, "gpu_time": 0.5},
-            {"iter": 1, "build_route": "-graph_optimization_level=all -enable_mem_pattern=0", "crash": False,
-             "error_message": "", "accuracy_loss": {"output": 1e-7}, "gpu_time": 0.45}]
+    header = {
+        "tuner_version": tuner_version,
+        "accuracy_algorithm": "Cosine",
+        "accuracy_parameter": {"atol": 1e-5, "rtol": 1e-5, "epsilon": 1e-4},
+        "searching_algorithm": "fast",
+        "command_line": "trtexec ...",
+        "default_build_route": " ".join(f"-{k.name}={k.default}" for k in KNOBS),
+        "tuning_expr": "-graph_optimization_level=[all|basic] -enable_mem_pattern=[1|0]",
+        "files": {},
+        "argv": ["trtexec"],
+    }
+    rows = [
+        {
+            "iter": 0,
+            "build_route": "-graph_optimization_level=all -enable_mem_pattern=1",
+            "crash": False,
+            "error_message": "",
+            "accuracy_loss": {"output": 0.0},
+            "gpu_time": 0.5,
+        },
+        {
+            "iter": 1,
+            "build_route": "-graph_optimization_level=all -enable_mem_pattern=0",
+            "crash": False,
+            "error_message": "",
+            "accuracy_loss": {"output": 1e-7},
+            "gpu_time": 0.45,
+        },
+    ]
     return "\n".join(json.dumps(line, separators=(",", ":")) for line in [header, *rows]) + "\n"
 
 
@@ -48,9 +68,24 @@ def test_imported_routes_are_not_measured_again(example, tmp_path):
     assert [e.route_id for e in imported_file.entries()] == [route_id(""), mem_pattern_off]
 
     out = tmp_path / "out"
-    result = subprocess.run(tune_args(example, out, "--search", "fast", "--knob", "graph_optimization_level=basic,all",
-                                      "--knob", "enable_mem_pattern=0", "--cache", str(seed), "--no-confirm"),
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        tune_args(
+            example,
+            out,
+            "--search",
+            "fast",
+            "--knob",
+            "graph_optimization_level=basic,all",
+            "--knob",
+            "enable_mem_pattern=0",
+            "--cache",
+            str(seed),
+            "--no-confirm",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     found = {e.route_id: e for e in imported_file.entries()}
     found.update({p.stem: CacheEntry.from_json(p.read_text()) for p in entries_dir.glob("*.json")})
@@ -81,22 +116,34 @@ def test_a_tensorrt_cache_is_not_used_by_an_onnxruntime_run(example, tmp_path):
     imported = enginewright("cache", "import", str(tmp_path / "best_config.json"), "--out", str(seed))
     assert imported.returncode == 0, imported.stderr
     out = tmp_path / "out"
-    result = subprocess.run(tune_args(example, out, "--search", "fast", "--knob", "enable_mem_pattern=0",
-                                      "--cache", str(seed), "--no-confirm"), capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        tune_args(
+            example, out, "--search", "fast", "--knob", "enable_mem_pattern=0", "--cache", str(seed), "--no-confirm"
+        ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     assert "is from tensorrt-tuner-2.19.15; this run is onnxruntime-" in result.stdout
     summary = json.loads((out / "summary.json").read_text())
     entries = {p.stem: CacheEntry.from_json(p.read_text()) for p in (seed / "runs/local/entries").glob("*.json")}
     # Both routes measured by ONNX Runtime, the default among them: trtexec's 0.5 ms is not its default.
     assert {e.stage for e in entries.values()} == {"stage1"} and set(entries) == {
-        route_id(""), Route.of({"enable_mem_pattern": "0"}).id}
+        route_id(""),
+        Route.of({"enable_mem_pattern": "0"}).id,
+    }
     assert summary["default_ms"] == entries[route_id("")].median_ms != 0.5
 
 
 def test_a_tune_directory_exports_as_trtexec_writes_it(example, tmp_path):
     out = tmp_path / "out"
-    result = subprocess.run(tune_args(example, out, "--search", "fast", "--knob", "enable_mem_pattern=0",
-                                      "--no-confirm"), capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        tune_args(example, out, "--search", "fast", "--knob", "enable_mem_pattern=0", "--no-confirm"),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     exported = enginewright("cache", "export", str(out), "--out", str(tmp_path / "run.jsonl"))
     assert exported.returncode == 0, exported.stderr

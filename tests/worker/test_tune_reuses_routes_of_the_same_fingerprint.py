@@ -16,8 +16,17 @@ from tests.worker.conftest import run_tune
 
 # --save-all-engines and a tiny noise margin: every route keeps its engine and stays a candidate, so
 # the confirmation round (the only way a reused route may win) runs in both runs.
-KNOBS = ["--search", "fast", "--knob", "enable_mem_pattern=0", "--knob", "graph_optimization_level=basic",
-         "--save-all-engines", "--noise-margin", "0.001"]
+KNOBS = [
+    "--search",
+    "fast",
+    "--knob",
+    "enable_mem_pattern=0",
+    "--knob",
+    "graph_optimization_level=basic",
+    "--save-all-engines",
+    "--noise-margin",
+    "0.001",
+]
 DEFAULT = route_id("")
 
 

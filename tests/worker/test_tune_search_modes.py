@@ -10,8 +10,14 @@ from enginewright.search.routes import route_id
 from enginewright.search.winner import could_win
 from tests.worker.conftest import run_tune
 
-KNOBS = ["--knob", "graph_optimization_level=basic,all", "--knob", "enable_mem_pattern=0",
-         "--knob", "session.intra_op.allow_spinning=0"]
+KNOBS = [
+    "--knob",
+    "graph_optimization_level=basic,all",
+    "--knob",
+    "enable_mem_pattern=0",
+    "--knob",
+    "session.intra_op.allow_spinning=0",
+]
 
 
 def entries(out):
@@ -41,6 +47,7 @@ def test_fast_and_full_measure_every_planned_route(example, tmp_path, mode, plan
     engine = out / "store/runs/local/engines" / f"{summary['winner_id']}.ort.tar"
     assert engine.exists()
     import hashlib
+
     assert hashlib.sha256(engine.read_bytes()).hexdigest() == summary["winner_engine_sha256"]
     assert "speedup" in result.stdout and "(default)" in result.stdout
     # The progress bar counts each route once its entry exists: the default's line already shows 1.

@@ -9,8 +9,16 @@ import re
 
 from tests.worker.conftest import run_tune
 
-KNOBS = ["--search", "mixed", "--knob", "enable_mem_pattern=0", "--knob", "session.intra_op.allow_spinning=0",
-         "--confirm-loads", "5"]  # the product's default, not the other tests' shortcut
+KNOBS = [
+    "--search",
+    "mixed",
+    "--knob",
+    "enable_mem_pattern=0",
+    "--knob",
+    "session.intra_op.allow_spinning=0",
+    "--confirm-loads",
+    "5",
+]  # the product's default, not the other tests' shortcut
 
 
 def check_printed_figures(stdout: str) -> None:
@@ -24,7 +32,7 @@ def check_printed_figures(stdout: str) -> None:
     else:
         assert len(times) == 2 and abs(times[0] / times[1] - speedup) < 0.002, (above, headline)
     header = next(line for line in lines if line.split()[:4] == ["route", "stage", "outcome", "route"])
-    for line in lines[lines.index(header) + 1:]:
+    for line in lines[lines.index(header) + 1 :]:
         if not line.strip():
             break
         cells = re.findall(r"(\d+\.\d+)", line)

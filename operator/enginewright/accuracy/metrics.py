@@ -29,8 +29,15 @@ class AccuracyError(ValueError):
     """Outputs cannot be compared (missing tensor, shape mismatch, ...); the message names the tensor."""
 
 
-def loss(output: np.ndarray, reference: np.ndarray, metric: str, *, atol: float = ATOL,
-         rtol: float = RTOL, name: str = "output") -> float:
+def loss(
+    output: np.ndarray,
+    reference: np.ndarray,
+    metric: str,
+    *,
+    atol: float = ATOL,
+    rtol: float = RTOL,
+    name: str = "output",
+) -> float:
     """Loss of one tensor against its reference."""
     if metric not in METRICS:
         raise AccuracyError(f"unknown metric {metric!r} (one of {', '.join(METRICS)})")
@@ -91,9 +98,16 @@ class Verdict:
         return f"accuracy failed: {worst} (threshold {self.threshold:g})"
 
 
-def compare(outputs: Sequence[Mapping[str, np.ndarray]], references: Sequence[Mapping[str, np.ndarray]],
-            metric: str, threshold: float, *, atol: float = ATOL, rtol: float = RTOL,
-            checked: Sequence[str] = ()) -> Verdict:
+def compare(
+    outputs: Sequence[Mapping[str, np.ndarray]],
+    references: Sequence[Mapping[str, np.ndarray]],
+    metric: str,
+    threshold: float,
+    *,
+    atol: float = ATOL,
+    rtol: float = RTOL,
+    checked: Sequence[str] = (),
+) -> Verdict:
     """Compare the outputs of every reference pair; every reference tensor must be produced.
     `checked`: compare only these outputs (empty: every reference tensor); that each checked output
     has a reference is `accuracy.signature`'s check, made before anything is built."""
@@ -107,8 +121,9 @@ def compare(outputs: Sequence[Mapping[str, np.ndarray]], references: Sequence[Ma
             if checked and name not in checked:
                 continue
             if name not in out:
-                raise AccuracyError(f"reference pair {pair}: the engine produced no output {name!r} "
-                                    f"(it produced {sorted(out)})")
+                raise AccuracyError(
+                    f"reference pair {pair}: the engine produced no output {name!r} (it produced {sorted(out)})"
+                )
             value = loss(out[name], expected, metric, atol=atol, rtol=rtol, name=name)
             losses[name] = max(losses.get(name, 0.0), value)
     failing = sorted(n for n, v in losses.items() if not v < threshold)

@@ -47,8 +47,10 @@ class Signature:
     casts_inputs: bool = False
 
     def describe(self) -> str:
-        return (f"the model takes {', '.join(t.describe() for t in self.inputs) or 'no inputs'} and gives "
-                f"{', '.join(t.describe() for t in self.outputs) or 'no outputs'}")
+        return (
+            f"the model takes {', '.join(t.describe() for t in self.inputs) or 'no inputs'} and gives "
+            f"{', '.join(t.describe() for t in self.outputs) or 'no outputs'}"
+        )
 
 
 @dataclass(frozen=True)
@@ -65,23 +67,30 @@ def _kind(dtype) -> str:
     return getattr(dtype, "kind", "")
 
 
-def _shape_problem(spec: TensorSpec, shape: tuple[int, ...], bound: dict[str, tuple[int, str]],
-                   label: str, what: str) -> str | None:
+def _shape_problem(
+    spec: TensorSpec, shape: tuple[int, ...], bound: dict[str, tuple[int, str]], label: str, what: str
+) -> str | None:
     """Why `shape` does not fit `spec` (None: it fits); binds the named sizes it meets first."""
     if spec.shape is None:
         return None
     if len(shape) != len(spec.shape):
-        return (f"{label}: {what} {spec.name!r} has shape {list(shape)} (rank {len(shape)}); the model declares "
-                f"{spec.describe()} (rank {len(spec.shape)})")
+        return (
+            f"{label}: {what} {spec.name!r} has shape {list(shape)} (rank {len(shape)}); the model declares "
+            f"{spec.describe()} (rank {len(spec.shape)})"
+        )
     for axis, (dim, size) in enumerate(zip(spec.shape, shape)):
         if isinstance(dim, int) and dim != size:
-            return (f"{label}: {what} {spec.name!r} has shape {list(shape)}; the model declares "
-                    f"{spec.describe()} (dimension {axis} must be {dim})")
+            return (
+                f"{label}: {what} {spec.name!r} has shape {list(shape)}; the model declares "
+                f"{spec.describe()} (dimension {axis} must be {dim})"
+            )
         if isinstance(dim, str):
             if dim in bound and bound[dim][0] != size:
                 size_was, where = bound[dim]
-                return (f"{label}: {what} {spec.name!r} has shape {list(shape)}; the model declares "
-                        f"{spec.describe()}, and {dim} is {size_was} in {where}")
+                return (
+                    f"{label}: {what} {spec.name!r} has shape {list(shape)}; the model declares "
+                    f"{spec.describe()}, and {dim} is {size_was} in {where}"
+                )
             bound.setdefault(dim, (size, f"{what} {spec.name!r}"))
     return None
 
@@ -94,19 +103,25 @@ def mismatches(signature: Signature, pairs: Sequence[PairData], outputs: Sequenc
     declared_out = {t.name: t for t in signature.outputs}
     unknown = [name for name in outputs if name not in declared_out]
     if unknown:
-        found.append(f"spec.accuracy.outputs names {unknown}, which the model does not give (its outputs: "
-                     f"{sorted(declared_out)})")
+        found.append(
+            f"spec.accuracy.outputs names {unknown}, which the model does not give (its outputs: "
+            f"{sorted(declared_out)})"
+        )
     checked = [name for name in (outputs or list(declared_out)) if name in declared_out]
     for pair in pairs:
         bound: dict[str, tuple[int, str]] = {}
         names = set(pair.inputs)
         missing, extra = [n for n in declared_in if n not in names], sorted(names - set(declared_in))
         if missing:
-            found.append(f"{pair.inputs_label}: no input {', '.join(map(repr, missing))} "
-                         f"({'; '.join(declared_in[n].describe() for n in missing)})")
+            found.append(
+                f"{pair.inputs_label}: no input {', '.join(map(repr, missing))} "
+                f"({'; '.join(declared_in[n].describe() for n in missing)})"
+            )
         if extra:
-            found.append(f"{pair.inputs_label}: {', '.join(map(repr, extra))} is not an input of the model "
-                         f"(its inputs: {sorted(declared_in)})")
+            found.append(
+                f"{pair.inputs_label}: {', '.join(map(repr, extra))} is not an input of the model "
+                f"(its inputs: {sorted(declared_in)})"
+            )
         for name, spec in declared_in.items():
             if name not in names:
                 continue
@@ -124,13 +139,17 @@ def mismatches(signature: Signature, pairs: Sequence[PairData], outputs: Sequenc
         given = set(pair.references)
         absent = [n for n in checked if n not in given]
         if absent:
-            found.append(f"{label}: no reference for output {', '.join(map(repr, absent))}: every output that is "
-                         f"checked needs one (or name the outputs to check in spec.accuracy.outputs; "
-                         f"enginewright tune: --output)")
+            found.append(
+                f"{label}: no reference for output {', '.join(map(repr, absent))}: every output that is "
+                f"checked needs one (or name the outputs to check in spec.accuracy.outputs; "
+                f"enginewright tune: --output)"
+            )
         strange = sorted(given - set(declared_out))
         if strange:
-            found.append(f"{label}: {', '.join(map(repr, strange))} is not an output of the model (its outputs: "
-                         f"{sorted(declared_out)})")
+            found.append(
+                f"{label}: {', '.join(map(repr, strange))} is not an output of the model (its outputs: "
+                f"{sorted(declared_out)})"
+            )
         for name in checked:
             if name not in given:
                 continue

@@ -45,26 +45,40 @@ class Paired(WireModel):
     """The route timed against the default in paired rounds on one device: several loads of each in
     one serving process, every round interleaving all of them block by block (`search.paired`)."""
 
-    ratio: float = Field(description="Route/default: the route's geometric-mean time over its loads and "
-                         "rounds over the default's in the same rounds (< 1: faster).")
+    ratio: float = Field(
+        description="Route/default: the route's geometric-mean time over its loads and "
+        "rounds over the default's in the same rounds (< 1: faster)."
+    )
     low: float = Field(description="Lower end of the ratio's 95% confidence interval (across loads).")
     high: float = Field(description="Upper end of the ratio's 95% confidence interval (across loads).")
     rounds: int
-    stopped: str = Field(description="Why the rounds stopped: faster (beats the noise margin), "
-                         "not-faster (cannot beat it), precise (interval within the precision), loads (the "
-                         "interval is made of lasting per-load offsets: more rounds would not narrow it), "
-                         "max-rounds, rejected (failed accuracy: timed only for the report).")
+    stopped: str = Field(
+        description="Why the rounds stopped: faster (beats the noise margin), "
+        "not-faster (cannot beat it), precise (interval within the precision), loads (the "
+        "interval is made of lasting per-load offsets: more rounds would not narrow it), "
+        "max-rounds, rejected (failed accuracy: timed only for the report)."
+    )
     loads: int | None = Field(None, description="Loads of the route timed (entries before loads: one).")
     default_loads: int | None = Field(None, description="Loads of the default timed beside them.")
-    df: int | None = Field(None, description="Degrees of freedom of the interval: pooled loads - engines "
-                           "(0: one load each, the rounds as samples).")
+    df: int | None = Field(
+        None,
+        description="Degrees of freedom of the interval: pooled loads - engines "
+        "(0: one load each, the rounds as samples).",
+    )
     route_ms: float | None = Field(None, description="The route's geometric-mean ms per call in these rounds.")
-    default_ms: float | None = Field(None, description="The default's geometric-mean ms per call in the same "
-                                     "rounds: route_ms / default_ms is `ratio`.")
-    load_spread: float | None = Field(None, description="Standard deviation of one load's mean log time "
-                                      "(about the relative spread between loads of one engine).")
-    round_share: float | None = Field(None, description="Share of that spread's variance that round-to-round "
-                                      "noise explains (the rest lasts for a load).")
+    default_ms: float | None = Field(
+        None,
+        description="The default's geometric-mean ms per call in the same rounds: route_ms / default_ms is `ratio`.",
+    )
+    load_spread: float | None = Field(
+        None,
+        description="Standard deviation of one load's mean log time "
+        "(about the relative spread between loads of one engine).",
+    )
+    round_share: float | None = Field(
+        None,
+        description="Share of that spread's variance that round-to-round noise explains (the rest lasts for a load).",
+    )
 
     @property
     def speedup(self) -> float:
@@ -77,10 +91,13 @@ class Measurements(WireModel):
     latency_ms: float = Field(description="One call from host inputs to host outputs, host clock.")
     throughput_ms: float = Field(description="Time per call with calls queued back to back (1000/throughput).")
     gpu_time_ms: float = Field(description="Device time per call (CPU compilers: compute time per call).")
-    host_cpu_ms: float | None = Field(None, description="CPU time of the calling thread per call over the "
-                                      "throughput round: the host's work to issue one call (launches, "
-                                      "Python). Near throughput_ms: the call is host-bound (launch overhead), so "
-                                      "its time depends on the serving host's CPU.")
+    host_cpu_ms: float | None = Field(
+        None,
+        description="CPU time of the calling thread per call over the "
+        "throughput round: the host's work to issue one call (launches, "
+        "Python). Near throughput_ms: the call is host-bound (launch overhead), so "
+        "its time depends on the serving host's CPU.",
+    )
 
     @property
     def throughput_per_second(self) -> float:
@@ -126,19 +143,27 @@ class CacheEntry(WireModel):
     error: str | None = None
     timing: TimingStats | None = None
     objective: str | None = Field(None, description="What `timing` times: latency, throughput or gpuTime.")
-    baseline_ms: float | None = Field(None, description="Median of the default route measured in the same "
-                                      "batch, on the same device: this entry's own baseline (paired entries: "
-                                      "the default's rounds interleaved with this route's).")
+    baseline_ms: float | None = Field(
+        None,
+        description="Median of the default route measured in the same "
+        "batch, on the same device: this entry's own baseline (paired entries: "
+        "the default's rounds interleaved with this route's).",
+    )
     paired: Paired | None = Field(None, description="This route against the default, round by round.")
     measurements: Measurements | None = None
-    measure_seconds: float | None = Field(None, description="Wall time spent timing this route, the "
-                                          "default's paired rounds included.")
+    measure_seconds: float | None = Field(
+        None, description="Wall time spent timing this route, the default's paired rounds included."
+    )
     build_seconds: float | None = None
-    loss: dict[str, float | None] | None = Field(None, description="Accuracy loss per output tensor (worst pair); "
-                                                 "null: not finite (NaN or infinite, as trtexec writes it), failing "
-                                                 "any threshold.")
-    load_info: dict[str, float] | None = Field(None, description="How the engine loaded in the measuring "
-                                               "process: seconds, compile-cache hits/misses.")
+    loss: dict[str, float | None] | None = Field(
+        None,
+        description="Accuracy loss per output tensor (worst pair); "
+        "null: not finite (NaN or infinite, as trtexec writes it), failing "
+        "any threshold.",
+    )
+    load_info: dict[str, float] | None = Field(
+        None, description="How the engine loaded in the measuring process: seconds, compile-cache hits/misses."
+    )
     engine_sha256: str | None = None
     engine_size: int | None = None
     engine_uri: str | None = None
@@ -146,12 +171,18 @@ class CacheEntry(WireModel):
     host: Host | None = None
     started_at: str | None = None
     finished_at: str | None = None
-    fingerprint: Fingerprint | None = Field(None, description="Everything the measurement depends on "
-                                            "(`api.fingerprint`); entries without one are never reused by another run.")
+    fingerprint: Fingerprint | None = Field(
+        None,
+        description="Everything the measurement depends on "
+        "(`api.fingerprint`); entries without one are never reused by another run.",
+    )
     run: str | None = Field(None, description="The run that measured it (`tune`: the id in OUT/run.json).")
-    reused_from: str | None = Field(None, description="Set when a run reuses this entry from an earlier run: "
-                                    "where it came from (the run, and the cache holding it). Never set on the "
-                                    "default route: it is measured fresh by every run.")
+    reused_from: str | None = Field(
+        None,
+        description="Set when a run reuses this entry from an earlier run: "
+        "where it came from (the run, and the cache holding it). Never set on the "
+        "default route: it is measured fresh by every run.",
+    )
 
     @property
     def reused(self) -> bool:
@@ -228,9 +259,14 @@ TRTEXEC_METRIC_NAMES = {"l0": "L0", "abs": "L1", "squared": "L2", "max": "LInf",
 """Our metric -> the name trtexec prints (getAlgorithmName) and writes as accuracy_algorithm."""
 
 # Import also accepts trtexec's --accuracyAlgorithm spellings and our own metric names.
-_METRIC_FROM_TRTEXEC = {**{v.lower(): k for k, v in TRTEXEC_METRIC_NAMES.items()},
-                        "l1": "abs", "l2": "squared", "linf": "max", "cos": "cosine",
-                        **{k: k for k in TRTEXEC_METRIC_NAMES}}
+_METRIC_FROM_TRTEXEC = {
+    **{v.lower(): k for k, v in TRTEXEC_METRIC_NAMES.items()},
+    "l1": "abs",
+    "l2": "squared",
+    "linf": "max",
+    "cos": "cosine",
+    **{k: k for k in TRTEXEC_METRIC_NAMES},
+}
 
 _CRASHED = (Outcome.crash, Outcome.build_failed, Outcome.timeout)
 _TUNER_PREFIX = "tensorrt-tuner-"
@@ -273,8 +309,9 @@ def default_build_route(knobs: Sequence[Knob]) -> str:
     return " ".join(f"-{k.name}={k.default}" for k in knobs)
 
 
-def trtexec_files(model: Path | None = None, inputs: Path | None = None, references: Path | None = None,
-                  engine: Path | None = None) -> dict:
+def trtexec_files(
+    model: Path | None = None, inputs: Path | None = None, references: Path | None = None, engine: Path | None = None
+) -> dict:
     """The header's `files` for a run: absolute paths of the model and the saved engine, and for the
     first reference pair {tensor: path} maps (our tensors live in one .npz per pair, so every tensor
     of a pair maps to that file). Only what is given is set."""
@@ -285,10 +322,17 @@ def trtexec_files(model: Path | None = None, inputs: Path | None = None, referen
             return None
         with np.load(path) as arrays:
             return {name: str(Path(path).resolve()) for name in arrays.files}
-    return {k: v for k, v in {
-        "onnx": str(Path(model).resolve()) if model and Path(model).suffix == ".onnx" else None,
-        "save_engine": str(Path(engine).resolve()) if engine else None,
-        "inputs": tensors(inputs), "ref_outputs": tensors(references)}.items() if v}
+
+    return {
+        k: v
+        for k, v in {
+            "onnx": str(Path(model).resolve()) if model and Path(model).suffix == ".onnx" else None,
+            "save_engine": str(Path(engine).resolve()) if engine else None,
+            "inputs": tensors(inputs),
+            "ref_outputs": tensors(references),
+        }.items()
+        if v
+    }
 
 
 def _defaults(knobs: Sequence[Knob] | None, header: dict) -> dict[str, str]:
@@ -297,10 +341,20 @@ def _defaults(knobs: Sequence[Knob] | None, header: dict) -> dict[str, str]:
     return dict(parse_trtexec_route(header.get("default_build_route") or ""))
 
 
-def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, rtol: float,
-                   search_mode: str, threshold: float | None = None, knobs: Sequence[Knob] | None = None,
-                   tuner_version: str | None = None, files: dict | None = None, header: dict | None = None,
-                   first_iter: int = 0) -> str:
+def export_trtexec(
+    entries: Iterable[CacheEntry],
+    *,
+    metric: str,
+    atol: float,
+    rtol: float,
+    search_mode: str,
+    threshold: float | None = None,
+    knobs: Sequence[Knob] | None = None,
+    tuner_version: str | None = None,
+    files: dict | None = None,
+    header: dict | None = None,
+    first_iter: int = 0,
+) -> str:
     """Our entries as trtexec's tuning cache: a header line, then one line per route.
 
     `knobs` (the compiler's knob list) gives `default_build_route` and lets each `build_route` list
@@ -320,11 +374,17 @@ def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, r
     tuned = {name for e in entries for name in e.knobs}
     tuned_order = [n for n in order if n in tuned] + sorted(tuned - set(order))
     if tuner_version is None:
-        recorded = [e.versions.compiler[len(_TUNER_PREFIX):] for e in entries
-                    if e.versions and e.versions.compiler.startswith(_TUNER_PREFIX)]
+        recorded = [
+            e.versions.compiler[len(_TUNER_PREFIX) :]
+            for e in entries
+            if e.versions and e.versions.compiler.startswith(_TUNER_PREFIX)
+        ]
         compilers = {e.versions.compiler for e in entries if e.versions}
-        tuner_version = source.get("tuner_version") or (recorded[0] if recorded else None) \
+        tuner_version = (
+            source.get("tuner_version")
+            or (recorded[0] if recorded else None)
             or (compilers.pop() if len(compilers) == 1 else "unknown")
+        )
     seen: dict[str, list[str]] = {name: [] for name in tuned_order}
     for e in entries:
         for name in tuned_order:
@@ -354,14 +414,18 @@ def export_trtexec(entries: Iterable[CacheEntry], *, metric: str, atol: float, r
             route = " ".join(f"-{n}={entry.knobs.get(n, defaults[n])}" for n in tuned_order)
         else:
             route = entry.route
-        lines.append(_dump({
-            "iter": iteration,
-            "build_route": route,
-            "crash": crashed,
-            "error_message": entry.error or "",
-            "accuracy_loss": entry.loss if entry.loss and not crashed else None,
-            "gpu_time": entry.timing.mean_ms if entry.timing and not crashed else None,
-        }))
+        lines.append(
+            _dump(
+                {
+                    "iter": iteration,
+                    "build_route": route,
+                    "crash": crashed,
+                    "error_message": entry.error or "",
+                    "accuracy_loss": entry.loss if entry.loss and not crashed else None,
+                    "gpu_time": entry.timing.mean_ms if entry.timing and not crashed else None,
+                }
+            )
+        )
         iteration += 1
     return "\n".join(lines) + "\n"
 
@@ -402,8 +466,10 @@ def _iteration(row) -> str | None:
     if not isinstance(row["crash"], bool):
         return f"crash {row['crash']!r} is not true or false"
     loss, gpu_time = row["accuracy_loss"], row["gpu_time"]
-    if loss is not None and not (isinstance(loss, dict) and all(
-            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in loss.values())):
+    if loss is not None and not (
+        isinstance(loss, dict)
+        and all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in loss.values())
+    ):
         return "accuracy_loss must be null or {tensor: number or null}"
     if gpu_time is not None and (not isinstance(gpu_time, (int, float)) or isinstance(gpu_time, bool)):
         return f"gpu_time {gpu_time!r} is not a number"
@@ -417,33 +483,57 @@ def trtexec_reading(row: dict, *, defaults: dict[str, str], threshold: float | N
     when it is > 0 (none when it is null or 0: such a route is not a measurement and is measured
     again when used); a null loss (NaN or infinite) fails, and so does a loss >= `threshold`."""
     from enginewright.search.routes import canonical_route, route_id
+
     # Interned: 100,000 routes of a few knobs share a handful of names and values.
-    knob_values = {sys.intern(k): sys.intern(v) for k, v in parse_trtexec_route(row["build_route"])
-                   if defaults.get(k) != v}
+    knob_values = {
+        sys.intern(k): sys.intern(v) for k, v in parse_trtexec_route(row["build_route"]) if defaults.get(k) != v
+    }
     route = canonical_route(knob_values)
     raw_loss = row["accuracy_loss"]
-    loss = {name: None if value is None else float(value) for name, value in raw_loss.items()} \
-        if isinstance(raw_loss, dict) else None
+    loss = (
+        {name: None if value is None else float(value) for name, value in raw_loss.items()}
+        if isinstance(raw_loss, dict)
+        else None
+    )
     gpu_time = row["gpu_time"]
     if row["crash"]:
         outcome = Outcome.crash
-    elif loss and (any(v is None for v in loss.values())
-                   or (threshold is not None and any(v is not None and v >= threshold for v in loss.values()))):
+    elif loss and (
+        any(v is None for v in loss.values())
+        or (threshold is not None and any(v is not None and v >= threshold for v in loss.values()))
+    ):
         outcome = Outcome.accuracy_rejected
     else:
         outcome = Outcome.ok
     measured = gpu_time is not None and gpu_time > 0 and not row["crash"]
-    return {"route_id": route_id(route), "route": route, "knobs": knob_values, "outcome": outcome,
-            "error": row["error_message"] or None, "loss": loss, "gpu_time": gpu_time if measured else None}
+    return {
+        "route_id": route_id(route),
+        "route": route,
+        "knobs": knob_values,
+        "outcome": outcome,
+        "error": row["error_message"] or None,
+        "loss": loss,
+        "gpu_time": gpu_time if measured else None,
+    }
 
 
 def trtexec_entry(reading: dict, *, target: str, versions: Versions) -> CacheEntry:
     """The cache entry of a `trtexec_reading`."""
     ms = reading["gpu_time"]
     timing = TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=1) if ms is not None else None
-    return CacheEntry(target=target, route_id=reading["route_id"], route=reading["route"], knobs=reading["knobs"],
-                      stage="imported", batch="trtexec", outcome=reading["outcome"], error=reading["error"],
-                      timing=timing, loss=reading["loss"], versions=versions)
+    return CacheEntry(
+        target=target,
+        route_id=reading["route_id"],
+        route=reading["route"],
+        knobs=reading["knobs"],
+        stage="imported",
+        batch="trtexec",
+        outcome=reading["outcome"],
+        error=reading["error"],
+        timing=timing,
+        loss=reading["loss"],
+        versions=versions,
+    )
 
 
 def trtexec_threshold(header: dict, threshold: float | None = None) -> float | None:
@@ -459,9 +549,16 @@ class TrtexecCache:
     turned into a cache entry (`entries`, one per route: a route that a mixed search repeats keeps
     its first result) or, when it is damaged, listed in `damaged` as (line number, why) and skipped."""
 
-    def __init__(self, lines: Iterable[str | bytes], *, target: str = "local", threshold: float | None = None,
-                 knobs: Sequence[Knob] | None = None, defaults: dict[str, str] | None = None,
-                 keep_entries: bool = True):
+    def __init__(
+        self,
+        lines: Iterable[str | bytes],
+        *,
+        target: str = "local",
+        threshold: float | None = None,
+        knobs: Sequence[Knob] | None = None,
+        defaults: dict[str, str] | None = None,
+        keep_entries: bool = True,
+    ):
         lines = iter(lines)
         first = next(lines, None)
         if first is None or not _text(first).strip():
@@ -471,9 +568,10 @@ class TrtexecCache:
         except ValueError as exc:
             raise ValueError(f"line 1 is not trtexec's header: {exc}") from None
         if not isinstance(header, dict) or "tuner_version" not in header:
-            raise ValueError("line 1 is not trtexec's header (it has no tuner_version"
-                             + ("; it is an iteration line)" if isinstance(header, dict) and "build_route" in header
-                                else ")"))
+            raise ValueError(
+                "line 1 is not trtexec's header (it has no tuner_version"
+                + ("; it is an iteration line)" if isinstance(header, dict) and "build_route" in header else ")")
+            )
         self.header = header
         self.compiler = trtexec_compiler(header)
         self.threshold = trtexec_threshold(header, threshold)
@@ -523,8 +621,9 @@ def _text(line: str | bytes) -> str:
     return (line.decode("utf-8") if isinstance(line, bytes) else line).rstrip("\r\n")
 
 
-def import_trtexec(text: str, *, target: str, threshold: float | None = None,
-                   knobs: Sequence[Knob] | None = None) -> tuple[dict, list[CacheEntry]]:
+def import_trtexec(
+    text: str, *, target: str, threshold: float | None = None, knobs: Sequence[Knob] | None = None
+) -> tuple[dict, list[CacheEntry]]:
     """Parse a trtexec tuning cache into (header, entries), one entry per route (`TrtexecCache`;
     damaged lines are skipped)."""
     cache = TrtexecCache(text.splitlines(), target=target, threshold=threshold, knobs=knobs)

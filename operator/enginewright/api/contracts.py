@@ -34,15 +34,18 @@ class BatchRequest(WireModel):
 
     target: str = Field(description="GPU type this batch runs on.")
     mode: Literal["sweep", "confirm", "probe"] = Field(
-        "sweep", description="sweep: build and measure `routes`; confirm: re-measure the kept engines of "
+        "sweep",
+        description="sweep: build and measure `routes`; confirm: re-measure the kept engines of "
         "`routes` against the default, interleaved, and write the rounds; probe: check the inputs and write the "
-        "compiler's knobs and versions to `<prefix>/probe.json`.")
+        "compiler's knobs and versions to `<prefix>/probe.json`.",
+    )
     stage: str = "stage1"
     batch: str = Field("probe", description="Deterministic batch name, e.g. stage1-b003.")
     bucket: str = Field(description="Bucket for entries and engines.")
     prefix: str = Field(description="Key prefix of this run and target, runs/<ns>/<run>-<uid8>/<gpu-type>.")
-    routes: list[str] = Field(default_factory=list,
-                              description="Canonical route strings of the batch (confirm: the candidates).")
+    routes: list[str] = Field(
+        default_factory=list, description="Canonical route strings of the batch (confirm: the candidates)."
+    )
     default_route: str = Field("", description="The run's default route (pinned knobs only).")
     deadline: float | None = Field(None, description="Epoch seconds: routes not started by then are skipped.")
     spec: TuningRunSpec
@@ -58,20 +61,35 @@ class KnobInfo(WireModel):
     values: list[str] | None = Field(None, description="None: open-ended, swept only with values the user gives.")
     default: str
     help: str = ""
-    exclusive: bool = Field(False, description="Its non-default values are never combined with other knobs "
-                            "(Inductor's compile=false).")
-    suggested: list[str] | None = Field(None, description="An open-ended knob's values swept when the user "
-                                        "names none (ONNX Runtime's thread counts, from the worker's cores).")
+    exclusive: bool = Field(
+        False, description="Its non-default values are never combined with other knobs (Inductor's compile=false)."
+    )
+    suggested: list[str] | None = Field(
+        None,
+        description="An open-ended knob's values swept when the user "
+        "names none (ONNX Runtime's thread counts, from the worker's cores).",
+    )
 
     @classmethod
     def of(cls, knob: Knob) -> "KnobInfo":
-        return cls(name=knob.name, values=list(knob.values) if knob.values is not None else None,
-                   default=knob.default, help=knob.help, exclusive=knob.exclusive,
-                   suggested=list(knob.suggested) if knob.suggested is not None else None)
+        return cls(
+            name=knob.name,
+            values=list(knob.values) if knob.values is not None else None,
+            default=knob.default,
+            help=knob.help,
+            exclusive=knob.exclusive,
+            suggested=list(knob.suggested) if knob.suggested is not None else None,
+        )
 
     def knob(self) -> Knob:
-        return Knob(self.name, tuple(self.values) if self.values is not None else None, self.default, self.help,
-                    self.exclusive, tuple(self.suggested) if self.suggested is not None else None)
+        return Knob(
+            self.name,
+            tuple(self.values) if self.values is not None else None,
+            self.default,
+            self.help,
+            self.exclusive,
+            tuple(self.suggested) if self.suggested is not None else None,
+        )
 
 
 class ProbeResult(WireModel):
@@ -88,8 +106,11 @@ class ProbeResult(WireModel):
     input_shapes: dict[str, list[int]] = Field(default_factory=dict)
     engine_suffix: str = ""
     data_sha256: dict[str, str] = Field(default_factory=dict, description="`pairs[i].inputs|references` -> sha256.")
-    fingerprint: Fingerprint | None = Field(None, description="What every measurement of this target depends on "
-                                            "(route id ''): entries of earlier runs with it are reused.")
+    fingerprint: Fingerprint | None = Field(
+        None,
+        description="What every measurement of this target depends on "
+        "(route id ''): entries of earlier runs with it are reused.",
+    )
 
     def compiler_knobs(self) -> list[Knob]:
         return [k.knob() for k in self.knobs]
@@ -164,8 +185,11 @@ class AccuracyFacts(CatalogModel):
     pairs: list[dict] = Field(default_factory=list)
     data_digests: dict[str, str] | None = None
     loss_per_output: dict[str, float | None] | None = None
-    outputs: list[str] | None = Field(None, description="The outputs accuracy was checked on when the run named "
-                                      "them (spec.accuracy.outputs); absent: every output of the model.")
+    outputs: list[str] | None = Field(
+        None,
+        description="The outputs accuracy was checked on when the run named "
+        "them (spec.accuracy.outputs); absent: every output of the model.",
+    )
 
 
 class RouteFacts(CatalogModel):
@@ -178,8 +202,9 @@ class RouteFacts(CatalogModel):
 
 class CompilerFacts(CatalogModel):
     name: str
-    versions: dict[str, str | None] | None = Field(None, description="`api.cache.Versions` of the winner's "
-                                                   "measurement, as written then.")
+    versions: dict[str, str | None] | None = Field(
+        None, description="`api.cache.Versions` of the winner's measurement, as written then."
+    )
 
 
 class GpuFacts(CatalogModel):
@@ -196,13 +221,15 @@ class TimingFacts(CatalogModel):
     speedup: float
     speedup_name: str
     sweep_speedup: float | None = None
-    speedup_interval: list[float] | None = Field(None, description="The headline speedup's 95% interval "
-                                                 "across loads [low, high], where it was measured.")
+    speedup_interval: list[float] | None = Field(
+        None, description="The headline speedup's 95% interval across loads [low, high], where it was measured."
+    )
     loads: int | None = Field(None, description="Loads of each engine behind a confirmed decision.")
-    times_ms: dict[str, float] | None = Field(None, description="ms per call of each engine in the rounds "
-                                              "decided on.")
-    host: dict | None = Field(None, description="What the host has to do with the speedup: a note, the "
-                              "default's host facts, host CPU ms per call.")
+    times_ms: dict[str, float] | None = Field(None, description="ms per call of each engine in the rounds decided on.")
+    host: dict | None = Field(
+        None,
+        description="What the host has to do with the speedup: a note, the default's host facts, host CPU ms per call.",
+    )
     confirmed: bool = False
     measurements: dict[str, dict | None] = Field(default_factory=dict)
     how_measured: str = ""
@@ -230,13 +257,19 @@ class ReuseFacts(CatalogModel):
     """What the winner's measurement depends on (`api.fingerprint`), and which routes the run took
     from earlier runs' entries instead of building them."""
 
-    fingerprint: dict | None = Field(None, description="The winner's fingerprint as its entry recorded it "
-                                     "(absent: the entry predates fingerprints).")
+    fingerprint: dict | None = Field(
+        None, description="The winner's fingerprint as its entry recorded it (absent: the entry predates fingerprints)."
+    )
     fingerprint_sha256: str | None = Field(None, description="Its digest: equal digests, equal measurements.")
-    reused: dict[str, str] = Field(default_factory=dict, description="Route id -> the run and entry it was "
-                                   "reused from (never the default, measured fresh).")
-    winner_reused_from: str | None = Field(None, description="Set when the winner is a reused route: it won "
-                                           "through this run's confirmation round against the fresh default.")
+    reused: dict[str, str] = Field(
+        default_factory=dict,
+        description="Route id -> the run and entry it was reused from (never the default, measured fresh).",
+    )
+    winner_reused_from: str | None = Field(
+        None,
+        description="Set when the winner is a reused route: it won "
+        "through this run's confirmation round against the fresh default.",
+    )
 
 
 class Provenance(CatalogModel):
@@ -265,12 +298,16 @@ class MeasuredRoute(CatalogModel):
     route: str = Field("", description="Canonical route string; '' is the default route.")
     stage: str = ""
     outcome: str
-    route_ms: float | None = Field(None, description="The route's time per call (the run's objective): its "
-                                   "geometric mean over its loads and paired rounds; the default's own row: "
-                                   "the median of its rounds.")
+    route_ms: float | None = Field(
+        None,
+        description="The route's time per call (the run's objective): its "
+        "geometric mean over its loads and paired rounds; the default's own row: "
+        "the median of its rounds.",
+    )
     default_ms: float | None = Field(None, description="The default's time in the same rounds as the route.")
-    speedup: float | None = Field(None, description="default_ms / route_ms in those rounds (None on the "
-                                  "default's own row).")
+    speedup: float | None = Field(
+        None, description="default_ms / route_ms in those rounds (None on the default's own row)."
+    )
     speedup_interval: list[float] | None = Field(None, description="That speedup's 95% interval across loads.")
     max_loss: float | None = None
     build_seconds: float | None = None

@@ -106,37 +106,57 @@ def tuningrun_crd() -> dict[str, Any]:
                 "shortNames": names.SHORT_NAMES,
                 "categories": ["enginewright"],
             },
-            "versions": [{
-                "name": names.VERSION,
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                    {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                     "description": "the Ready condition (kstatus)"},
-                    {"name": "Reason", "type": "string", "priority": 1,
-                     "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-                     "description": "why the run is (not) ready, e.g. Unschedulable, ObjectNotFound"},
-                    {"name": "Progress", "type": "string", "jsonPath": ".status.progress",
-                     "description": "done/planned routes"},
-                    {"name": "Speedup", "type": "string", "jsonPath": ".status.bestSpeedup",
-                     "description": "best confirmed speedup over the default route"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                ],
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "description": "A compiler build-route tuning run for one model on one or more GPU types.",
-                    "required": ["spec"],
-                    "properties": {
-                        "apiVersion": {"type": "string"},
-                        "kind": {"type": "string"},
-                        "metadata": {"type": "object"},
-                        "spec": spec_schema,
-                        "status": status_schema,
+            "versions": [
+                {
+                    "name": names.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {
+                            "name": "Ready",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                            "description": "the Ready condition (kstatus)",
+                        },
+                        {
+                            "name": "Reason",
+                            "type": "string",
+                            "priority": 1,
+                            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+                            "description": "why the run is (not) ready, e.g. Unschedulable, ObjectNotFound",
+                        },
+                        {
+                            "name": "Progress",
+                            "type": "string",
+                            "jsonPath": ".status.progress",
+                            "description": "done/planned routes",
+                        },
+                        {
+                            "name": "Speedup",
+                            "type": "string",
+                            "jsonPath": ".status.bestSpeedup",
+                            "description": "best confirmed speedup over the default route",
+                        },
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A compiler build-route tuning run for one model on one or more GPU types.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema,
+                            },
+                        }
                     },
-                }},
-            }],
+                }
+            ],
         },
     }
 

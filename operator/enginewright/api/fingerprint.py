@@ -34,16 +34,18 @@ class Fingerprint(WireModel):
     model_sha256: str
     input_shapes: dict[str, list[int]] = Field(default_factory=dict, description="Shapes of the timed inputs.")
     declared_shapes: list[dict] = Field(default_factory=list, description="Input shape profiles given to the build.")
-    gpu_product: str | None = Field(None, description="GPU name as the compiler's runtime reports it "
-                                    "(CPU: cpu-<arch>).")
+    gpu_product: str | None = Field(
+        None, description="GPU name as the compiler's runtime reports it (CPU: cpu-<arch>)."
+    )
     compute_capability: str | None = None
     compiler: str = Field(description="Compiler name and version (Inductor: torch and Triton versions).")
     cuda: str | None = None
     driver_major: str | None = None
     settings: dict[str, str] = Field(default_factory=dict, description="Base build settings beside the route.")
     route_id: str = ""
-    data_sha256: list[str] = Field(default_factory=list, description="sha256 of each inputs and references file, "
-                                   "in order (inputs first).")
+    data_sha256: list[str] = Field(
+        default_factory=list, description="sha256 of each inputs and references file, in order (inputs first)."
+    )
     metric: str | None = Field(None, description="None: accuracy not checked (no references or threshold).")
     threshold: float | None = None
     atol: float | None = Field(None, description="Only for metrics that use it (l0).")
@@ -63,10 +65,15 @@ class Fingerprint(WireModel):
 
     def measured_with(self, versions: "Versions") -> Fingerprint:
         """The same with the stack parts taken from `versions` (what the measuring process reported)."""
-        return self.model_copy(update={"gpu_product": versions.gpu_name,
-                                       "compute_capability": versions.compute_capability,
-                                       "compiler": versions.compiler, "cuda": versions.cuda,
-                                       "driver_major": driver_major(versions.driver)})
+        return self.model_copy(
+            update={
+                "gpu_product": versions.gpu_name,
+                "compute_capability": versions.compute_capability,
+                "compiler": versions.compiler,
+                "cuda": versions.cuda,
+                "driver_major": driver_major(versions.driver),
+            }
+        )
 
     def differences(self, other: Fingerprint) -> list[str]:
         """The parts (Python field names) in which `other` differs."""
@@ -79,25 +86,47 @@ def driver_major(driver: str | None) -> str | None:
     return driver.split(".", 1)[0] if driver else None
 
 
-def fingerprint_of(*, backend: str, model_sha256: str, versions: "Versions", objective: str,
-                   input_shapes: Mapping[str, Sequence[int]] | None = None, declared_shapes: Sequence[dict] = (),
-                   settings: Mapping[str, str] | None = None, data_sha256: Sequence[str] = (),
-                   metric: str | None = None, threshold: float | None = None, atol: float | None = None,
-                   rtol: float | None = None, outputs: Sequence[str] = (), route_id: str = "",
-                   backend_options: Mapping | None = None) -> Fingerprint:
+def fingerprint_of(
+    *,
+    backend: str,
+    model_sha256: str,
+    versions: "Versions",
+    objective: str,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    declared_shapes: Sequence[dict] = (),
+    settings: Mapping[str, str] | None = None,
+    data_sha256: Sequence[str] = (),
+    metric: str | None = None,
+    threshold: float | None = None,
+    atol: float | None = None,
+    rtol: float | None = None,
+    outputs: Sequence[str] = (),
+    route_id: str = "",
+    backend_options: Mapping | None = None,
+) -> Fingerprint:
     """A fingerprint with the accuracy rule reduced to what decides pass or fail: no threshold (or no
     references, which the caller says with metric=None) leaves it out; atol/rtol count only for the
     metrics that use them."""
     checked = metric is not None and threshold is not None
     tolerances = checked and metric in TOLERANCE_METRICS
     return Fingerprint(
-        backend=backend, backend_options=dict(backend_options or {}), model_sha256=model_sha256,
+        backend=backend,
+        backend_options=dict(backend_options or {}),
+        model_sha256=model_sha256,
         input_shapes={k: [int(d) for d in v] for k, v in (input_shapes or {}).items()},
-        declared_shapes=list(declared_shapes), gpu_product=versions.gpu_name,
-        compute_capability=versions.compute_capability, compiler=versions.compiler, cuda=versions.cuda,
-        driver_major=driver_major(versions.driver), settings=dict(settings or {}), route_id=route_id,
-        data_sha256=list(data_sha256), metric=metric if checked else None,
+        declared_shapes=list(declared_shapes),
+        gpu_product=versions.gpu_name,
+        compute_capability=versions.compute_capability,
+        compiler=versions.compiler,
+        cuda=versions.cuda,
+        driver_major=driver_major(versions.driver),
+        settings=dict(settings or {}),
+        route_id=route_id,
+        data_sha256=list(data_sha256),
+        metric=metric if checked else None,
         threshold=float(threshold) if checked and threshold is not None else None,
         atol=float(atol) if tolerances and atol is not None else None,
         rtol=float(rtol) if tolerances and rtol is not None else None,
-        outputs=sorted(outputs) if checked else [], objective=objective)
+        outputs=sorted(outputs) if checked else [],
+        objective=objective,
+    )

@@ -17,6 +17,7 @@ KIND_NAMES = {"onnx": "an ONNX model (.onnx)", "torch-export": "a torch.export p
 def model_kind(path) -> str:
     """`torch-export` for a torch.export program (a zip archive, whatever its name), else `onnx`."""
     import zipfile
+
     return "torch-export" if zipfile.is_zipfile(path) else "onnx"
 
 
@@ -24,14 +25,17 @@ def misfit(backend: str, path) -> str | None:
     """Why `backend` cannot build the model file at `path`, naming the backends that can; None
     when it can (or `backend` is not one of ours)."""
     from pathlib import Path
+
     if backend not in READS:
         return None
     kind = model_kind(path)
     if READS[backend] == kind:
         return None
     fits = [name for name in BACKENDS if READS[name] == kind]
-    return (f"{Path(path).name} is {KIND_NAMES[kind]}, and the {backend} backend builds from "
-            f"{KIND_NAMES[READS[backend]]}: use --backend {' or --backend '.join(fits)}")
+    return (
+        f"{Path(path).name} is {KIND_NAMES[kind]}, and the {backend} backend builds from "
+        f"{KIND_NAMES[READS[backend]]}: use --backend {' or --backend '.join(fits)}"
+    )
 
 
 def get_backend(name: str, **options) -> Backend:
@@ -39,16 +43,20 @@ def get_backend(name: str, **options) -> Backend:
     another package named `module:Class` (the worker's child processes import it by that name)."""
     if ":" in name:
         import importlib
+
         module, _, attribute = name.partition(":")
         return getattr(importlib.import_module(module), attribute)(**options)
     if name == "onnxruntime":
         from enginewright.backends.onnxruntime import OnnxRuntimeBackend
+
         return OnnxRuntimeBackend(**options)
     if name == "inductor":
         from enginewright.backends.inductor import InductorBackend
+
         return InductorBackend(**options)
     if name == "tensorrt":
         from enginewright.backends.tensorrt import TensorRTBackend
+
         return TensorRTBackend(**options)
     raise ValueError(f"unknown compiler {name!r} (one of {', '.join(BACKENDS)})")
 

@@ -159,8 +159,7 @@ def calls_to_fill(round_seconds: float, per_call_seconds: float) -> int:
     return max(1, min(1_000_000, round(round_seconds / max(per_call_seconds, 1e-9))))
 
 
-def calls_per_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str,
-                    round_seconds: float) -> int:
+def calls_per_round(runner: Runner, inputs: Mapping[str, np.ndarray], objective: str, round_seconds: float) -> int:
     """How many calls fill about `round_seconds` of wall time (one at least), from up to three trial
     timings, each of the calls the fastest so far says fill a round, judged by the fastest: a host
     that stalls one trial (other processes loading engines beside it) does not leave the engine at a
@@ -189,15 +188,24 @@ def measure_all(runner: Runner, inputs: Mapping[str, np.ndarray], round_seconds:
     for objective in OBJECTIVES:
         calls = calls_per_round(runner, inputs, objective, round_seconds)
         times[objective] = time_round(runner, inputs, objective, calls)
-    return Measurements(latency_ms=times["latency"], throughput_ms=times["throughput"],
-                        gpu_time_ms=times["gpuTime"], host_cpu_ms=runner.host_cpu_ms(inputs))
+    return Measurements(
+        latency_ms=times["latency"],
+        throughput_ms=times["throughput"],
+        gpu_time_ms=times["gpuTime"],
+        host_cpu_ms=runner.host_cpu_ms(inputs),
+    )
 
 
 def stats_of(samples: list[float], n: int | None = None) -> TimingStats:
     ordered = sorted(samples)
     p90 = ordered[min(len(ordered) - 1, int(round(0.9 * (len(ordered) - 1))))]
-    return TimingStats(median_ms=statistics.median(ordered), mean_ms=statistics.fmean(ordered),
-                       p90_ms=p90, min_ms=ordered[0], n=n if n is not None else len(samples))
+    return TimingStats(
+        median_ms=statistics.median(ordered),
+        mean_ms=statistics.fmean(ordered),
+        p90_ms=p90,
+        min_ms=ordered[0],
+        n=n if n is not None else len(samples),
+    )
 
 
 class Backend(abc.ABC):
@@ -240,6 +248,7 @@ def onnx_signature(model_path: Path) -> "Signature":
     from onnx import helper
 
     from enginewright.accuracy.signature import Signature, TensorSpec
+
     onnx.checker.check_model(str(model_path))
     model = onnx.load(str(model_path), load_external_data=False)
 
@@ -253,7 +262,9 @@ def onnx_signature(model_path: Path) -> "Signature":
         if tensor.HasField("shape"):
             shape = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tensor.shape.dim)
         return TensorSpec(value.name, dtype, shape)
-    initializers = {i.name for i in model.graph.initializer}
-    return Signature(tuple(spec(i) for i in model.graph.input if i.name not in initializers),
-                     tuple(spec(o) for o in model.graph.output))
 
+    initializers = {i.name for i in model.graph.initializer}
+    return Signature(
+        tuple(spec(i) for i in model.graph.input if i.name not in initializers),
+        tuple(spec(o) for o in model.graph.output),
+    )

@@ -71,8 +71,13 @@ CANDIDATES: dict[str, tuple[str, ...] | None] = {
 }
 CUDA_ONLY = {"triton.cudagraphs", "triton.persistent_reductions", "max_autotune_pointwise"}
 # Not a torch option: compile=false serves the exported program eagerly (see the module docstring).
-COMPILE = Knob("compile", ("true", "false"), "true", exclusive=True,
-               help="false: run the exported program eagerly, without torch.compile (no build)")
+COMPILE = Knob(
+    "compile",
+    ("true", "false"),
+    "true",
+    exclusive=True,
+    help="false: run the exported program eagerly, without torch.compile (no build)",
+)
 
 
 def _torch():
@@ -187,6 +192,7 @@ def _outputs(result) -> dict[str, np.ndarray]:
     def host(t):
         t = t.detach()
         return (t.float() if t.is_floating_point() else t).cpu().numpy()
+
     if isinstance(result, dict):
         return {str(k): host(v) for k, v in result.items()}
     if isinstance(result, (tuple, list)):
@@ -198,8 +204,11 @@ def _flat_program(torch, path: Path, device: str):
     """The exported program as a flat graph module (positional tensors in, a flat tuple out), its
     user input names, and a function that gives the outputs the program's own structure back."""
     exported = torch.export.load(str(path))
-    names = [spec.arg.name for spec in exported.graph_signature.input_specs
-             if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT]
+    names = [
+        spec.arg.name
+        for spec in exported.graph_signature.input_specs
+        if spec.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    ]
     try:
         module = exported.module(check_guards=False)
     except TypeError:  # a torch without that argument
@@ -219,6 +228,7 @@ def _flat_program(torch, path: Path, device: str):
     # every weight into the graph's memory on each call (2x slower on the H200 transformer block).
     module = module.to(device)  # (an exported module's train/eval mode is fixed at export)
     if out_spec is None or out_spec.is_leaf():
+
         def structured(flat):
             return flat[0] if out_spec is not None else flat
     else:
@@ -226,6 +236,7 @@ def _flat_program(torch, path: Path, device: str):
 
         def structured(flat):
             return tree_unflatten(list(flat), out_spec)
+
     return module, names, structured
 
 
@@ -256,8 +267,17 @@ class InductorRunner(Runner):
     thread that created them (an engine only infers), and mark a CUDA-graph step before each call
     only for compiled CUDA-graph routes, where the previous call's outputs are overwritten."""
 
-    def __init__(self, torch, module, options: dict, names: list[str], structured, device: str,
-                 dtype: str | None, eager: bool = False):
+    def __init__(
+        self,
+        torch,
+        module,
+        options: dict,
+        names: list[str],
+        structured,
+        device: str,
+        dtype: str | None,
+        eager: bool = False,
+    ):
         self.torch, self.names, self.device, self.dtype = torch, names, device, dtype
         self.structured = structured
         self.eager = eager
@@ -267,11 +287,11 @@ class InductorRunner(Runner):
         self._counted = {}  # compile-cache counters before this engine loaded (others may share the process)
         if not eager:
             from torch._dynamo.utils import counters
+
             self._counted = dict(counters["inductor"])
         _hold_inference_mode(torch)
         self._holds_inference = True
-        self.compiled = module if eager else torch.compile(module, backend="inductor", options=options,
-                                                           dynamic=False)
+        self.compiled = module if eager else torch.compile(module, backend="inductor", options=options, dynamic=False)
 
     def _call(self, tensors):
         if self.mark_step:
@@ -295,8 +315,15 @@ class InductorRunner(Runner):
             return super().timed_calls(objective, inputs, count)
         torch = self.torch
         prepared = self.prepare(inputs)
-        return cuda_timed_calls(torch, torch.cuda.current_stream(), self._event_pairs, objective,
-                                lambda: self.run_prepared(prepared), count, torch.cuda.synchronize)
+        return cuda_timed_calls(
+            torch,
+            torch.cuda.current_stream(),
+            self._event_pairs,
+            objective,
+            lambda: self.run_prepared(prepared),
+            count,
+            torch.cuda.synchronize,
+        )
 
     def synchronize(self) -> None:
         if self.device == "cuda":
@@ -306,16 +333,20 @@ class InductorRunner(Runner):
         """Compile-cache hits and misses of this engine so far: a loaded engine must hit, never
         re-tune. An eager engine compiles nothing: all zero."""
         if self.eager:
-            return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0,
-                    "autotune_remote_or_local_hits": 0}
+            return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "autotune_remote_or_local_hits": 0}
         from torch._dynamo.utils import counters
+
         inductor = counters["inductor"]
 
         def count(name: str) -> int:
             return int(inductor.get(name, 0) - self._counted.get(name, 0))
-        return {"compiled": 1, "fxgraph_cache_hit": count("fxgraph_cache_hit"),
-                "fxgraph_cache_miss": count("fxgraph_cache_miss"),
-                "autotune_remote_or_local_hits": count("autotune_local_cache_hit")}
+
+        return {
+            "compiled": 1,
+            "fxgraph_cache_hit": count("fxgraph_cache_hit"),
+            "fxgraph_cache_miss": count("fxgraph_cache_miss"),
+            "autotune_remote_or_local_hits": count("autotune_local_cache_hit"),
+        }
 
     def close(self) -> None:
         self.compiled = None
@@ -343,6 +374,7 @@ class InductorBackend(Backend):
 
     def knobs(self) -> list[Knob]:
         import torch._inductor.config as config  # noqa: F401  (imports torch)
+
         _torch()
         return discover_knobs(config, self.device)
 
@@ -354,6 +386,7 @@ class InductorBackend(Backend):
             capability = "{}.{}".format(*torch.cuda.get_device_capability())
             try:
                 import pynvml
+
                 pynvml.nvmlInit()
                 driver = pynvml.nvmlSystemGetDriverVersion()
                 driver = driver.decode() if isinstance(driver, bytes) else driver
@@ -361,17 +394,21 @@ class InductorBackend(Backend):
                 driver = None
         else:
             import platform
+
             gpu = f"cpu-{platform.machine()}"
         try:
             import triton
+
             compiler = f"inductor-torch-{torch.__version__}-triton-{triton.__version__}"
         except ImportError:
             compiler = f"inductor-torch-{torch.__version__}"
-        return Versions(compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu,
-                        compute_capability=capability)
+        return Versions(
+            compiler=compiler, cuda=torch.version.cuda, driver=driver, gpu_name=gpu, compute_capability=capability
+        )
 
-    def _runner(self, torch, program: Path, options: dict, device: str, dtype: str | None,
-                eager: bool = False) -> InductorRunner:
+    def _runner(
+        self, torch, program: Path, options: dict, device: str, dtype: str | None, eager: bool = False
+    ) -> InductorRunner:
         # Built outside inference mode even when another engine of the process holds it: tensors made
         # under it are inference tensors, so an engine loaded second would differ from the first.
         with torch.inference_mode(False):
@@ -382,6 +419,7 @@ class InductorBackend(Backend):
         _isolate_caches(request.workdir / "caches-build")
         torch = _torch()
         import torch._inductor.config as config
+
         options = route_options(config, route)
         eager = not compiles(route)
         settings = dict(request.settings)
@@ -403,12 +441,20 @@ class InductorBackend(Backend):
             saved = torch.compiler.save_cache_artifacts()
             artifacts = saved[0] if saved else b""
         recorded = {COMPILE.name: "false"} if eager else {k: to_text(v) for k, v in options.items()}
-        meta = {"options": recorded, "device": device, "input_dtype": dtype,
-                "input_names": runner.names, "torch": torch.__version__}
+        meta = {
+            "options": recorded,
+            "device": device,
+            "input_dtype": dtype,
+            "input_names": runner.names,
+            "torch": torch.__version__,
+        }
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            for arcname, data in (("program.pt2", request.model_path.read_bytes()), ("caches.bin", artifacts),
-                                  ("settings.json", json.dumps(meta, sort_keys=True).encode())):
+            for arcname, data in (
+                ("program.pt2", request.model_path.read_bytes()),
+                ("caches.bin", artifacts),
+                ("settings.json", json.dumps(meta, sort_keys=True).encode()),
+            ):
                 info = tarfile.TarInfo(arcname)
                 info.size = len(data)
                 tar.addfile(info, io.BytesIO(data))
@@ -425,19 +471,27 @@ class InductorBackend(Backend):
         meta = json.loads((workdir / "settings.json").read_text())
         torch = _torch()
         import torch._inductor.config as config
+
         self._device = meta["device"]
         artifacts = (workdir / "caches.bin").read_bytes()
         if artifacts:
             torch.compiler.load_cache_artifacts(artifacts)
         options = route_options(config, meta["options"])
-        return self._runner(torch, workdir / "program.pt2", options, meta["device"], meta.get("input_dtype"),
-                            not compiles(meta["options"]))
+        return self._runner(
+            torch,
+            workdir / "program.pt2",
+            options,
+            meta["device"],
+            meta.get("input_dtype"),
+            not compiles(meta["options"]),
+        )
 
     def signature(self, model_path: Path, settings: Mapping[str, str]):
         """The exported program's user inputs (placeholder names) and outputs (named as `_outputs` names
         them), dtypes and sizes from the program's example values; a symbolic size keeps its symbol's name.
         With the input_dtype setting, floating inputs are cast, so any floating dtype fits."""
         from enginewright.accuracy.signature import Signature, TensorSpec
+
         torch = _torch()
         exported = torch.export.load(str(model_path))
         placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
@@ -448,14 +502,20 @@ class InductorBackend(Backend):
             dtype = str(value.dtype).removeprefix("torch.")
             shape = tuple(int(d) if isinstance(d, int) else str(d) for d in value.shape)
             return TensorSpec(name, dtype, shape)
+
         kinds = torch.export.graph_signature
-        inputs = tuple(spec(s.arg.name, placeholders[s.arg.name].meta.get("val") if s.arg.name in placeholders
-                            else None)
-                       for s in exported.graph_signature.input_specs if s.kind == kinds.InputKind.USER_INPUT)
+        inputs = tuple(
+            spec(s.arg.name, placeholders[s.arg.name].meta.get("val") if s.arg.name in placeholders else None)
+            for s in exported.graph_signature.input_specs
+            if s.kind == kinds.InputKind.USER_INPUT
+        )
         output_node = next(n for n in exported.graph.nodes if n.op == "output")
         flat = list(output_node.args[0]) if isinstance(output_node.args[0], (tuple, list)) else [output_node.args[0]]
-        user = [value for s, value in zip(exported.graph_signature.output_specs, flat)
-                if s.kind == kinds.OutputKind.USER_OUTPUT]
+        user = [
+            value
+            for s, value in zip(exported.graph_signature.output_specs, flat)
+            if s.kind == kinds.OutputKind.USER_OUTPUT
+        ]
         values = [v.meta.get("val") if hasattr(v, "meta") else None for v in user]
         out_spec = exported.call_spec.out_spec
         if out_spec is None or out_spec.is_leaf() or len(values) != getattr(out_spec, "num_children", -1):
@@ -465,5 +525,6 @@ class InductorBackend(Backend):
         else:
             names = [f"output_{i}" for i in range(len(values))]
         # Floating outputs come back as float32 (`_outputs`); a reference is compared in float64 anyway.
-        return Signature(inputs, tuple(spec(n, v) for n, v in zip(names, values)),
-                         casts_inputs=bool(settings.get("input_dtype")))
+        return Signature(
+            inputs, tuple(spec(n, v) for n, v in zip(names, values)), casts_inputs=bool(settings.get("input_dtype"))
+        )

@@ -21,8 +21,12 @@ from enginewright.api.cache import Versions
 from enginewright.backends.base import Backend, BuildRequest, Runner, onnx_signature
 from enginewright.search.routes import Knob
 
-_LEVELS = {"disable": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
-           "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+_LEVELS = {
+    "disable": "ORT_DISABLE_ALL",
+    "basic": "ORT_ENABLE_BASIC",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "all": "ORT_ENABLE_ALL",
+}
 
 # name -> (allowed values or None for open-ended, default, help)
 _KNOBS = {
@@ -38,8 +42,13 @@ _KNOBS = {
     "session.set_denormal_as_zero": (("0", "1"), "0", "Flush denormals to zero."),
     "session.disable_quant_qdq": (("0", "1"), "0", "Keep QDQ nodes instead of fusing to quantized ops."),
 }
-_SESSION_FIELDS = ("execution_mode", "intra_op_num_threads", "inter_op_num_threads",
-                   "enable_mem_pattern", "enable_cpu_mem_arena")
+_SESSION_FIELDS = (
+    "execution_mode",
+    "intra_op_num_threads",
+    "inter_op_num_threads",
+    "enable_mem_pattern",
+    "enable_cpu_mem_arena",
+)
 
 
 def usable_cores(affinity: int | None = None, cpu_max: str | None = None) -> int:
@@ -66,6 +75,7 @@ def thread_counts(cores: int) -> tuple[str, ...]:
 
 def _ort():
     import onnxruntime
+
     return onnxruntime
 
 
@@ -127,14 +137,27 @@ class OnnxRuntimeBackend(Backend):
         pod is given)."""
         knobs = [Knob(name, values, default, help) for name, (values, default, help) in _KNOBS.items()]
         counts = thread_counts(usable_cores())
-        return [Knob(k.name, k.values, k.default, k.help + f" Swept by default over {', '.join(counts)} "
-                     "(from the cores this worker may use).", suggested=counts) if k.name == "intra_op_num_threads"
-                else k for k in knobs]
+        return [
+            Knob(
+                k.name,
+                k.values,
+                k.default,
+                k.help + f" Swept by default over {', '.join(counts)} (from the cores this worker may use).",
+                suggested=counts,
+            )
+            if k.name == "intra_op_num_threads"
+            else k
+            for k in knobs
+        ]
 
     def versions(self) -> Versions:
         import platform
-        return Versions(compiler=f"onnxruntime-{_ort().__version__}", gpu_name=f"cpu-{platform.machine()}",
-                        node=os.environ.get("NODE_NAME") or platform.node())
+
+        return Versions(
+            compiler=f"onnxruntime-{_ort().__version__}",
+            gpu_name=f"cpu-{platform.machine()}",
+            node=os.environ.get("NODE_NAME") or platform.node(),
+        )
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
         ort = _ort()

@@ -44,8 +44,14 @@ INT_SETTINGS = {
     "hardware_compatibility_level": (0, 2),  # trt.HardwareCompatibilityLevel value
 }
 MEMORY_POOLS = {"workspace_bytes": "WORKSPACE", "tactic_shared_memory_bytes": "TACTIC_SHARED_MEMORY"}
-FLAGS = {"tf32": "TF32", "strict_nans": "STRICT_NANS", "sparse_weights": "SPARSE_WEIGHTS",
-         "direct_io": "DIRECT_IO", "refit": "REFIT", "version_compatible": "VERSION_COMPATIBLE"}
+FLAGS = {
+    "tf32": "TF32",
+    "strict_nans": "STRICT_NANS",
+    "sparse_weights": "SPARSE_WEIGHTS",
+    "direct_io": "DIRECT_IO",
+    "refit": "REFIT",
+    "version_compatible": "VERSION_COMPATIBLE",
+}
 TRUE, FALSE = ("true", "1", "on"), ("false", "0", "off")
 
 
@@ -99,20 +105,24 @@ def profile_shapes(network_inputs: Mapping[str, Sequence[int]], input_shapes: Se
     given = {s.name: s for s in input_shapes}
     unknown = sorted(set(given) - set(network_inputs))
     if unknown:
-        raise ValueError(f"spec.compiler.inputShapes names {unknown}, not inputs of the network "
-                         f"(inputs: {sorted(network_inputs)})")
+        raise ValueError(
+            f"spec.compiler.inputShapes names {unknown}, not inputs of the network (inputs: {sorted(network_inputs)})"
+        )
     profile = []
     for name, dims in network_inputs.items():
         dims = list(dims)
         if name not in given:
             if any(d < 0 for d in dims):
-                raise ValueError(f"input {name!r} has dynamic shape {dims}: give its min/opt/max in "
-                                 f"spec.compiler.inputShapes")
+                raise ValueError(
+                    f"input {name!r} has dynamic shape {dims}: give its min/opt/max in spec.compiler.inputShapes"
+                )
             profile.append((name, dims, dims, dims))
             continue
         shape = given[name]
         if len(shape.opt) != len(dims):
-            raise ValueError(f"input {name!r} has rank {len(dims)}, spec.compiler.inputShapes gives rank {len(shape.opt)}")
+            raise ValueError(
+                f"input {name!r} has rank {len(dims)}, spec.compiler.inputShapes gives rank {len(shape.opt)}"
+            )
         for axis, d in enumerate(dims):
             if d >= 0 and not (shape.min[axis] == shape.opt[axis] == shape.max[axis] == d):
                 raise ValueError(f"input {name!r} dimension {axis} is static ({d}); its range must be {d}")
@@ -124,8 +134,10 @@ def _trt():
     try:
         import tensorrt as trt
     except ImportError as exc:
-        raise BackendUnavailable("the tensorrt backend needs TensorRT >= 11.1 (pip install 'enginewright[tensorrt]'); "
-                                 "it is not installable on this project's machines") from exc
+        raise BackendUnavailable(
+            "the tensorrt backend needs TensorRT >= 11.1 (pip install 'enginewright[tensorrt]'); "
+            "it is not installable on this project's machines"
+        ) from exc
     return trt
 
 
@@ -180,8 +192,15 @@ class TensorRTRunner(Runner):
         if objective == "latency" or objective not in OBJECTIVES:
             return super().timed_calls(objective, inputs, count)
         prepared = self.prepare(inputs)
-        return cuda_timed_calls(self.torch, self.stream, self._event_pairs, objective,
-                                lambda: self.run_prepared(prepared), count, self.stream.synchronize)
+        return cuda_timed_calls(
+            self.torch,
+            self.stream,
+            self._event_pairs,
+            objective,
+            lambda: self.run_prepared(prepared),
+            count,
+            self.stream.synchronize,
+        )
 
     def synchronize(self) -> None:
         self.stream.synchronize()
@@ -225,9 +244,13 @@ class TensorRTBackend(Backend):
     def versions(self) -> Versions:
         trt = _trt()
         import torch
-        return Versions(compiler=f"tensorrt-{trt.__version__}", cuda=torch.version.cuda,
-                        gpu_name=torch.cuda.get_device_name(),
-                        compute_capability="{}.{}".format(*torch.cuda.get_device_capability()))
+
+        return Versions(
+            compiler=f"tensorrt-{trt.__version__}",
+            cuda=torch.version.cuda,
+            gpu_name=torch.cuda.get_device_name(),
+            compute_capability="{}.{}".format(*torch.cuda.get_device_capability()),
+        )
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
         trt = _trt()
@@ -272,6 +295,7 @@ class TensorRTBackend(Backend):
     def load(self, engine: bytes, workdir: Path) -> Runner:
         trt = _trt()
         import torch
+
         runtime = trt.Runtime(self._logger())
         deserialized = runtime.deserialize_cuda_engine(engine)
         if deserialized is None:

@@ -30,9 +30,12 @@ TRUE = ("true", "1", "on")
 
 # How closely an engine's GPU matches this machine's; lower is better.
 SAME_PRODUCT, SAME_HARDWARE, SAME_COMPUTE_CAPABILITY, HARDWARE_COMPATIBLE = range(4)
-GPU_MATCH_WORDS = {SAME_PRODUCT: "the same GPU product", SAME_HARDWARE: "the same GPU (not time-sliced)",
-                   SAME_COMPUTE_CAPABILITY: "the same compute capability",
-                   HARDWARE_COMPATIBLE: "its declared hardware-compatibility level"}
+GPU_MATCH_WORDS = {
+    SAME_PRODUCT: "the same GPU product",
+    SAME_HARDWARE: "the same GPU (not time-sliced)",
+    SAME_COMPUTE_CAPABILITY: "the same compute capability",
+    HARDWARE_COMPATIBLE: "its declared hardware-compatibility level",
+}
 
 
 @dataclass(frozen=True)
@@ -55,8 +58,10 @@ class Consumer:
 
     def describe(self) -> str:
         cc = f" (compute capability {self.compute_capability})" if self.compute_capability else ""
-        installed = ", ".join(i.version + (f" with CUDA {i.cuda}" if i.cuda else "")
-                              for i in self.compilers.values()) or "no compiler runtime"
+        installed = (
+            ", ".join(i.version + (f" with CUDA {i.cuda}" if i.cuda else "") for i in self.compilers.values())
+            or "no compiler runtime"
+        )
         return f"GPU {self.gpu_product}{cc}, {installed}"
 
 
@@ -87,8 +92,10 @@ class Offer:
 
     def describe(self) -> str:
         speed = f"{self.speedup:.3f}x" if self.speedup is not None else "?x"
-        return (f"{self.gpu_product} {self.compiler_version} run {self.run} ({self.run_uid[:8]}) "
-                f"published {self.published_at} {speed}")
+        return (
+            f"{self.gpu_product} {self.compiler_version} run {self.run} ({self.run_uid[:8]}) "
+            f"published {self.published_at} {speed}"
+        )
 
     @classmethod
     def from_catalog(cls, entry: dict, provenance: dict | None = None) -> "Offer":
@@ -104,18 +111,26 @@ class Offer:
         except (TypeError, ValueError):
             level = 0
         from enginewright.api.contracts import IndexEntry
+
         item = IndexEntry.model_validate(entry)
         return cls(
-            gpu_product=item.gpu_product, compiler_version=item.compiler_version, run_uid=item.run_uid,
-            run=item.run, published_at=item.published_at, sha256=item.sha256,
-            engine=item.engine, folder=item.folder, speedup=item.speedup,
+            gpu_product=item.gpu_product,
+            compiler_version=item.compiler_version,
+            run_uid=item.run_uid,
+            run=item.run,
+            published_at=item.published_at,
+            sha256=item.sha256,
+            engine=item.engine,
+            folder=item.folder,
+            speedup=item.speedup,
             confirmed=item.confirmed,
             compute_capability=item.compute_capability or (prov.get("gpu") or {}).get("computeCapability"),
             cuda=versions.get("cuda"),
             accuracy_validated=(not accuracy["disabled"]) if "disabled" in accuracy else None,
             worst_loss=max(losses) if losses else None,
             hardware_compatibility_level=level,
-            version_compatible=str(settings.get("version_compatible", "")).lower() in TRUE)
+            version_compatible=str(settings.get("version_compatible", "")).lower() in TRUE,
+        )
 
 
 def compiler_name(compiler_version: str) -> str:
@@ -137,8 +152,10 @@ def inductor_parts(compiler_version: str) -> tuple[str, str | None]:
     """(torch, triton) of `inductor-torch-<torch>[-triton-<triton>]`."""
     match = re.fullmatch(r"inductor-torch-(.+?)(?:-triton-(.+))?", compiler_version)
     if not match:
-        raise ValueError(f"not an Inductor compiler version: {compiler_version!r} "
-                         f"(expected inductor-torch-<version>[-triton-<version>])")
+        raise ValueError(
+            f"not an Inductor compiler version: {compiler_version!r} "
+            f"(expected inductor-torch-<version>[-triton-<version>])"
+        )
     return match.group(1), match.group(2)
 
 
@@ -160,15 +177,24 @@ def version_problem(offer: Offer, installed: Installed | None) -> str | None:
         builder, runtime = release(_bare(built)), release(_bare(have))
         if offer.version_compatible and builder >= (8, 6) and runtime >= builder:
             return None
-        why = ("a version-compatible engine needs a runtime at least as new" if offer.version_compatible
-               else "a TensorRT engine needs the same TensorRT version")
+        why = (
+            "a version-compatible engine needs a runtime at least as new"
+            if offer.version_compatible
+            else "a TensorRT engine needs the same TensorRT version"
+        )
         return f"built by {built}, installed {have}: {why}"
     if name == "inductor":
         torch_built, triton_built = inductor_parts(built)
         torch_have, triton_have = inductor_parts(have)
-        wrong = [f"{what} {b} != installed {h}" for what, b, h in
-                 (("torch", torch_built, torch_have), ("Triton", triton_built, triton_have),
-                  ("CUDA", offer.cuda, installed.cuda)) if b != h]
+        wrong = [
+            f"{what} {b} != installed {h}"
+            for what, b, h in (
+                ("torch", torch_built, torch_have),
+                ("Triton", triton_built, triton_have),
+                ("CUDA", offer.cuda, installed.cuda),
+            )
+            if b != h
+        ]
         if wrong:
             return f"built with {', '.join(wrong)}: an Inductor engine needs the same torch, Triton and CUDA"
         return None
@@ -205,8 +231,8 @@ def gpu_problem(offer: Offer, consumer: Consumer) -> str:
 @dataclass(frozen=True)
 class Verdict:
     offer: Offer
-    match: int | None           # gpu_match, None when the GPU does not fit
-    problems: tuple[str, ...]   # empty: compatible
+    match: int | None  # gpu_match, None when the GPU does not fit
+    problems: tuple[str, ...]  # empty: compatible
 
     @property
     def ok(self) -> bool:
@@ -223,8 +249,11 @@ def judge(offer: Offer, consumer: Consumer, require_validated: bool = False) -> 
     if version:
         problems.append(version)
     if require_validated and offer.accuracy_validated is not True:
-        problems.append("its accuracy was not validated (spec.accuracy.disabled)"
-                        if offer.accuracy_validated is False else "its provenance does not say accuracy was validated")
+        problems.append(
+            "its accuracy was not validated (spec.accuracy.disabled)"
+            if offer.accuracy_validated is False
+            else "its provenance does not say accuracy was validated"
+        )
     return Verdict(offer, match, tuple(problems))
 
 
@@ -239,12 +268,19 @@ class NoCompatibleEngine(LookupError):
 @dataclass(frozen=True)
 class Selection:
     offer: Offer
-    how: str                         # why this one, in words
-    verdicts: tuple[Verdict, ...]    # every offer considered
+    how: str  # why this one, in words
+    verdicts: tuple[Verdict, ...]  # every offer considered
 
 
-def select(offers: list[Offer], consumer: Consumer, *, model: str, prefer: str = NEWEST, run_uid: str | None = None,
-           require_validated: bool = False) -> Selection:
+def select(
+    offers: list[Offer],
+    consumer: Consumer,
+    *,
+    model: str,
+    prefer: str = NEWEST,
+    run_uid: str | None = None,
+    require_validated: bool = False,
+) -> Selection:
     """The engine to hand over: among the compatible offers (of the pinned run, when given), the
     closest GPU match, then the newest or the best speedup. Raises NotInCatalog or NoCompatibleEngine."""
     if prefer not in (NEWEST, SPEEDUP):
@@ -271,16 +307,20 @@ def select(offers: list[Offer], consumer: Consumer, *, model: str, prefer: str =
     best_match = min(v.match for v in fitting if v.match is not None)  # (every fitting one has a match)
     closest = [v for v in fitting if v.match == best_match]
     chosen = max(closest, key=fastest if prefer == SPEEDUP else newest)
-    rule = ("pinned run" if run_uid else "best speedup" if prefer == SPEEDUP else "newest")
-    how = (f"{rule} of {len(closest)} compatible engine(s) for {GPU_MATCH_WORDS[best_match]}"
-           + (f" ({len(fitting) - len(closest)} more match less closely)" if len(fitting) > len(closest) else ""))
+    rule = "pinned run" if run_uid else "best speedup" if prefer == SPEEDUP else "newest"
+    how = f"{rule} of {len(closest)} compatible engine(s) for {GPU_MATCH_WORDS[best_match]}" + (
+        f" ({len(fitting) - len(closest)} more match less closely)" if len(fitting) > len(closest) else ""
+    )
     return Selection(chosen.offer, how, tuple(verdicts))
 
 
 def refusal(model: str, consumer: Consumer, verdicts: list[Verdict]) -> str:
     """What was found and what the catalog offers, one line per offer with why it does not fit."""
-    lines = [f"no compatible engine for model {model!r} in the catalog", f"  found: {consumer.describe()}",
-             "  the catalog offers:"]
+    lines = [
+        f"no compatible engine for model {model!r} in the catalog",
+        f"  found: {consumer.describe()}",
+        "  the catalog offers:",
+    ]
     for v in sorted(verdicts, key=lambda v: (v.offer.gpu_product, v.offer.compiler_version, v.offer.published_at)):
         lines.append(f"    {v.offer.describe()}: {'; '.join(v.problems) or 'compatible'}")
     return "\n".join(lines)

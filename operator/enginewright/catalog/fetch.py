@@ -44,11 +44,15 @@ def model_digest_problem(entry: dict, provenance: dict) -> str | None:
     recorded = (provenance.get("model") or {}).get("sha256")
     folder_digest = str(entry.get("folder", "")).rstrip("/").split("/")[-2:-1]
     if not claimed or recorded != claimed:
-        return (f"the index entry of run {entry.get('runUid')} claims model sha256 {claimed}, its provenance "
-                f"records {recorded}")
+        return (
+            f"the index entry of run {entry.get('runUid')} claims model sha256 {claimed}, its provenance "
+            f"records {recorded}"
+        )
     if not folder_digest or not folder_digest[0].startswith(claimed[:12]):
-        return (f"the index entry of run {entry.get('runUid')} claims model sha256 {claimed}, its folder "
-                f"{entry.get('folder')} is another model's")
+        return (
+            f"the index entry of run {entry.get('runUid')} claims model sha256 {claimed}, its folder "
+            f"{entry.get('folder')} is another model's"
+        )
     return None
 
 
@@ -64,24 +68,42 @@ def _scratch(dest: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=".enginewright-fetch-", dir=dest))
 
 
-def fetch(catalog: Catalog, model: str, consumer: Consumer, dest: Path, *, prefer: str = "newest",
-          run_uid: str | None = None, require_validated: bool = False) -> Fetched:
+def fetch(
+    catalog: Catalog,
+    model: str,
+    consumer: Consumer,
+    dest: Path,
+    *,
+    prefer: str = "newest",
+    run_uid: str | None = None,
+    require_validated: bool = False,
+) -> Fetched:
     """Choose the engine for `consumer` and write it with its provenance into `dest`. Raises
     NotInCatalog, NoCompatibleEngine or TamperedEngine (and leaves `dest` as it was)."""
     found = catalog.offers(model)
-    selection = select([o for o, _, _ in found], consumer, model=model, prefer=prefer, run_uid=run_uid,
-                       require_validated=require_validated)
+    selection = select(
+        [o for o, _, _ in found],
+        consumer,
+        model=model,
+        prefer=prefer,
+        run_uid=run_uid,
+        require_validated=require_validated,
+    )
     offer: Offer = selection.offer
     _, entry, provenance_raw = next(item for item in found if item[0] is offer)
     expected = offer.sha256
     if provenance_raw is None:
-        raise TamperedEngine(f"{catalog.uri(catalog.provenance_key(entry))} is missing: the engine cannot be "
-                             f"checked against its provenance")
+        raise TamperedEngine(
+            f"{catalog.uri(catalog.provenance_key(entry))} is missing: the engine cannot be "
+            f"checked against its provenance"
+        )
     provenance_doc = json.loads(provenance_raw)
     provenance_sha = (provenance_doc.get("engine") or {}).get("sha256")
     if provenance_sha != expected:
-        raise TamperedEngine(f"{catalog.uri(catalog.index_key(model))} says sha256 {expected} for run "
-                             f"{offer.run_uid}, its provenance says {provenance_sha}: refusing the engine")
+        raise TamperedEngine(
+            f"{catalog.uri(catalog.index_key(model))} says sha256 {expected} for run "
+            f"{offer.run_uid}, its provenance says {provenance_sha}: refusing the engine"
+        )
     if problem := model_digest_problem(entry, provenance_doc):
         raise TamperedEngine(f"{catalog.uri(catalog.index_key(model))}: {problem}: refusing the engine")
     dest.mkdir(parents=True, exist_ok=True)
@@ -95,8 +117,10 @@ def fetch(catalog: Catalog, model: str, consumer: Consumer, dest: Path, *, prefe
             out.flush()
             os.fsync(out.fileno())
         if got != expected:
-            raise TamperedEngine(f"{catalog.uri(key)} has sha256 {got}, its provenance says {expected}: the "
-                                 f"engine was changed or damaged in the store; nothing was written to {dest}")
+            raise TamperedEngine(
+                f"{catalog.uri(key)} has sha256 {got}, its provenance says {expected}: the "
+                f"engine was changed or damaged in the store; nothing was written to {dest}"
+            )
         (scratch / "provenance.json").write_bytes(provenance_raw)
         os.replace(scratch / "provenance.json", dest / "provenance.json")
         os.replace(partial, dest / name)
@@ -109,7 +133,7 @@ def fetch(catalog: Catalog, model: str, consumer: Consumer, dest: Path, *, prefe
 class Checked:
     model: str
     entry: dict
-    outcome: str    # ok, mismatch, missing
+    outcome: str  # ok, mismatch, missing
     detail: str
 
 
@@ -137,6 +161,13 @@ def verify(catalog: Catalog, models: list[str] | None = None) -> list[Checked]:
             if got == entry["sha256"] == provenance_sha:
                 results.append(Checked(model, entry, "ok", f"{catalog.uri(key)} sha256 {got}"))
             else:
-                results.append(Checked(model, entry, "mismatch", f"{catalog.uri(key)} has sha256 {got}; index says "
-                                       f"{entry['sha256']}, provenance says {provenance_sha}"))
+                results.append(
+                    Checked(
+                        model,
+                        entry,
+                        "mismatch",
+                        f"{catalog.uri(key)} has sha256 {got}; index says "
+                        f"{entry['sha256']}, provenance says {provenance_sha}",
+                    )
+                )
     return results

@@ -51,8 +51,8 @@ def product_label(nvml_name: str, mig_profile: str | None = None, shared: bool =
 class GpuProduct:
     """A `nvidia.com/gpu.product` label taken apart."""
 
-    device: str               # the GPU's name as in the label, e.g. NVIDIA-A100-SXM4-40GB
-    mig_profile: str | None   # e.g. 1g.5gb, or None for a whole GPU
+    device: str  # the GPU's name as in the label, e.g. NVIDIA-A100-SXM4-40GB
+    mig_profile: str | None  # e.g. 1g.5gb, or None for a whole GPU
     shared: bool
 
     @property
@@ -76,8 +76,8 @@ def parse_product(label: str) -> GpuProduct:
         rest, shared = rest[: -len(SHARED_SUFFIX) - 1], True
     marker = f"-{MIG_MARK}-"
     at = rest.rfind(marker)
-    if at > 0 and rest[at + len(marker):][:1].isdigit():
-        return GpuProduct(rest[:at], rest[at + len(marker):], shared)
+    if at > 0 and rest[at + len(marker) :][:1].isdigit():
+        return GpuProduct(rest[:at], rest[at + len(marker) :], shared)
     return GpuProduct(rest, None, shared)
 
 

@@ -36,6 +36,7 @@ class Catalog:
         match = re.fullmatch(r"s3://([^/]+)/?(.*)", uri)
         if match:
             from enginewright.store.objects import s3_client_from_env
+
             return cls(S3Store(s3_client_from_env(), match.group(1)), match.group(2) or CATALOG, uri)
         root = Path(uri.removeprefix("file://"))
         if not root.is_dir():
@@ -57,7 +58,7 @@ class Catalog:
         base = f"{self.prefix}/" if self.prefix else ""
         names = []
         for key in self.store.list(base):
-            rest = key[len(base):].split("/")
+            rest = key[len(base) :].split("/")
             if len(rest) == 2 and rest[1] == INDEX:
                 names.append(unescape_segment(rest[0]))
         return sorted(names)
@@ -110,6 +111,7 @@ class Catalog:
         digest = hashlib.sha256()
         if isinstance(self.store, S3Store):
             from minio.error import S3Error
+
             try:
                 response = self.store.client.get_object(self.store.bucket, key)
             except S3Error as exc:

@@ -33,8 +33,8 @@ from enginewright.catalog.listing import _version_key
 from enginewright.catalog.reader import Catalog, owned_entries
 from enginewright.store.layout import REPORT, in_folder, site_page
 
-PLOTTED = 40      # routes drawn per engine (default, winner, then the fastest, then rejected ones)
-TABLED = 60       # routes listed per engine (default, winner, then by speedup); more are in its routes.json
+PLOTTED = 40  # routes drawn per engine (default, winner, then the fastest, then rejected ones)
+TABLED = 60  # routes listed per engine (default, winner, then by speedup); more are in its routes.json
 
 
 # ------------------------------------------------------------------------------------ what is read
@@ -47,9 +47,9 @@ class Engine:
     entry: IndexEntry
     offer: Offer
     provenance: Provenance | None
-    provenance_problem: str | None       # why `provenance` is None (missing, or not the v1 contract)
-    routes: MeasuredRoutes | None         # None: published before routes.json was written
-    superseded_by: IndexEntry | None      # a newer engine of the same GPU product and compiler version
+    provenance_problem: str | None  # why `provenance` is None (missing, or not the v1 contract)
+    routes: MeasuredRoutes | None  # None: published before routes.json was written
+    superseded_by: IndexEntry | None  # a newer engine of the same GPU product and compiler version
 
     @property
     def anchor(self) -> str:
@@ -59,7 +59,7 @@ class Engine:
 @dataclass(frozen=True)
 class ModelView:
     model: str
-    engines: list[Engine]                 # current ones first, per cell newest first
+    engines: list[Engine]  # current ones first, per cell newest first
 
     @property
     def products(self) -> list[str]:
@@ -84,11 +84,16 @@ def _typed(model, raw: bytes | None, what: str):
 def read_model(catalog: Catalog, model: str) -> ModelView:
     """The model's engines from the catalog (only those its index owner published, as `fetch` hands
     out), each with its provenance and routes, and which ones a newer engine superseded."""
-    found = [(offer, IndexEntry.model_validate(raw_entry), raw_entry, raw) for offer, raw_entry, raw in catalog.offers(model)]
+    found = [
+        (offer, IndexEntry.model_validate(raw_entry), raw_entry, raw) for offer, raw_entry, raw in catalog.offers(model)
+    ]
     newest: dict[tuple[str, str], IndexEntry] = {}
     for _, entry, _, _ in found:
         cell = (entry.gpu_product, entry.compiler_version)
-        if cell not in newest or (entry.published_at, entry.run_uid) > (newest[cell].published_at, newest[cell].run_uid):
+        if cell not in newest or (entry.published_at, entry.run_uid) > (
+            newest[cell].published_at,
+            newest[cell].run_uid,
+        ):
             newest[cell] = entry
     engines = []
     for offer, entry, raw_entry, provenance_raw in found:
@@ -96,8 +101,14 @@ def read_model(catalog: Catalog, model: str) -> ModelView:
         routes, _ = _typed(MeasuredRoutes, catalog.routes_bytes(raw_entry), "routes.json")
         top = newest[(entry.gpu_product, entry.compiler_version)]
         engines.append(Engine(entry, offer, provenance, problem, routes, None if top is entry else top))
-    engines.sort(key=lambda e: (e.superseded_by is not None, e.entry.gpu_product, _version_key(e.entry.compiler_version),
-                                "" if e.superseded_by is None else _reverse(e.entry.published_at)))
+    engines.sort(
+        key=lambda e: (
+            e.superseded_by is not None,
+            e.entry.gpu_product,
+            _version_key(e.entry.compiler_version),
+            "" if e.superseded_by is None else _reverse(e.entry.published_at),
+        )
+    )
     return ModelView(model, engines)
 
 
@@ -164,10 +175,12 @@ def _interval(bounds: list[float] | None) -> str:
 
 
 def _page(title: str, header: str, body: str) -> str:
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f'<meta name="viewport" content="width=device-width,initial-scale=1">'
-            f"<title>{_e(title)}</title><style>{CSS}</style></head>\n"
-            f"<body><header>{header}</header>\n<main>\n{body}\n</main></body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n"
+        f"<body><header>{header}</header>\n<main>\n{body}\n</main></body></html>\n"
+    )
 
 
 def _href_model(model: str) -> str:
@@ -177,8 +190,18 @@ def _href_model(model: str) -> str:
 def fetch_command(location: str, model: str, offer: Offer, dest: str = "./engine") -> str:
     """The `enginewright fetch` command that gets exactly this engine (its run pinned; the GPU and
     compiler given, so it runs on any machine)."""
-    words = ["enginewright", "fetch", "--catalog", location, "--model", model, "--gpu", offer.gpu_product,
-             "--compiler-version", offer.compiler_version]
+    words = [
+        "enginewright",
+        "fetch",
+        "--catalog",
+        location,
+        "--model",
+        model,
+        "--gpu",
+        offer.gpu_product,
+        "--compiler-version",
+        offer.compiler_version,
+    ]
     if offer.compiler == "inductor" and offer.cuda:
         words += ["--cuda", offer.cuda]
     words += ["--run", offer.run_uid, "--dest", dest]
@@ -205,8 +228,11 @@ def _loss_text(engine: Engine) -> str:
         return "accuracy not validated"
     p = engine.provenance
     metric = f" ({p.accuracy.metric}, threshold {p.accuracy.threshold:g})" if p and p.accuracy.threshold else ""
-    return f"loss {_num(engine.offer.worst_loss, '.2g')}{metric}" if engine.offer.worst_loss is not None \
+    return (
+        f"loss {_num(engine.offer.worst_loss, '.2g')}{metric}"
+        if engine.offer.worst_loss is not None
         else f"loss not recorded{metric}"
+    )
 
 
 def _cell(engines: list[Engine]) -> str:
@@ -214,12 +240,17 @@ def _cell(engines: list[Engine]) -> str:
         return '<td class="gap">— no engine</td>'
     top, older = engines[0], engines[1:]
     speedup, bounds, name = _speedup_of(top)
-    more = (f'<br><a href="#{older[0].anchor}">+{len(older)} superseded</a>' if older else "")
-    how = ("the default route is kept" if _default_kept(top) else _interval(bounds)
-           + ("" if top.entry.confirmed else " · unconfirmed"))
-    return (f'<td><a href="#{top.anchor}"><span class="speedup">{_x(speedup)}</span></a> {_e(name)}<br>'
-            f'{_e(how)}<br>{_e(_loss_text(top))}<br>'
-            f'{_e(top.entry.published_at[:10])} · run {_e(top.entry.run)}{more}</td>')
+    more = f'<br><a href="#{older[0].anchor}">+{len(older)} superseded</a>' if older else ""
+    how = (
+        "the default route is kept"
+        if _default_kept(top)
+        else _interval(bounds) + ("" if top.entry.confirmed else " · unconfirmed")
+    )
+    return (
+        f'<td><a href="#{top.anchor}"><span class="speedup">{_x(speedup)}</span></a> {_e(name)}<br>'
+        f"{_e(how)}<br>{_e(_loss_text(top))}<br>"
+        f"{_e(top.entry.published_at[:10])} · run {_e(top.entry.run)}{more}</td>"
+    )
 
 
 def grid(view: ModelView) -> str:
@@ -227,13 +258,17 @@ def grid(view: ModelView) -> str:
     head = "".join(f'<th scope="col">{_e(v)}</th>' for v in view.versions)
     rows = []
     for product in view.products:
-        cells = "".join(_cell([e for e in view.engines if (e.entry.gpu_product, e.entry.compiler_version)
-                               == (product, version)]) for version in view.versions)
+        cells = "".join(
+            _cell([e for e in view.engines if (e.entry.gpu_product, e.entry.compiler_version) == (product, version)])
+            for version in view.versions
+        )
         rows.append(f'<tr><th scope="row"><a href="#gpu-{_slug(product)}">{_e(product)}</a></th>{cells}</tr>')
-    return (f'<table class="grid"><caption>The engine each GPU product gets per compiler version (newest '
-            f'published; its speedup over the default route with its 95% interval, worst accuracy loss, date, run)'
-            f'</caption><thead><tr><th scope="col">GPU product</th>{head}</tr></thead><tbody>{"".join(rows)}'
-            f"</tbody></table>")
+    return (
+        f'<table class="grid"><caption>The engine each GPU product gets per compiler version (newest '
+        f"published; its speedup over the default route with its 95% interval, worst accuracy loss, date, run)"
+        f'</caption><thead><tr><th scope="col">GPU product</th>{head}</tr></thead><tbody>{"".join(rows)}'
+        f"</tbody></table>"
+    )
 
 
 # --------------------------------------------------------------------------------- routes measured
@@ -242,8 +277,8 @@ def grid(view: ModelView) -> str:
 @dataclass(frozen=True)
 class _Bar:
     route: MeasuredRoute
-    kind: str                     # default, winner, passed, rejected
-    relative: float               # time per call / the default's, in the same rounds
+    kind: str  # default, winner, passed, rejected
+    relative: float  # time per call / the default's, in the same rounds
     bounds: tuple[float, float] | None
 
 
@@ -257,8 +292,9 @@ def _bars(routes: MeasuredRoutes) -> tuple[list[_Bar], list[MeasuredRoute]]:
             continue
         if r.id == routes.winner_id and routes.headline_speedup:
             low_high = routes.headline_interval
-            bars.append(_Bar(r, "winner", 1 / routes.headline_speedup,
-                             (1 / low_high[1], 1 / low_high[0]) if low_high else None))
+            bars.append(
+                _Bar(r, "winner", 1 / routes.headline_speedup, (1 / low_high[1], 1 / low_high[0]) if low_high else None)
+            )
             continue
         if not r.speedup:
             untimed.append(r)
@@ -295,9 +331,11 @@ def routes_svg(routes: MeasuredRoutes, ident: str) -> str:
     ticks, parts = [], []
     value = 0.0
     while value <= top + 1e-9:
-        ticks.append(f'<line x1="{x(value):.1f}" x2="{x(value):.1f}" y1="{head - 6}" y2="{height - 36}" '
-                     f'stroke="#d0d7de"/><text x="{x(value):.1f}" y="{height - 22}" text-anchor="middle">'
-                     f"{value:g}</text>")
+        ticks.append(
+            f'<line x1="{x(value):.1f}" x2="{x(value):.1f}" y1="{head - 6}" y2="{height - 36}" '
+            f'stroke="#d0d7de"/><text x="{x(value):.1f}" y="{height - 22}" text-anchor="middle">'
+            f"{value:g}</text>"
+        )
         value += step
     winner = next((b for b in shown if b.kind == "winner"), None)
     for i, b in enumerate(shown):
@@ -305,66 +343,101 @@ def routes_svg(routes: MeasuredRoutes, ident: str) -> str:
         label = b.route.route or "(default)"
         short = label if len(label) <= 44 else label[:43] + "…"
         tag = {"default": " [default]", "winner": " [winner]", "rejected": " [rejected]"}.get(b.kind, "")
-        detail = (f"{label}: {b.relative:.3f} of the default's time"
-                  + (f" (95% {b.bounds[0]:.3f}–{b.bounds[1]:.3f})" if b.bounds else "")
-                  + f", max loss {_num(b.route.max_loss, '.2g')}, {b.route.outcome}")
-        bar = (f'<rect x="{left}" y="{y + 3}" width="{max(1.0, x(b.relative) - left):.1f}" height="13" '
-               f'fill="{COLOURS[b.kind]}"' + (' stroke="#1f2328" stroke-width="1.5"' if b.kind == "winner" else "")
-               + "/>")
+        detail = (
+            f"{label}: {b.relative:.3f} of the default's time"
+            + (f" (95% {b.bounds[0]:.3f}–{b.bounds[1]:.3f})" if b.bounds else "")
+            + f", max loss {_num(b.route.max_loss, '.2g')}, {b.route.outcome}"
+        )
+        bar = (
+            f'<rect x="{left}" y="{y + 3}" width="{max(1.0, x(b.relative) - left):.1f}" height="13" '
+            f'fill="{COLOURS[b.kind]}"' + (' stroke="#1f2328" stroke-width="1.5"' if b.kind == "winner" else "") + "/>"
+        )
         whisker = ""
         if b.bounds:
             lo, hi = x(b.bounds[0]), x(b.bounds[1])
-            whisker = (f'<line x1="{lo:.1f}" x2="{hi:.1f}" y1="{y + 9.5}" y2="{y + 9.5}" stroke="#1f2328"/>'
-                       f'<line x1="{lo:.1f}" x2="{lo:.1f}" y1="{y + 5}" y2="{y + 14}" stroke="#1f2328"/>'
-                       f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y + 5}" y2="{y + 14}" stroke="#1f2328"/>')
+            whisker = (
+                f'<line x1="{lo:.1f}" x2="{hi:.1f}" y1="{y + 9.5}" y2="{y + 9.5}" stroke="#1f2328"/>'
+                f'<line x1="{lo:.1f}" x2="{lo:.1f}" y1="{y + 5}" y2="{y + 14}" stroke="#1f2328"/>'
+                f'<line x1="{hi:.1f}" x2="{hi:.1f}" y1="{y + 5}" y2="{y + 14}" stroke="#1f2328"/>'
+            )
         clipped = "▸" if b.relative > top else ""
         value_x = min(x(b.relative), right) + 6 + (max(0.0, x(b.bounds[1]) - x(b.relative)) if b.bounds else 0.0)
-        parts.append(f"<g><title>{_e(detail)}</title>"
-                     f'<text x="{left - 8}" y="{y + 14}" text-anchor="end"'
-                     + (' font-weight="700"' if b.kind in ("winner", "default") else "")
-                     + f">{_e(short)}{_e(tag)}</text>{bar}{whisker}"
-                     f'<text x="{value_x:.1f}" y="{y + 14}">{clipped}{b.relative:.3f}</text></g>')
-    default_line = (f'<line x1="{x(1.0):.1f}" x2="{x(1.0):.1f}" y1="{head - 10}" y2="{height - 36}" '
-                    f'stroke="#1f2328" stroke-dasharray="4 3"/><text x="{x(1.0):.1f}" y="{head - 14}" '
-                    f'text-anchor="middle">default = 1</text>')
+        parts.append(
+            f"<g><title>{_e(detail)}</title>"
+            f'<text x="{left - 8}" y="{y + 14}" text-anchor="end"'
+            + (' font-weight="700"' if b.kind in ("winner", "default") else "")
+            + f">{_e(short)}{_e(tag)}</text>{bar}{whisker}"
+            f'<text x="{value_x:.1f}" y="{y + 14}">{clipped}{b.relative:.3f}</text></g>'
+        )
+    default_line = (
+        f'<line x1="{x(1.0):.1f}" x2="{x(1.0):.1f}" y1="{head - 10}" y2="{height - 36}" '
+        f'stroke="#1f2328" stroke-dasharray="4 3"/><text x="{x(1.0):.1f}" y="{head - 14}" '
+        f'text-anchor="middle">default = 1</text>'
+    )
     title = f"Time per call of each route relative to the default route ({routes.objective})"
-    described = (f"{len(bars)} routes with a time; "
-                 + (f"the winner {winner.route.route or '(default)'} takes {winner.relative:.3f} of the default's "
-                    f"time (headline {routes.headline_speedup:.3f}× faster)" if winner else "the default route won")
-                 + (f"; {len(bars) - len(shown)} more not drawn" if len(bars) > len(shown) else ""))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {width} {height}" width="{width}" '
-            f'height="{height}" aria-labelledby="{ident}-t {ident}-d" font-family="system-ui,sans-serif" '
-            f'font-size="12" fill="#1f2328"><title id="{ident}-t">{_e(title)}</title>'
-            f'<desc id="{ident}-d">{_e(described)}</desc>{"".join(ticks)}{default_line}{"".join(parts)}'
-            f'<text x="{(left + right) / 2}" y="{height - 6}" text-anchor="middle">time per call ÷ the default\'s '
-            f"in the same rounds (shorter is faster; bars: 95% across loads)</text></svg>")
+    described = (
+        f"{len(bars)} routes with a time; "
+        + (
+            f"the winner {winner.route.route or '(default)'} takes {winner.relative:.3f} of the default's "
+            f"time (headline {routes.headline_speedup:.3f}× faster)"
+            if winner
+            else "the default route won"
+        )
+        + (f"; {len(bars) - len(shown)} more not drawn" if len(bars) > len(shown) else "")
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" role="img" viewBox="0 0 {width} {height}" width="{width}" '
+        f'height="{height}" aria-labelledby="{ident}-t {ident}-d" font-family="system-ui,sans-serif" '
+        f'font-size="12" fill="#1f2328"><title id="{ident}-t">{_e(title)}</title>'
+        f'<desc id="{ident}-d">{_e(described)}</desc>{"".join(ticks)}{default_line}{"".join(parts)}'
+        f'<text x="{(left + right) / 2}" y="{height - 6}" text-anchor="middle">time per call ÷ the default\'s '
+        f"in the same rounds (shorter is faster; bars: 95% across loads)</text></svg>"
+    )
 
 
 def routes_table(routes: MeasuredRoutes) -> str:
     def mark(r: MeasuredRoute) -> str:
         marks = [m for m, on in (("default", r.id == routes.default_id), ("winner", r.id == routes.winner_id)) if on]
         return " ".join(marks)
-    order = sorted(routes.routes, key=lambda r: (r.id != routes.winner_id, r.id != routes.default_id,
-                                                 r.speedup is None, -(r.speedup or 0.0), r.route))
+
+    order = sorted(
+        routes.routes,
+        key=lambda r: (
+            r.id != routes.winner_id,
+            r.id != routes.default_id,
+            r.speedup is None,
+            -(r.speedup or 0.0),
+            r.route,
+        ),
+    )
     rows = []
     for r in order[:TABLED]:
-        cls = ' class="row-winner"' if r.id == routes.winner_id else ' class="row-default"' \
-            if r.id == routes.default_id else ""
-        rows.append(f"<tr{cls}><td>{_e(mark(r))}</td><th scope=\"row\">{_route(r.route)}</th>"
-                    f"<td>{_e(r.stage)}</td><td>{_e(r.outcome)}</td><td class=\"num\">{_num(r.route_ms, '.4f')}</td>"
-                    f"<td class=\"num\">{_num(r.default_ms, '.4f')}</td><td class=\"num\">{_x(r.speedup)}</td>"
-                    f"<td class=\"nowrap\">{_e(_interval(r.speedup_interval) if r.speedup_interval else '—')}</td>"
-                    f"<td class=\"num\">{_num(r.max_loss, '.2g')}</td>"
-                    f"<td class=\"num\">{_num(r.build_seconds, '.1f')}</td></tr>")
-    more = (f"<p class=\"muted\">{len(order) - TABLED} more routes in routes.json.</p>" if len(order) > TABLED else "")
-    return (f'<div class="scroll"><table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per '
-            f"call ({_e(routes.objective)}), "
-            f"the default's ms in the same rounds, speedup = their ratio, its 95% interval across loads. The winner's "
-            f"row shows its sweep figures; its headline is above.</caption><thead><tr><th scope=\"col\"></th>"
-            f'<th scope="col">route</th><th scope="col">stage</th><th scope="col">outcome</th><th scope="col">ms</th>'
-            f'<th scope="col">default ms</th><th scope="col">speedup</th><th scope="col">interval</th>'
-            f'<th scope="col">max loss</th><th scope="col">build s</th></tr></thead><tbody>{"".join(rows)}</tbody>'
-            f"</table></div>{more}")
+        cls = (
+            ' class="row-winner"'
+            if r.id == routes.winner_id
+            else ' class="row-default"'
+            if r.id == routes.default_id
+            else ""
+        )
+        rows.append(
+            f'<tr{cls}><td>{_e(mark(r))}</td><th scope="row">{_route(r.route)}</th>'
+            f'<td>{_e(r.stage)}</td><td>{_e(r.outcome)}</td><td class="num">{_num(r.route_ms, ".4f")}</td>'
+            f'<td class="num">{_num(r.default_ms, ".4f")}</td><td class="num">{_x(r.speedup)}</td>'
+            f'<td class="nowrap">{_e(_interval(r.speedup_interval) if r.speedup_interval else "—")}</td>'
+            f'<td class="num">{_num(r.max_loss, ".2g")}</td>'
+            f'<td class="num">{_num(r.build_seconds, ".1f")}</td></tr>'
+        )
+    more = f'<p class="muted">{len(order) - TABLED} more routes in routes.json.</p>' if len(order) > TABLED else ""
+    return (
+        f'<div class="scroll"><table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per '
+        f"call ({_e(routes.objective)}), "
+        f"the default's ms in the same rounds, speedup = their ratio, its 95% interval across loads. The winner's "
+        f'row shows its sweep figures; its headline is above.</caption><thead><tr><th scope="col"></th>'
+        f'<th scope="col">route</th><th scope="col">stage</th><th scope="col">outcome</th><th scope="col">ms</th>'
+        f'<th scope="col">default ms</th><th scope="col">speedup</th><th scope="col">interval</th>'
+        f'<th scope="col">max loss</th><th scope="col">build s</th></tr></thead><tbody>{"".join(rows)}</tbody>'
+        f"</table></div>{more}"
+    )
 
 
 # ------------------------------------------------------------------------------------ one engine
@@ -377,40 +450,73 @@ def _dl(items: list[tuple[str, str]]) -> str:
 def _pairs_table(mapping: dict, caption: str, key: str, value: str) -> str:
     if not mapping:
         return ""
-    rows = "".join(f'<tr><th scope="row">{_e(k)}</th><td><code>{_e(v)}</code></td></tr>' for k, v in sorted(mapping.items()))
-    return (f'<table><caption>{_e(caption)}</caption><thead><tr><th scope="col">{_e(key)}</th><th scope="col">'
-            f"{_e(value)}</th></tr></thead><tbody>{rows}</tbody></table>")
+    rows = "".join(
+        f'<tr><th scope="row">{_e(k)}</th><td><code>{_e(v)}</code></td></tr>' for k, v in sorted(mapping.items())
+    )
+    return (
+        f'<table><caption>{_e(caption)}</caption><thead><tr><th scope="col">{_e(key)}</th><th scope="col">'
+        f"{_e(value)}</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def provenance_section(engine: Engine, catalog: Catalog) -> str:
     p = engine.provenance
     key = catalog.provenance_key(engine.entry.wire())
-    where = f"<p class=\"muted\">From <code>{_e(catalog.uri(key))}</code>; report: <code>" \
-            f"{_e(catalog.uri(in_folder(engine.entry.folder, REPORT)))}</code>.</p>"
+    where = (
+        f'<p class="muted">From <code>{_e(catalog.uri(key))}</code>; report: <code>'
+        f"{_e(catalog.uri(in_folder(engine.entry.folder, REPORT)))}</code>.</p>"
+    )
     if p is None:
         return f"<h4>Provenance</h4><p>Not shown: {_e(engine.provenance_problem)}.</p>{where}"
     versions = {k: v for k, v in (p.compiler.versions or {}).items() if v}
-    return ("<h4>Provenance</h4>" + _dl([
-        ("model", f"{_e(p.model.name)} · <code>{_e(p.model.uri)}</code> · {_e(p.model.format)}"),
-        ("model sha256", f"<code>{_e(p.model.sha256)}</code>"),
-        ("input shapes", f"<code>{_e(json.dumps(p.model.input_shapes, separators=(',', ':')))}</code>"
-         if p.model.input_shapes else ""),
-        ("accuracy", "not validated: " + _e(p.accuracy.reason) if p.accuracy.disabled else
-         f"{_e(p.accuracy.metric)} below {_num(p.accuracy.threshold, 'g')}; loss per output: "
-         + ", ".join(f"{_e(k)} {_num(v, '.2g')}" for k, v in (p.accuracy.loss_per_output or {}).items())),
-        ("GPU", f"{_e(p.gpu.product)}" + (f" · node <code>{_e(p.gpu.node)}</code>" if p.gpu.node else "")
-         + (f" · compute capability {_e(p.gpu.compute_capability)}" if p.gpu.compute_capability else "")
-         + (f" · driver {_e(p.gpu.driver)}" if p.gpu.driver else "")),
-        ("run", f"{_e(p.run.namespace)}/{_e(p.run.name)} · uid <code>{_e(p.run.uid)}</code> · generation "
-                f"{_e(p.run.generation)} · target {_e(p.run.target)}"),
-        ("search", f"{_e(p.search.mode)}: {p.search.routes_measured} of {p.search.routes_planned} planned routes "
-                   f"measured (" + ", ".join(f"{_e(k)} {v}" for k, v in p.search.outcomes.items() if v) + ")"
-         + (f"; cut short: {_e(p.search.cut_short)}" if p.search.cut_short else "")),
-        ("how measured", _e(p.timing.how_measured)),
-        ("host", _e((p.timing.host or {}).get("note"))),
-        ("operator", f"{_e(p.operator_version)} · published {_e(p.published_at)}"),
-    ]) + _pairs_table(p.accuracy.data_digests or {}, "Reference data digests", "data", "sha256")
-       + _pairs_table(versions, "Versions of the measurement", "component", "version") + where)
+    return (
+        "<h4>Provenance</h4>"
+        + _dl(
+            [
+                ("model", f"{_e(p.model.name)} · <code>{_e(p.model.uri)}</code> · {_e(p.model.format)}"),
+                ("model sha256", f"<code>{_e(p.model.sha256)}</code>"),
+                (
+                    "input shapes",
+                    f"<code>{_e(json.dumps(p.model.input_shapes, separators=(',', ':')))}</code>"
+                    if p.model.input_shapes
+                    else "",
+                ),
+                (
+                    "accuracy",
+                    "not validated: " + _e(p.accuracy.reason)
+                    if p.accuracy.disabled
+                    else f"{_e(p.accuracy.metric)} below {_num(p.accuracy.threshold, 'g')}; loss per output: "
+                    + ", ".join(f"{_e(k)} {_num(v, '.2g')}" for k, v in (p.accuracy.loss_per_output or {}).items()),
+                ),
+                (
+                    "GPU",
+                    f"{_e(p.gpu.product)}"
+                    + (f" · node <code>{_e(p.gpu.node)}</code>" if p.gpu.node else "")
+                    + (f" · compute capability {_e(p.gpu.compute_capability)}" if p.gpu.compute_capability else "")
+                    + (f" · driver {_e(p.gpu.driver)}" if p.gpu.driver else ""),
+                ),
+                (
+                    "run",
+                    f"{_e(p.run.namespace)}/{_e(p.run.name)} · uid <code>{_e(p.run.uid)}</code> · generation "
+                    f"{_e(p.run.generation)} · target {_e(p.run.target)}",
+                ),
+                (
+                    "search",
+                    f"{_e(p.search.mode)}: {p.search.routes_measured} of {p.search.routes_planned} planned routes "
+                    f"measured ("
+                    + ", ".join(f"{_e(k)} {v}" for k, v in p.search.outcomes.items() if v)
+                    + ")"
+                    + (f"; cut short: {_e(p.search.cut_short)}" if p.search.cut_short else ""),
+                ),
+                ("how measured", _e(p.timing.how_measured)),
+                ("host", _e((p.timing.host or {}).get("note"))),
+                ("operator", f"{_e(p.operator_version)} · published {_e(p.published_at)}"),
+            ]
+        )
+        + _pairs_table(p.accuracy.data_digests or {}, "Reference data digests", "data", "sha256")
+        + _pairs_table(versions, "Versions of the measurement", "component", "version")
+        + where
+    )
 
 
 def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
@@ -418,37 +524,62 @@ def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
     speedup, bounds, name = _speedup_of(engine)
     if engine.superseded_by:
         newer = next(e for e in view.engines if e.entry is engine.superseded_by)
-        badge = (f'<span class="badge superseded-badge">superseded</span> by <a href="#{newer.anchor}">run '
-                 f"{_e(newer.entry.run)} of {_e(newer.entry.published_at[:10])}</a>")
+        badge = (
+            f'<span class="badge superseded-badge">superseded</span> by <a href="#{newer.anchor}">run '
+            f"{_e(newer.entry.run)} of {_e(newer.entry.published_at[:10])}</a>"
+        )
     else:
         badge = '<span class="badge current">current</span>'
     knobs = p.route.knobs if p else {}
     route = entry.route or (p.route.route if p else "")
-    how = (p.timing.how_measured.split(";")[0] if p else "")
-    headline = (f'<p><span class="speedup">{_x(speedup)}</span> {_e(name)} over the default route '
-                f"({'the default route is kept' if _default_kept(engine) else _e(_interval(bounds))}; "
-                f"{'confirmed' if entry.confirmed else 'unconfirmed'}"
-                + (f": {_e(how)}" if how else "") + f") · {_e(_loss_text(engine))}</p>")
-    get_it = (f"<h4>Get it</h4><pre><code>{_e(fetch_command(catalog.location, view.model, engine.offer))}"
-              f"</code></pre>")
-    facts = _dl([("route", _route(route)),
-                 ("engine sha256", f"<code>{_e(entry.sha256)}</code>"),
-                 ("engine", f"<code>{_e(entry.engine)}</code>"
-                  + (f" · {p.engine.size:,} bytes" if p and p.engine.size else "")),
-                 ("published", f"{_e(entry.published_at)} by run {_e(entry.run)}")])
-    knob_table = _pairs_table(knobs, "Knobs of the route (besides the compiler's defaults)", "knob", "value") \
-        if knobs else "<p class=\"muted\">No knobs: the compiler's default route.</p>"
+    how = p.timing.how_measured.split(";")[0] if p else ""
+    headline = (
+        f'<p><span class="speedup">{_x(speedup)}</span> {_e(name)} over the default route '
+        f"({'the default route is kept' if _default_kept(engine) else _e(_interval(bounds))}; "
+        f"{'confirmed' if entry.confirmed else 'unconfirmed'}"
+        + (f": {_e(how)}" if how else "")
+        + f") · {_e(_loss_text(engine))}</p>"
+    )
+    get_it = f"<h4>Get it</h4><pre><code>{_e(fetch_command(catalog.location, view.model, engine.offer))}</code></pre>"
+    facts = _dl(
+        [
+            ("route", _route(route)),
+            ("engine sha256", f"<code>{_e(entry.sha256)}</code>"),
+            (
+                "engine",
+                f"<code>{_e(entry.engine)}</code>" + (f" · {p.engine.size:,} bytes" if p and p.engine.size else ""),
+            ),
+            ("published", f"{_e(entry.published_at)} by run {_e(entry.run)}"),
+        ]
+    )
+    knob_table = (
+        _pairs_table(knobs, "Knobs of the route (besides the compiler's defaults)", "knob", "value")
+        if knobs
+        else '<p class="muted">No knobs: the compiler\'s default route.</p>'
+    )
     if engine.routes:
         svg = routes_svg(engine.routes, engine.anchor)
-        measured = ("<h4>Routes measured</h4>" + (f"<figure>{svg}<figcaption>Each route's time per call against the "
-                    f"default's in the same rounds; the winner at its headline speedup. The table says the same in "
-                    f"numbers.</figcaption></figure>" if svg else "") + routes_table(engine.routes))
+        measured = (
+            "<h4>Routes measured</h4>"
+            + (
+                f"<figure>{svg}<figcaption>Each route's time per call against the "
+                f"default's in the same rounds; the winner at its headline speedup. The table says the same in "
+                f"numbers.</figcaption></figure>"
+                if svg
+                else ""
+            )
+            + routes_table(engine.routes)
+        )
     else:
-        measured = ("<h4>Routes measured</h4><p>Not in the catalog for this engine (no routes.json: published "
-                    "before it was written); its report.md lists them.</p>")
-    return (f'<article class="engine{" superseded" if engine.superseded_by else ""}" id="{engine.anchor}">'
-            f"<h4>{_e(entry.compiler_version)} · {_e(entry.published_at[:10])} · run {_e(entry.run)} {badge}</h4>"
-            f"{headline}{get_it}{facts}{knob_table}{measured}{provenance_section(engine, catalog)}</article>")
+        measured = (
+            "<h4>Routes measured</h4><p>Not in the catalog for this engine (no routes.json: published "
+            "before it was written); its report.md lists them.</p>"
+        )
+    return (
+        f'<article class="engine{" superseded" if engine.superseded_by else ""}" id="{engine.anchor}">'
+        f"<h4>{_e(entry.compiler_version)} · {_e(entry.published_at[:10])} · run {_e(entry.run)} {badge}</h4>"
+        f"{headline}{get_it}{facts}{knob_table}{measured}{provenance_section(engine, catalog)}</article>"
+    )
 
 
 # ------------------------------------------------------------------------------------------ pages
@@ -457,23 +588,37 @@ def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
 def model_page(view: ModelView, catalog: Catalog, generated_at: str) -> str:
     """The model's page: its grid, then every engine by GPU product (current before superseded)."""
     current = [e for e in view.engines if e.superseded_by is None]
-    gaps = [(p, v) for p in view.products for v in view.versions
-            if not any((e.entry.gpu_product, e.entry.compiler_version) == (p, v) for e in view.engines)]
-    header = (f'<p><a href="../index.html">← all models</a> · catalog <code>{_e(catalog.location)}</code> · '
-              f"generated {_e(generated_at)}</p><h1>{_e(view.model)}</h1>"
-              f"<p>{len(view.engines)} engine(s) published, {len(current)} current, on {len(view.products)} GPU "
-              f"product(s) × {len(view.versions)} compiler version(s)"
-              + ("; no engine for " + ", ".join(f"{_e(p)} × {_e(v)}" for p, v in gaps) if gaps else "") + ".</p>")
-    auto = (f"enginewright fetch --catalog {shlex.quote(catalog.location)} --model {shlex.quote(view.model)} "
-            f"--dest ./engine")
-    body = [f"<h2>What to deploy</h2>{grid(view)}<p>On the serving machine, <code>{_e(auto)}</code> picks the "
-            f"engine for its own GPU and installed compiler (the newest that fits; an init container does this, "
-            f"see examples/inference-deployment.yaml). Each engine below has the command that gets exactly it.</p>"]
+    gaps = [
+        (p, v)
+        for p in view.products
+        for v in view.versions
+        if not any((e.entry.gpu_product, e.entry.compiler_version) == (p, v) for e in view.engines)
+    ]
+    header = (
+        f'<p><a href="../index.html">← all models</a> · catalog <code>{_e(catalog.location)}</code> · '
+        f"generated {_e(generated_at)}</p><h1>{_e(view.model)}</h1>"
+        f"<p>{len(view.engines)} engine(s) published, {len(current)} current, on {len(view.products)} GPU "
+        f"product(s) × {len(view.versions)} compiler version(s)"
+        + ("; no engine for " + ", ".join(f"{_e(p)} × {_e(v)}" for p, v in gaps) if gaps else "")
+        + ".</p>"
+    )
+    auto = (
+        f"enginewright fetch --catalog {shlex.quote(catalog.location)} --model {shlex.quote(view.model)} "
+        f"--dest ./engine"
+    )
+    body = [
+        f"<h2>What to deploy</h2>{grid(view)}<p>On the serving machine, <code>{_e(auto)}</code> picks the "
+        f"engine for its own GPU and installed compiler (the newest that fits; an init container does this, "
+        f"see examples/inference-deployment.yaml). Each engine below has the command that gets exactly it.</p>"
+    ]
     for product in view.products:
         here = [e for e in view.engines if e.entry.gpu_product == product]
-        body.append(f'<section id="gpu-{_slug(product)}" aria-labelledby="gpu-{_slug(product)}-h">'
-                    f'<h2 id="gpu-{_slug(product)}-h">{_e(product)}</h2>'
-                    + "".join(engine_article(e, view, catalog) for e in here) + "</section>")
+        body.append(
+            f'<section id="gpu-{_slug(product)}" aria-labelledby="gpu-{_slug(product)}-h">'
+            f'<h2 id="gpu-{_slug(product)}-h">{_e(product)}</h2>'
+            + "".join(engine_article(e, view, catalog) for e in here)
+            + "</section>"
+        )
     return _page(f"{view.model} — engine catalog", header, "\n".join(body))
 
 
@@ -491,17 +636,25 @@ def index_page(models: dict[str, list[IndexEntry]], catalog: Catalog, generated_
         for (product, _), e in cells.items():
             by_product.setdefault(product, []).append((model, e))
         last = max((e.published_at for e in entries), default="")
-        rows.append(f'<tr><th scope="row"><a href="{_href_model(model)}">{_e(model)}</a></th>'
-                    f'<td>{_e(", ".join(sorted({e.gpu_product for e in entries})))}</td>'
-                    f'<td>{_e(", ".join(sorted({e.compiler_version for e in entries}, key=_version_key)))}</td>'
-                    f'<td class="num">{len(cells)}</td><td class="num">{len(entries) - len(cells)}</td>'
-                    f"<td>{_e(last[:19].replace('T', ' '))}</td></tr>")
-    header = (f"<h1>Engine catalog</h1><p>catalog <code>{_e(catalog.location)}</code> · {len(models)} model(s) · "
-              f"generated {_e(generated_at)}</p>")
-    body = [f'<h2>Models</h2><table><caption>Every model of the catalog</caption><thead><tr><th scope="col">model'
-            f'</th><th scope="col">GPU products</th><th scope="col">compiler versions</th><th scope="col">current '
-            f'engines</th><th scope="col">superseded</th><th scope="col">last published (UTC)</th></tr></thead>'
-            f"<tbody>{''.join(rows)}</tbody></table>" if rows else "<p>No model has been published yet.</p>"]
+        rows.append(
+            f'<tr><th scope="row"><a href="{_href_model(model)}">{_e(model)}</a></th>'
+            f"<td>{_e(', '.join(sorted({e.gpu_product for e in entries})))}</td>"
+            f"<td>{_e(', '.join(sorted({e.compiler_version for e in entries}, key=_version_key)))}</td>"
+            f'<td class="num">{len(cells)}</td><td class="num">{len(entries) - len(cells)}</td>'
+            f"<td>{_e(last[:19].replace('T', ' '))}</td></tr>"
+        )
+    header = (
+        f"<h1>Engine catalog</h1><p>catalog <code>{_e(catalog.location)}</code> · {len(models)} model(s) · "
+        f"generated {_e(generated_at)}</p>"
+    )
+    body = [
+        f'<h2>Models</h2><table><caption>Every model of the catalog</caption><thead><tr><th scope="col">model'
+        f'</th><th scope="col">GPU products</th><th scope="col">compiler versions</th><th scope="col">current '
+        f'engines</th><th scope="col">superseded</th><th scope="col">last published (UTC)</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+        if rows
+        else "<p>No model has been published yet.</p>"
+    ]
     for product in sorted(by_product):
         items = sorted(by_product[product], key=lambda me: (me[0], _version_key(me[1].compiler_version)))
         lines = "".join(
@@ -509,12 +662,16 @@ def index_page(models: dict[str, list[IndexEntry]], catalog: Catalog, generated_
             f'{e.run_uid[:13]}">{_e(m)}</a></th><td>{_e(e.compiler_version)}</td><td class="num">{_x(e.speedup)}</td>'
             f"<td>{'default kept' if not e.route else 'confirmed' if e.confirmed else 'unconfirmed'}</td>"
             f"<td>{_route(e.route)}</td>"
-            f"<td>{_e(e.published_at[:10])}</td></tr>" for m, e in items)
-        body.append(f'<h2 id="gpu-{_slug(product)}">On {_e(product)}</h2><table><caption>What each model hands out on '
-                    f"{_e(product)} (the newest engine per compiler version)</caption><thead><tr><th scope=\"col\">model"
-                    f'</th><th scope="col">compiler version</th><th scope="col">speedup</th><th scope="col">decision'
-                    f'</th><th scope="col">route</th><th scope="col">published</th></tr></thead><tbody>{lines}'
-                    f"</tbody></table>")
+            f"<td>{_e(e.published_at[:10])}</td></tr>"
+            for m, e in items
+        )
+        body.append(
+            f'<h2 id="gpu-{_slug(product)}">On {_e(product)}</h2><table><caption>What each model hands out on '
+            f'{_e(product)} (the newest engine per compiler version)</caption><thead><tr><th scope="col">model'
+            f'</th><th scope="col">compiler version</th><th scope="col">speedup</th><th scope="col">decision'
+            f'</th><th scope="col">route</th><th scope="col">published</th></tr></thead><tbody>{lines}'
+            f"</tbody></table>"
+        )
     return _page("Engine catalog", header, "\n".join(body))
 
 
@@ -525,8 +682,9 @@ def now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def pages(catalog: Catalog, models: list[str] | None = None, generated_at: str | None = None,
-          every: list[str] | None = None) -> dict[str, str]:
+def pages(
+    catalog: Catalog, models: list[str] | None = None, generated_at: str | None = None, every: list[str] | None = None
+) -> dict[str, str]:
     """Site pages by path relative to the catalog folder: the index (every model, `every` when the
     caller has listed them already) and the page of each model in `models` (default: all)."""
     generated_at = generated_at or now()
@@ -560,4 +718,3 @@ def publish_site(catalog: Catalog, model: str) -> list[str]:
         catalog.store.put(key, text.encode("utf-8"), content_type="text/html; charset=utf-8")
         written.append(key)
     return written
-

@@ -21,11 +21,11 @@ class NoGpuFound(RuntimeError):
 
 @dataclass(frozen=True)
 class LocalGpu:
-    name: str                      # NVML's name, e.g. "NVIDIA H200"
-    product: str                   # nvidia.com/gpu.product, e.g. NVIDIA-H200
+    name: str  # NVML's name, e.g. "NVIDIA H200"
+    product: str  # nvidia.com/gpu.product, e.g. NVIDIA-H200
     compute_capability: str | None
     driver: str | None
-    source: str                    # "nvml" or "nvidia-smi"
+    source: str  # "nvml" or "nvidia-smi"
 
 
 def _text(value) -> str:
@@ -39,8 +39,9 @@ def gpu_from_nvml(shared: bool = False) -> LocalGpu:
     try:
         import pynvml
     except ImportError:
-        raise NoGpuFound("NVML is not available: the `nvidia-ml-py` package is not installed "
-                         "(pip install 'enginewright[consumer]')") from None
+        raise NoGpuFound(
+            "NVML is not available: the `nvidia-ml-py` package is not installed (pip install 'enginewright[consumer]')"
+        ) from None
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:
@@ -71,8 +72,12 @@ def gpu_from_nvidia_smi(shared: bool = False) -> LocalGpu:
     smi = shutil.which("nvidia-smi")
     if not smi:
         raise NoGpuFound("nvidia-smi is not on PATH")
-    result = subprocess.run([smi, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-                            capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        [smi, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     lines = [ln for ln in result.stdout.splitlines() if ln.strip()]
     if result.returncode != 0 or not lines:
         raise NoGpuFound(f"nvidia-smi failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}")
@@ -88,8 +93,10 @@ def local_gpu(shared: bool = False) -> LocalGpu:
             return probe(shared)
         except NoGpuFound as exc:
             errors.append(str(exc))
-    raise NoGpuFound("--gpu auto found no GPU: " + "; ".join(errors) + ". Pass --gpu PRODUCT "
-                     "(the node's nvidia.com/gpu.product label) instead.")
+    raise NoGpuFound(
+        "--gpu auto found no GPU: " + "; ".join(errors) + ". Pass --gpu PRODUCT "
+        "(the node's nvidia.com/gpu.product label) instead."
+    )
 
 
 def installed_compiler(name: str) -> Installed | None:

@@ -34,13 +34,15 @@ class ConfigMapCache:
         self.settings, self.core = settings, core
         self._parsed_shards: dict[tuple[str, str], tuple[str, dict[str, CacheEntry]]] = {}
 
-    def aggregate(self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit,
-                  already_refused: list[str]) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
+    def aggregate(
+        self, run: RunRef, target: Target, keys: RunKeys, runs: S3Store, emit: Emit, already_refused: list[str]
+    ) -> tuple[dict[str, CacheEntry], list[str], list[str]]:
         """Move entries that are new in the store into the cache shards; return every entry, the shard
         names, and the entries refused (unreadable: never counted, their routes stay unmeasured)."""
         refused: list[str] = []
         maps = self.core.list_namespaced_config_map(
-            run.namespace, label_selector=selector(run, target.gpu_type, component="cache")).items
+            run.namespace, label_selector=selector(run, target.gpu_type, component="cache")
+        ).items
         owned = [m for m in maps if any(o.uid == run.uid for o in m.metadata.owner_references or [])]
         # A shard's index is its annotation, not its place in the list: a shard deleted under the run
         # leaves a gap, which is written again (its entries are placed anew, from the store).
@@ -78,14 +80,20 @@ class ConfigMapCache:
             if entry.timing:
                 metrics.MEASURE_SECONDS.observe(entry.spent_seconds)
         placement = place(shards, new, self.settings.shard_limit)
-        names = [child_name(run.name, "cache", target.gpu_type, str(i), limit=253)
-                 for i in range(len(placement.shards))]
+        names = [
+            child_name(run.name, "cache", target.gpu_type, str(i), limit=253) for i in range(len(placement.shards))
+        ]
         for i in sorted(placement.changed | gaps):
-            body = {"metadata": {"name": names[i], "namespace": run.namespace,
-                                 "labels": labels(run, target.gpu_type, component="cache"),
-                                 "annotations": {ANNOTATION_SHARD: str(i)},
-                                 "ownerReferences": [run.owner_reference()]},
-                    "data": placement.shards[i]}
+            body = {
+                "metadata": {
+                    "name": names[i],
+                    "namespace": run.namespace,
+                    "labels": labels(run, target.gpu_type, component="cache"),
+                    "annotations": {ANNOTATION_SHARD: str(i)},
+                    "ownerReferences": [run.owner_reference()],
+                },
+                "data": placement.shards[i],
+            }
             apply_config_map(self.core, run, body, exists=i < len(maps) and maps[i] is not None)
             failpoints.hit("shard-written")
         entries = {}
@@ -127,12 +135,13 @@ def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
     except ApiException as exc:
         if exc.status != 409:
             raise
-    existing = core.api_client.sanitize_for_serialization(
-        core.read_namespaced_config_map(name, run.namespace))
+    existing = core.api_client.sanitize_for_serialization(core.read_namespaced_config_map(name, run.namespace))
     if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
-        raise Problem("NameTaken", f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
-                      f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
-                      f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way")
-    body = {**body, "metadata": {**body["metadata"],
-                                 "resourceVersion": existing["metadata"]["resourceVersion"]}}
+        raise Problem(
+            "NameTaken",
+            f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
+            f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
+            f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way",
+        )
+    body = {**body, "metadata": {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
     core.replace_namespaced_config_map(name, run.namespace, body)

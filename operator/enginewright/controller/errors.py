@@ -41,6 +41,7 @@ class PublishRefused(RuntimeError):
 def api_exception():
     """kubernetes' ApiException (imported when first needed: the pure modules do not need kubernetes)."""
     from kubernetes.client.exceptions import ApiException
+
     return ApiException
 
 

@@ -28,6 +28,7 @@ def reconciler() -> Reconciler:
         from kubernetes import client, config
 
         from enginewright.store.objects import s3_client, s3_client_from_env
+
         try:
             config.load_incluster_config()
         except config.ConfigException:
@@ -36,6 +37,7 @@ def reconciler() -> Reconciler:
 
         def s3_as(access_key: str, secret_key: str):
             return s3_client(SETTINGS.s3_endpoint, access_key, secret_key, secure=SETTINGS.s3_secure, patient=False)
+
         api = client.ApiClient()
         api.user_agent = f"enginewright-operator/{SETTINGS.operator_version}"  # tells its requests apart in audit logs
         _reconciler = Reconciler(SETTINGS, Clients(client.CoreV1Api(api), client.BatchV1Api(api), s3, s3_as))
@@ -99,7 +101,7 @@ async def reconcile_loop(stopped, body, meta, **_) -> None:
             written, changed = outcome
             idle = 0 if changed else idle + 1
             try:
-                await asyncio.wait_for(wake.wait(), timeout=SETTINGS.interval * min(2 ** idle, 4))
+                await asyncio.wait_for(wake.wait(), timeout=SETTINGS.interval * min(2**idle, 4))
             except asyncio.TimeoutError:
                 pass
     finally:
@@ -130,8 +132,14 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
             return status, False
         patch = {"status": {**{k: None for k in previous if k not in status}, **status}}
         client.CustomObjectsApi(reconciler().k8s.core.api_client).patch_namespaced_custom_object_status(
-            GROUP, VERSION, body["metadata"]["namespace"], PLURAL, body["metadata"]["name"], patch,
-            _content_type="application/merge-patch+json")
+            GROUP,
+            VERSION,
+            body["metadata"]["namespace"],
+            PLURAL,
+            body["metadata"]["name"],
+            patch,
+            _content_type="application/merge-patch+json",
+        )
         return status, True
     except Exception as exc:
         metrics.RECONCILE_ERRORS.labels(error=type(exc).__name__).inc()
@@ -143,8 +151,9 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
         if not transient(exc):
             raise
         # The API server or the store is restarting: say so once, and retry on the next pass.
-        log.warning(f"{where}: waiting for the API server or the store ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0][:200]})")
+        log.warning(
+            f"{where}: waiting for the API server or the store ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        )
         return previous, False
 
 
@@ -159,6 +168,7 @@ async def job_changed(body, **_) -> None:
 def went_away(exc: Exception) -> bool:
     """A 404 from the API server: what the pass read or wrote was deleted under it."""
     from kubernetes.client.exceptions import ApiException
+
     return isinstance(exc, ApiException) and exc.status == 404
 
 
@@ -166,6 +176,7 @@ def transient(exc: Exception) -> bool:
     """An error that says the other side is away for now, not that the request is wrong."""
     import urllib3
     from kubernetes.client.exceptions import ApiException
+
     if isinstance(exc, ApiException):
         # A namespace being deleted refuses new objects; the run goes with it.
         terminating = exc.status == 403 and "being terminated" in str(exc.body or "")
@@ -180,19 +191,28 @@ def stop(body, logger, **_) -> None:
     """A deleted run stops its Jobs; its published engines stay in the catalog."""
     meta = body["metadata"]
     stopped = reconciler().jobs.stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
-    metrics.forget_run(meta["uid"], meta["namespace"], meta["name"],
-                       [t.get("gpuType") for t in (body.get("status") or {}).get("targets") or []])
+    metrics.forget_run(
+        meta["uid"],
+        meta["namespace"],
+        meta["name"],
+        [t.get("gpuType") for t in (body.get("status") or {}).get("targets") or []],
+    )
     logger.info(f"stopped {stopped} Job(s); published engines are kept")
 
 
 def run() -> None:
     """Run the operator (standalone: a single-replica Deployment is the one active instance)."""
     from prometheus_client import start_http_server
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # kopf says "Handler 'job_changed' succeeded." on every event of every run's Jobs (and "Daemon
     # 'reconcile_loop' succeeded." as each run finishes): keep its warnings and errors.
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     start_http_server(SETTINGS.metrics_port)
-    kopf.run(standalone=True, clusterwide=not SETTINGS.namespaces, namespaces=list(SETTINGS.namespaces),
-             liveness_endpoint=f"http://0.0.0.0:{SETTINGS.health_port}/healthz")
+    kopf.run(
+        standalone=True,
+        clusterwide=not SETTINGS.namespaces,
+        namespaces=list(SETTINGS.namespaces),
+        liveness_endpoint=f"http://0.0.0.0:{SETTINGS.health_port}/healthz",
+    )

@@ -53,8 +53,14 @@ class RunRef:
     uid: str
 
     def owner_reference(self) -> dict:
-        return {"apiVersion": API_VERSION, "kind": KIND, "name": self.name, "uid": self.uid,
-                "controller": True, "blockOwnerDeletion": True}
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
 
 
 def slug(text: str) -> str:
@@ -68,7 +74,7 @@ def child_name(*parts: str, limit: int = 63) -> str:
     if len(name) <= limit:
         return name
     digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[:limit - 9].rstrip('-')}-{digest}"
+    return f"{name[: limit - 9].rstrip('-')}-{digest}"
 
 
 def label_value(text: str) -> str:
@@ -79,8 +85,13 @@ def spec_hash(job_spec: dict) -> str:
     return hashlib.sha256(json.dumps(job_spec, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def labels(run: RunRef, target: str | None = None, stage: str | None = None, batch: str | None = None,
-           component: str = "worker") -> dict[str, str]:
+def labels(
+    run: RunRef,
+    target: str | None = None,
+    stage: str | None = None,
+    batch: str | None = None,
+    component: str = "worker",
+) -> dict[str, str]:
     out = {LABEL_RUN: label_value(run.name), LABEL_COMPONENT: component, LABEL_MANAGED_BY: MANAGED_BY}
     if target is not None:
         out[LABEL_TARGET] = slug(target)
@@ -131,8 +142,17 @@ def worker_requests(target: Target, settings: Settings) -> dict[str, str]:
     return {**defaults, **target.resources.requests}
 
 
-def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str, request_uri: str,
-                 request_sha256: str, settings: Settings, deadline_seconds: int) -> dict:
+def job_manifest(
+    run: RunRef,
+    spec: TuningRunSpec,
+    target: Target,
+    stage: str,
+    batch: str,
+    request_uri: str,
+    request_sha256: str,
+    settings: Settings,
+    deadline_seconds: int,
+) -> dict:
     """The Job that runs one worker request (sweep batch, confirmation or probe) on `target`'s GPUs. The
     request itself is an object in the store (`request_uri`): it grows with the spec, and an environment
     variable holds at most ~128 KiB; its sha256 is in the Job, so the Job's spec hash covers the request
@@ -151,21 +171,28 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
         {"name": "ENGINEWRIGHT_S3_SECURE", "value": "true" if settings.s3_secure else "false"},
         {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
         {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_ACCESS_KEY_ID}}},
-        {"name": "AWS_SECRET_ACCESS_KEY",
-         "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_SECRET_ACCESS_KEY}}},
+        {
+            "name": "AWS_SECRET_ACCESS_KEY",
+            "valueFrom": {"secretKeyRef": {"name": secret, "key": SECRET_SECRET_ACCESS_KEY}},
+        },
         {"name": "TMPDIR", "value": WORKDIR},
         {"name": "HOME", "value": WORKDIR},
         *({"name": k, "value": v} for k, v in sorted(settings.worker_env.items())),
     ]
     container = {
-        "name": "worker", "image": settings.image(spec.compiler.name.value, spec.compiler.image),
-        "command": [*settings.worker_command, "--workdir", f"{WORKDIR}/job"], "env": env,
+        "name": "worker",
+        "image": settings.image(spec.compiler.name.value, spec.compiler.image),
+        "command": [*settings.worker_command, "--workdir", f"{WORKDIR}/job"],
+        "env": env,
         "volumeMounts": [{"name": "work", "mountPath": WORKDIR}],
         # The worker writes why it failed to /dev/termination-log; a crash that could not is told by
         # its log's end. Either is the pod's terminated message, which the controller puts in the status.
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "securityContext": {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
-                            "capabilities": {"drop": ["ALL"]}},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
     }
     if resources:
         container["resources"] = resources
@@ -174,8 +201,13 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "nodeSelector": {settings.gpu_type_label: target.gpu_type, **target.node_selector},
-        "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "fsGroup": 65532,
-                            "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "runAsGroup": 65532,
+            "fsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "containers": [container],
         "volumes": [{"name": "work", "emptyDir": {}}],
     }
@@ -184,17 +216,26 @@ def job_manifest(run: RunRef, spec: TuningRunSpec, target: Target, stage: str, b
     job_spec = {
         "backoffLimit": spec.search.backoff_limit,
         # Exit code 2 is the worker's "bad input": retrying cannot help, so the Job fails at once.
-        "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {
-            "containerName": "worker", "operator": "In", "values": [2]}}]},
+        "podFailurePolicy": {
+            "rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "worker", "operator": "In", "values": [2]}}
+            ]
+        },
         "activeDeadlineSeconds": deadline_seconds,
         "template": {"metadata": {"labels": job_labels}, "spec": pod_spec},
     }
     return {
-        "apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": job_name(run, target.gpu_type, batch), "namespace": run.namespace,
-                     "labels": job_labels, "annotations": {ANNOTATION_SPEC_HASH: spec_hash(
-                         {k: v for k, v in job_spec.items() if k != "activeDeadlineSeconds"})},
-                     "ownerReferences": [run.owner_reference()]},
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": job_name(run, target.gpu_type, batch),
+            "namespace": run.namespace,
+            "labels": job_labels,
+            "annotations": {
+                ANNOTATION_SPEC_HASH: spec_hash({k: v for k, v in job_spec.items() if k != "activeDeadlineSeconds"})
+            },
+            "ownerReferences": [run.owner_reference()],
+        },
         "spec": job_spec,
     }
 
@@ -229,8 +270,18 @@ class WorkerJobs:
                 out[data["metadata"]["labels"].get(LABEL_BATCH)] = data
         return out
 
-    def ensure(self, run: RunRef, spec: TuningRunSpec, target: Target, stage: str, batch: str,
-               request: BatchRequest, routes: int, jobs: dict, deadline: float | None) -> None:
+    def ensure(
+        self,
+        run: RunRef,
+        spec: TuningRunSpec,
+        target: Target,
+        stage: str,
+        batch: str,
+        request: BatchRequest,
+        routes: int,
+        jobs: dict,
+        deadline: float | None,
+    ) -> None:
         """The Job of `batch`, unless `jobs` has it; added to `jobs`. Raises Problem when the store
         refuses the request or a Job of that name is not this run's."""
         if batch in jobs:
@@ -247,11 +298,23 @@ class WorkerJobs:
                 raise
             code = getattr(exc, "code", None)  # minio.error.S3Error's
             reason = "StoreBucketMissing" if code == "NoSuchBucket" else "StoreAccessDenied"
-            raise Problem(reason, f"the store refused the operator's key writing the batch request {runs.uri(key)} "
-                          f"({code}): the operator's administrators must create the runs bucket "
-                          f"{self.settings.runs_bucket!r} or grant the key access to it") from None
-        manifest = job_manifest(run, spec, target, stage, batch, runs.uri(key), hashlib.sha256(text).hexdigest(),
-                                self.settings, active_deadline(spec, routes, left))
+            raise Problem(
+                reason,
+                f"the store refused the operator's key writing the batch request {runs.uri(key)} "
+                f"({code}): the operator's administrators must create the runs bucket "
+                f"{self.settings.runs_bucket!r} or grant the key access to it",
+            ) from None
+        manifest = job_manifest(
+            run,
+            spec,
+            target,
+            stage,
+            batch,
+            runs.uri(key),
+            hashlib.sha256(text).hexdigest(),
+            self.settings,
+            active_deadline(spec, routes, left),
+        )
         name = manifest["metadata"]["name"]
         try:
             created = self.batch.create_namespaced_job(run.namespace, manifest)
@@ -263,14 +326,19 @@ class WorkerJobs:
             if exc.status != 409:
                 raise
             existing = self.batch.api_client.sanitize_for_serialization(
-                self.batch.read_namespaced_job(name, run.namespace))
+                self.batch.read_namespaced_job(name, run.namespace)
+            )
             ours = any(o.get("uid") == run.uid for o in existing["metadata"].get("ownerReferences") or [])
-            same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == \
-                manifest["metadata"]["annotations"][ANNOTATION_SPEC_HASH]
+            same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == manifest["metadata"][
+                "annotations"
+            ][ANNOTATION_SPEC_HASH]
             if not (ours and same):
-                raise Problem("JobNameTaken", f"Job {run.namespace}/{name} exists but was not created by this run "
-                              f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
-                              f"rename the TuningRun") from None
+                raise Problem(
+                    "JobNameTaken",
+                    f"Job {run.namespace}/{name} exists but was not created by this run "
+                    f"for this batch ({'other owner' if not ours else 'different spec'}): delete it or "
+                    f"rename the TuningRun",
+                ) from None
             jobs[batch] = existing  # adopted: a create of ours that answered late, or a restart
 
     def last_words(self, namespace: str, job_name: str) -> str:
@@ -283,9 +351,12 @@ class WorkerJobs:
             if exc.status != 403:
                 raise
             pods = []  # (an operator installed without the pods rule: say where to look)
-        said = sorted((str(c.state.terminated.finished_at or ""), c.state.terminated.message)
-                      for pod in pods for c in (pod.status.container_statuses or [])
-                      if c.name == "worker" and c.state and c.state.terminated and c.state.terminated.message)
+        said = sorted(
+            (str(c.state.terminated.finished_at or ""), c.state.terminated.message)
+            for pod in pods
+            for c in (pod.status.container_statuses or [])
+            if c.name == "worker" and c.state and c.state.terminated and c.state.terminated.message
+        )
         if not said:
             return f"see its pod's log (kubectl logs -n {namespace} job/{job_name})"
         lines = [line.strip() for line in said[-1][1].splitlines() if line.strip()]
@@ -316,17 +387,24 @@ class WorkerJobs:
         ApiException = api_exception()
         for job in self.batch.list_namespaced_job(run.namespace, label_selector=selector(run)).items:
             if job.spec.ttl_seconds_after_finished is not None or not any(
-                    o.uid == run.uid for o in job.metadata.owner_references or []):
+                o.uid == run.uid for o in job.metadata.owner_references or []
+            ):
                 continue
             try:
-                self.batch.patch_namespaced_job(job.metadata.name, run.namespace,
-                                                {"spec": {"ttlSecondsAfterFinished": ttl}})
+                self.batch.patch_namespaced_job(
+                    job.metadata.name, run.namespace, {"spec": {"ttlSecondsAfterFinished": ttl}}
+                )
             except ApiException as exc:
                 if exc.status not in (403, 404, 422):
                     raise
                 # The Job stays until the run is deleted (it is the run's child): say why, do not retry.
-                log.warning("%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s", run.namespace,
-                            run.name, job.metadata.name, api_reason(exc))
+                log.warning(
+                    "%s/%s: could not set ttlSecondsAfterFinished on Job %s: %s",
+                    run.namespace,
+                    run.name,
+                    job.metadata.name,
+                    api_reason(exc),
+                )
 
     def stop_all(self, run: RunRef) -> int:
         """Deletion: stop every Job of the run (published engines stay in the catalog)."""

@@ -16,24 +16,38 @@ from prometheus_client.core import GaugeMetricFamily
 
 PHASES = ("Pending", "Running", "Confirming", "Publishing", "Succeeded", "Failed")
 
-ROUTES_MEASURED = Counter("enginewright_routes_measured_total", "Cache entries aggregated, by outcome",
-                          ["outcome"])
-BUILD_SECONDS = Histogram("enginewright_route_build_seconds", "Build time of a route",
-                          buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800))
-MEASURE_SECONDS = Histogram("enginewright_route_measure_seconds", "Timed execution of a route",
-                            buckets=(0.1, 0.5, 1, 5, 15, 60, 300))
-GPU_SECONDS = Counter("enginewright_gpu_seconds_total", "Seconds spent building and measuring routes on nodes "
-                      "of a GPU type (as status.targets[].gpuSeconds), counted as entries are aggregated",
-                      ["gpu_type"])
+ROUTES_MEASURED = Counter("enginewright_routes_measured_total", "Cache entries aggregated, by outcome", ["outcome"])
+BUILD_SECONDS = Histogram(
+    "enginewright_route_build_seconds", "Build time of a route", buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800)
+)
+MEASURE_SECONDS = Histogram(
+    "enginewright_route_measure_seconds", "Timed execution of a route", buckets=(0.1, 0.5, 1, 5, 15, 60, 300)
+)
+GPU_SECONDS = Counter(
+    "enginewright_gpu_seconds_total",
+    "Seconds spent building and measuring routes on nodes "
+    "of a GPU type (as status.targets[].gpuSeconds), counted as entries are aggregated",
+    ["gpu_type"],
+)
 JOBS_CREATED = Counter("enginewright_jobs_created_total", "Worker Jobs created")
-ACTIVE_JOBS = Gauge("enginewright_active_jobs", "Worker Jobs running or waiting for a node, per unfinished run "
-                    "and target", ["namespace", "run", "target"])
-RECONCILE_SECONDS = Histogram("enginewright_reconcile_seconds", "Duration of one reconcile pass of a run",
-                              buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-RECONCILE_ERRORS = Counter("enginewright_reconcile_errors_total", "Reconcile passes that failed and are retried, "
-                           "by error (an API server or store away, a refusal, a bug)", ["error"])
-BEST_SPEEDUP = Gauge("enginewright_best_speedup", "Winner over the default route, per run and target",
-                     ["namespace", "run", "target"])
+ACTIVE_JOBS = Gauge(
+    "enginewright_active_jobs",
+    "Worker Jobs running or waiting for a node, per unfinished run and target",
+    ["namespace", "run", "target"],
+)
+RECONCILE_SECONDS = Histogram(
+    "enginewright_reconcile_seconds",
+    "Duration of one reconcile pass of a run",
+    buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+RECONCILE_ERRORS = Counter(
+    "enginewright_reconcile_errors_total",
+    "Reconcile passes that failed and are retried, by error (an API server or store away, a refusal, a bug)",
+    ["error"],
+)
+BEST_SPEEDUP = Gauge(
+    "enginewright_best_speedup", "Winner over the default route, per run and target", ["namespace", "run", "target"]
+)
 
 
 class _Runs:
@@ -62,8 +76,12 @@ def observe_run(uid: str, namespace: str, name: str, status: dict, finished: boo
     """Set a run's series from its status (after a pass, or as read for a finished run)."""
     targets = status.get("targets") or []
     with RUNS.lock:
-        RUNS.runs[uid] = (namespace, name, status.get("phase") or "Pending",
-                          frozenset(t["gpuType"] for t in targets if t.get("gpuType")))
+        RUNS.runs[uid] = (
+            namespace,
+            name,
+            status.get("phase") or "Pending",
+            frozenset(t["gpuType"] for t in targets if t.get("gpuType")),
+        )
     for target in targets:
         labels = (namespace, name, target["gpuType"])
         if finished or target.get("stage") in ("done", "failed"):

@@ -27,20 +27,28 @@ def check_inputs(run: RunRef, spec: TuningRunSpec, settings: Settings, core, s3,
         secret = core.read_namespaced_secret(settings.store_secret, run.namespace)
         missing = [k for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY) if k not in (secret.data or {})]
         if missing:
-            raise Problem("StoreSecretInvalid", f"{where} lacks {', '.join(missing)}: workers read the store "
-                          f"credentials from it")
+            raise Problem(
+                "StoreSecretInvalid", f"{where} lacks {', '.join(missing)}: workers read the store credentials from it"
+            )
     except ApiException as exc:
         if exc.status != 404:
             raise
-        raise Problem("StoreSecretMissing", f"{where} does not exist: create it with keys {SECRET_ACCESS_KEY_ID} "
-                      f"and {SECRET_SECRET_ACCESS_KEY} (the object store credentials the worker Jobs use)") from None
-    key_id, secret_key = (base64.b64decode(secret.data[k]).decode(errors="replace")
-                          for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY))
+        raise Problem(
+            "StoreSecretMissing",
+            f"{where} does not exist: create it with keys {SECRET_ACCESS_KEY_ID} "
+            f"and {SECRET_SECRET_ACCESS_KEY} (the object store credentials the worker Jobs use)",
+        ) from None
+    key_id, secret_key = (
+        base64.b64decode(secret.data[k]).decode(errors="replace")
+        for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
+    )
     as_run = s3_as(key_id, secret_key)
     objects = [("spec.model.uri", spec.model.uri)]
     for i, pair in enumerate(spec.accuracy.pairs):
-        objects += [(f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
-                    (f"spec.accuracy.pairs[{i}].references", pair.references)]
+        objects += [
+            (f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
+            (f"spec.accuracy.pairs[{i}].references", pair.references),
+        ]
     for field_path, uri in objects:
         bucket, key = parse_s3_uri(uri)
         with store_errors():
@@ -48,9 +56,12 @@ def check_inputs(run: RunRef, spec: TuningRunSpec, settings: Settings, core, s3,
         if answer == "missing":
             raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
         if answer != "yes":
-            raise Problem("StoreAccessDenied", f"{field_path}: the store refused the credentials of {where} "
-                          f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
-                          f"secret and its permissions on that bucket")
+            raise Problem(
+                "StoreAccessDenied",
+                f"{field_path}: the store refused the credentials of {where} "
+                f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
+                f"secret and its permissions on that bucket",
+            )
     if spec.publish.enabled:
         check_publish_target(run, spec, settings, s3)
     # No check for a node of each GPU type: pools that scale from zero have none until a pod asks
@@ -70,12 +81,18 @@ def check_publish_target(run: RunRef, spec: TuningRunSpec, settings: Settings, s
     except Exception as exc:
         if type(exc).__name__ != "S3Error":
             raise
-        raise Problem("StoreAccessDenied", f"spec.publish.bucket: the store refused the operator's key on "
-                      f"bucket {bucket!r} ({getattr(exc, 'code', None)}): the operator's administrators must grant it") from None
+        raise Problem(
+            "StoreAccessDenied",
+            f"spec.publish.bucket: the store refused the operator's key on "
+            f"bucket {bucket!r} ({getattr(exc, 'code', None)}): the operator's administrators must grant it",
+        ) from None
     if not exists:
-        raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
-                      f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "
-                      f"bucket {settings.catalog_bucket!r})")
+        raise Problem(
+            "StoreBucketMissing",
+            f"spec.publish.bucket: the catalog bucket {bucket!r} does not exist "
+            f"in the store; create it (or leave spec.publish.bucket out for the operator's catalog "
+            f"bucket {settings.catalog_bucket!r})",
+        )
     refusal = model_refusal(run.namespace, model, store.uri(key), index, settings)
     if refusal:
         raise Problem(refusal.reason, refusal.message)

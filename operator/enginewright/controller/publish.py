@@ -63,8 +63,19 @@ def shapes_hash(shapes: dict) -> str:
     return hashlib.sha256(json.dumps(shapes, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def provenance(*, run: dict, spec, target, step: Decided, probe: ProbeResult, node: dict, keys: CatalogKeys,
-               engine_uri: str, operator_version: str, published_at: str) -> dict:
+def provenance(
+    *,
+    run: dict,
+    spec,
+    target,
+    step: Decided,
+    probe: ProbeResult,
+    node: dict,
+    keys: CatalogKeys,
+    engine_uri: str,
+    operator_version: str,
+    published_at: str,
+) -> dict:
     """Everything the engine's result depends on and how it was measured (`api.contracts.Provenance`,
     as written to `provenance.json`)."""
     winner, default, decision = step.winner, step.default, step.decision
@@ -72,52 +83,103 @@ def provenance(*, run: dict, spec, target, step: Decided, probe: ProbeResult, no
     versions = winner.versions or default.versions or probe.versions
     return Provenance(
         engine=EngineFacts(uri=engine_uri, sha256=winner.engine_sha256, size=winner.engine_size),
-        model=ModelFacts(uri=spec.model.uri, sha256=probe.model_sha256, format=spec.model.format.value,
-                         name=keys.model, input_shapes=probe.input_shapes,
-                         declared_shapes=[s.wire() for s in spec.compiler.input_shapes]),
-        accuracy=AccuracyFacts(disabled=accuracy.disabled, reason=accuracy.reason, metric=accuracy.metric.value,
-                               threshold=accuracy.threshold, atol=accuracy.atol, rtol=accuracy.rtol,
-                               pairs=[p.wire() for p in accuracy.pairs], data_digests=probe.data_sha256,
-                               loss_per_output=winner.loss, outputs=list(accuracy.outputs) or None),
-        route=RouteFacts(id=winner.route_id, route=winner.route, knobs=winner.knobs,
-                         base_settings=dict(spec.compiler.settings), pinned=dict(spec.search.pinned)),
+        model=ModelFacts(
+            uri=spec.model.uri,
+            sha256=probe.model_sha256,
+            format=spec.model.format.value,
+            name=keys.model,
+            input_shapes=probe.input_shapes,
+            declared_shapes=[s.wire() for s in spec.compiler.input_shapes],
+        ),
+        accuracy=AccuracyFacts(
+            disabled=accuracy.disabled,
+            reason=accuracy.reason,
+            metric=accuracy.metric.value,
+            threshold=accuracy.threshold,
+            atol=accuracy.atol,
+            rtol=accuracy.rtol,
+            pairs=[p.wire() for p in accuracy.pairs],
+            data_digests=probe.data_sha256,
+            loss_per_output=winner.loss,
+            outputs=list(accuracy.outputs) or None,
+        ),
+        route=RouteFacts(
+            id=winner.route_id,
+            route=winner.route,
+            knobs=winner.knobs,
+            base_settings=dict(spec.compiler.settings),
+            pinned=dict(spec.search.pinned),
+        ),
         compiler=CompilerFacts(name=spec.compiler.name.value, versions=versions.wire() if versions else None),
         gpu=GpuFacts(product=keys.gpu_product, **node),
         timing=TimingFacts(
             objective=spec.timing.objective.value,
-            winner_ms=winner.median_ms, default_ms=default.median_ms, speedup=decision.speedup,
-            speedup_name=step.headline()["name"], sweep_speedup=winner.speedup,
-            speedup_interval=([step.headline()["low"], step.headline()["high"]]
-                              if step.headline()["low"] is not None else None),
-            loads=decision.loads or None, times_ms=decision.times or None,
-            host={"note": step.headline()["host"],
-                  "default": default.host.wire() if default.host else None,
-                  "hostCpuMs": {"default": default.measurements.host_cpu_ms if default.measurements else None,
-                                "winner": winner.measurements.host_cpu_ms if winner.measurements else None}},
+            winner_ms=winner.median_ms,
+            default_ms=default.median_ms,
+            speedup=decision.speedup,
+            speedup_name=step.headline()["name"],
+            sweep_speedup=winner.speedup,
+            speedup_interval=(
+                [step.headline()["low"], step.headline()["high"]] if step.headline()["low"] is not None else None
+            ),
+            loads=decision.loads or None,
+            times_ms=decision.times or None,
+            host={
+                "note": step.headline()["host"],
+                "default": default.host.wire() if default.host else None,
+                "hostCpuMs": {
+                    "default": default.measurements.host_cpu_ms if default.measurements else None,
+                    "winner": winner.measurements.host_cpu_ms if winner.measurements else None,
+                },
+            },
             confirmed=decision.confirmed,
-            measurements={"winner": winner.measurements.wire() if winner.measurements else None,
-                          "default": default.measurements.wire() if default.measurements else None},
-            how_measured=(decision.reason + f"; each route timed against the default in paired rounds of "
-                          f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
-                          f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
-                          f"spread across loads), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
-                          f"round: {spec.search.confirm.loads} loads of each"),
-            confirmation_ratios=decision.ratios or None, noise_margin=decision.margin),
-        search=SearchFacts(mode=spec.search.mode.value, routes_planned=step.planned, routes_measured=len(step.entries),
-                           outcomes=step.summary()["routes"], cut_short=step.cut_short),
+            measurements={
+                "winner": winner.measurements.wire() if winner.measurements else None,
+                "default": default.measurements.wire() if default.measurements else None,
+            },
+            how_measured=(
+                decision.reason + f"; each route timed against the default in paired rounds of "
+                f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
+                f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
+                f"spread across loads), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
+                f"round: {spec.search.confirm.loads} loads of each"
+            ),
+            confirmation_ratios=decision.ratios or None,
+            noise_margin=decision.margin,
+        ),
+        search=SearchFacts(
+            mode=spec.search.mode.value,
+            routes_planned=step.planned,
+            routes_measured=len(step.entries),
+            outcomes=step.summary()["routes"],
+            cut_short=step.cut_short,
+        ),
         run=RunFacts(**run),
         operator_version=operator_version,
         published_at=published_at,
-        reuse=ReuseFacts(fingerprint=winner.fingerprint.wire() if winner.fingerprint else None,
-                         fingerprint_sha256=winner.fingerprint.digest if winner.fingerprint else None,
-                         reused={e.route_id: e.reused_from for e in step.entries if e.reused},
-                         winner_reused_from=winner.reused_from),
+        reuse=ReuseFacts(
+            fingerprint=winner.fingerprint.wire() if winner.fingerprint else None,
+            fingerprint_sha256=winner.fingerprint.digest if winner.fingerprint else None,
+            reused={e.route_id: e.reused_from for e in step.entries if e.reused},
+            winner_reused_from=winner.reused_from,
+        ),
     ).model_dump(mode="json", by_alias=True)
 
 
-def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engine_suffix: str, expected_sha256: str,
-            provenance_doc: dict, report_md: str, index_entry: dict, namespace: str, settings: Settings,
-            routes_doc: dict | None = None) -> str:
+def publish(
+    runs_store,
+    catalog_store,
+    keys: CatalogKeys,
+    engine_key: str,
+    engine_suffix: str,
+    expected_sha256: str,
+    provenance_doc: dict,
+    report_md: str,
+    index_entry: dict,
+    namespace: str,
+    settings: Settings,
+    routes_doc: dict | None = None,
+) -> str:
     """Copy the measured engine into the catalog and record it; returns the engine's catalog URI.
     Raises PublishRefused, before writing anything, when `namespace` may not publish `keys.model`."""
     target_key = keys.engine(engine_suffix)
@@ -129,13 +191,17 @@ def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engin
             raise PublishRefused(refusal)
         data = runs_store.get(engine_key)
         if hashlib.sha256(data).hexdigest() != expected_sha256:
-            raise PublishError(f"{runs_store.uri(engine_key)} has sha256 {hashlib.sha256(data).hexdigest()}, not "
-                               f"the {expected_sha256} measured: refusing to publish a different engine")
+            raise PublishError(
+                f"{runs_store.uri(engine_key)} has sha256 {hashlib.sha256(data).hexdigest()}, not "
+                f"the {expected_sha256} measured: refusing to publish a different engine"
+            )
         catalog_store.put(target_key, data, {"route-id": provenance_doc["route"]["id"]})
         back = catalog_store.get(target_key)
         if hashlib.sha256(back).hexdigest() != expected_sha256:
-            raise PublishError(f"{catalog_store.uri(target_key)} read back with a different sha256: the upload was "
-                               f"damaged; it will be retried")
+            raise PublishError(
+                f"{catalog_store.uri(target_key)} read back with a different sha256: the upload was "
+                f"damaged; it will be retried"
+            )
         failpoints.hit("engine-published")
         catalog_store.put(keys.provenance, json.dumps(provenance_doc, indent=2, sort_keys=True).encode())
         catalog_store.put(keys.report, report_md.encode())
@@ -148,23 +214,39 @@ def publish(runs_store, catalog_store, keys: CatalogKeys, engine_key: str, engin
     return catalog_store.uri(target_key)
 
 
-def index_entry(*, keys: CatalogKeys, step: Decided, probe: ProbeResult, engine_uri: str, run: RunRef,
-                node: dict, published_at: str) -> dict:
+def index_entry(
+    *, keys: CatalogKeys, step: Decided, probe: ProbeResult, engine_uri: str, run: RunRef, node: dict, published_at: str
+) -> dict:
     """The model's `index.json` entry for this publication (`api.contracts.IndexEntry`, as written)."""
     winner = step.winner
-    return IndexEntry(gpu_product=keys.gpu_product, compiler_version=keys.compiler_version, folder=keys.folder,
-                      engine=engine_uri, sha256=winner.engine_sha256, route=winner.route,
-                      speedup=step.decision.speedup, confirmed=step.decision.confirmed,
-                      model_sha256=probe.model_sha256, run=f"{run.namespace}/{run.name}", run_uid=run.uid,
-                      published_at=published_at, compute_capability=node.get("computeCapability")).wire()
+    return IndexEntry(
+        gpu_product=keys.gpu_product,
+        compiler_version=keys.compiler_version,
+        folder=keys.folder,
+        engine=engine_uri,
+        sha256=winner.engine_sha256,
+        route=winner.route,
+        speedup=step.decision.speedup,
+        confirmed=step.decision.confirmed,
+        model_sha256=probe.model_sha256,
+        run=f"{run.namespace}/{run.name}",
+        run_uid=run.uid,
+        published_at=published_at,
+        compute_capability=node.get("computeCapability"),
+    ).wire()
 
 
 def gpu_facts(node_name: str, node_labels: dict[str, str]) -> dict:
     """The measuring node's GPU facts, from GPU feature discovery's labels (those it has)."""
     major, minor = node_labels.get("nvidia.com/gpu.compute.major"), node_labels.get("nvidia.com/gpu.compute.minor")
-    facts = {"node": node_name, "computeCapability": f"{major}.{minor}" if major and minor else None,
-             "driver": ".".join(filter(None, (node_labels.get(f"nvidia.com/cuda.driver.{p}")
-                                               for p in ("major", "minor", "rev")))) or None}
+    facts = {
+        "node": node_name,
+        "computeCapability": f"{major}.{minor}" if major and minor else None,
+        "driver": ".".join(
+            filter(None, (node_labels.get(f"nvidia.com/cuda.driver.{p}") for p in ("major", "minor", "rev")))
+        )
+        or None,
+    }
     return {k: v for k, v in facts.items() if v}
 
 
@@ -179,9 +261,21 @@ def node_facts(core, node_name: str | None) -> dict:
         return {"node": node_name}
 
 
-def publish_winner(*, settings: Settings, core, runs_store: S3Store, catalog_store: S3Store, run: RunRef,
-                   generation: int | None, spec: TuningRunSpec, target: Target, keys: RunKeys, probe: ProbeResult,
-                   step: Decided, emit: Emit) -> str:
+def publish_winner(
+    *,
+    settings: Settings,
+    core,
+    runs_store: S3Store,
+    catalog_store: S3Store,
+    run: RunRef,
+    generation: int | None,
+    spec: TuningRunSpec,
+    target: Target,
+    keys: RunKeys,
+    probe: ProbeResult,
+    step: Decided,
+    emit: Emit,
+) -> str:
     """Publish the target's decided route to `catalog_store`, and say so (`emit`: type, reason,
     message); returns the engine's catalog URI. Raises
     Problem when it cannot be (no engine, another engine's bytes, a model another namespace owns, the
@@ -192,28 +286,69 @@ def publish_winner(*, settings: Settings, core, runs_store: S3Store, catalog_sto
     versions = winner.versions or step.default.versions
     named = versions or probe.versions
     if named is None or probe.model_sha256 is None:
-        raise Problem("ProbeIncomplete", f"{target.gpu_type}: the probe result names no compiler version or "
-                      "model digest, so the catalog key cannot be formed: delete the run's probe Job to probe again")
+        raise Problem(
+            "ProbeIncomplete",
+            f"{target.gpu_type}: the probe result names no compiler version or "
+            "model digest, so the catalog key cannot be formed: delete the run's probe Job to probe again",
+        )
     compiler_version = named.compiler
-    catalog = CatalogKeys(model=spec.publish.model_name or run.name, gpu_product=target.gpu_type,
-                          compiler_version=compiler_version, model_sha256=probe.model_sha256,
-                          shapes_hash=shapes_hash(probe.input_shapes), run_uid=run.uid)
+    catalog = CatalogKeys(
+        model=spec.publish.model_name or run.name,
+        gpu_product=target.gpu_type,
+        compiler_version=compiler_version,
+        model_sha256=probe.model_sha256,
+        shapes_hash=shapes_hash(probe.input_shapes),
+        run_uid=run.uid,
+    )
     node = node_facts(core, versions.node if versions else None)
     published_at = now()
     engine_uri = catalog_store.uri(catalog.engine(probe.engine_suffix))
-    run_facts = {"namespace": run.namespace, "name": run.name, "uid": run.uid, "generation": generation,
-                 "target": target.gpu_type}
-    doc = provenance(run=run_facts, spec=spec, target=target, step=step, probe=probe, node=node, keys=catalog,
-                     engine_uri=engine_uri, operator_version=settings.operator_version, published_at=published_at)
-    summary = {"model": catalog.model, "backend": spec.compiler.name.value, "mode": spec.search.mode.value,
-               "metric": spec.accuracy.metric.value, "threshold": spec.accuracy.threshold, **step.summary()}
-    entry = index_entry(keys=catalog, step=step, probe=probe, engine_uri=engine_uri, run=run, node=node,
-                        published_at=published_at)
+    run_facts = {
+        "namespace": run.namespace,
+        "name": run.name,
+        "uid": run.uid,
+        "generation": generation,
+        "target": target.gpu_type,
+    }
+    doc = provenance(
+        run=run_facts,
+        spec=spec,
+        target=target,
+        step=step,
+        probe=probe,
+        node=node,
+        keys=catalog,
+        engine_uri=engine_uri,
+        operator_version=settings.operator_version,
+        published_at=published_at,
+    )
+    summary = {
+        "model": catalog.model,
+        "backend": spec.compiler.name.value,
+        "mode": spec.search.mode.value,
+        "metric": spec.accuracy.metric.value,
+        "threshold": spec.accuracy.threshold,
+        **step.summary(),
+    }
+    entry = index_entry(
+        keys=catalog, step=step, probe=probe, engine_uri=engine_uri, run=run, node=node, published_at=published_at
+    )
     try:
         with store_errors():
-            publish(runs_store, catalog_store, catalog, keys.engine(winner.route_id, probe.engine_suffix),
-                    probe.engine_suffix, winner.engine_sha256, doc, report.markdown(summary, list(step.entries)),
-                    entry, run.namespace, settings, report.measured_routes(summary, list(step.entries)).wire())
+            publish(
+                runs_store,
+                catalog_store,
+                catalog,
+                keys.engine(winner.route_id, probe.engine_suffix),
+                probe.engine_suffix,
+                winner.engine_sha256,
+                doc,
+                report.markdown(summary, list(step.entries)),
+                entry,
+                run.namespace,
+                settings,
+                report.measured_routes(summary, list(step.entries)).wire(),
+            )
     except PublishRefused as exc:
         raise Problem(exc.refusal.reason, exc.refusal.message) from None
     except PublishError as exc:
@@ -222,9 +357,12 @@ def publish_winner(*, settings: Settings, core, runs_store: S3Store, catalog_sto
         raise Problem("EngineMissing", f"{target.gpu_type}: {exc}") from None
     except Exception as exc:
         if type(exc).__name__ == "S3Error" and getattr(exc, "code", "") == "NoSuchBucket":
-            raise Problem("StoreBucketMissing", f"spec.publish.bucket: the catalog bucket "
-                          f"{catalog_store.bucket!r} does not exist in the store (it was removed after the "
-                          f"run's checks); create it and the run publishes") from None
+            raise Problem(
+                "StoreBucketMissing",
+                f"spec.publish.bucket: the catalog bucket "
+                f"{catalog_store.bucket!r} does not exist in the store (it was removed after the "
+                f"run's checks); create it and the run publishes",
+            ) from None
         raise
     emit("Normal", "Published", f"{target.gpu_type}: {engine_uri} (sha256 {winner.engine_sha256[:12]})")
     if settings.catalog_site:
@@ -237,6 +375,7 @@ def write_catalog_site(catalog_store: S3Store, model: str) -> None:
     away: the pass is retried (publishing again is idempotent), so a finished run's site is written."""
     from enginewright.catalog.reader import Catalog
     from enginewright.catalog.site import publish_site
+
     with _site_lock, store_errors():
         written = publish_site(Catalog(catalog_store), model)
     log.info("catalog site: wrote %s", ", ".join(catalog_store.uri(k) for k in written))

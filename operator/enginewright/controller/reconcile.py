@@ -94,8 +94,13 @@ class Reconciler:
                 raise
             # The operator's own permissions: say so on the run (the rest of the run is fine), retry.
             metrics.RECONCILE_ERRORS.labels(error="Forbidden").inc()
-            return self._stalled(previous, generation, "Forbidden", f"the operator was refused: {api_reason(exc)}; "
-                                 f"check its RBAC (the Helm chart grants what it needs)", emit)
+            return self._stalled(
+                previous,
+                generation,
+                "Forbidden",
+                f"the operator was refused: {api_reason(exc)}; check its RBAC (the Helm chart grants what it needs)",
+                emit,
+            )
         except StoreUnavailable as exc:
             metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
             message = f"waiting for the object store: {exc}"
@@ -104,25 +109,39 @@ class Reconciler:
             return waiting_for_store(previous, generation, message)
         finally:
             metrics.RECONCILE_SECONDS.observe(time.monotonic() - began)
-        status, event = run_status(targets, previous, generation, objective=spec.timing.objective.value,
-                                   accuracy_validated=not spec.accuracy.disabled, dry_run=spec.search.dry_run)
+        status, event = run_status(
+            targets,
+            previous,
+            generation,
+            objective=spec.timing.objective.value,
+            accuracy_validated=not spec.accuracy.disabled,
+            dry_run=spec.search.dry_run,
+        )
         if event:
             emit(*event)
         return status
 
-    def _stalled(self, previous: dict, generation: int, reason: str, message: str, emit: Emit,
-                 final: bool = False) -> dict:
+    def _stalled(
+        self, previous: dict, generation: int, reason: str, message: str, emit: Emit, final: bool = False
+    ) -> dict:
         if previous.get("message") != message:
             emit("Warning", reason, message)
         return stalled(previous, generation, reason, message, final)
 
     # ================================================================== one target
-    def _target(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict,
-                emit: Emit) -> TargetStatus:
+    def _target(
+        self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, previous: dict, emit: Emit
+    ) -> TargetStatus:
         """Observe the target (its Jobs, probe, cache entries, confirmation rounds), ask the flow for
         its next step, and act on it; returns the target's status."""
-        before = next((TargetStatus.model_validate(t) for t in previous.get("targets") or []
-                       if t.get("gpuType") == target.gpu_type), None)
+        before = next(
+            (
+                TargetStatus.model_validate(t)
+                for t in previous.get("targets") or []
+                if t.get("gpuType") == target.gpu_type
+            ),
+            None,
+        )
         if before and before.stage in FINISHED:
             return before
         # ---------------------------------------------------------------- observe
@@ -132,16 +151,29 @@ class Reconciler:
         probe = read_typed(runs, keys.probe, ProbeResult)
         deadline = self._deadline(spec, meta)
         out_of_time = deadline is not None and time.time() >= deadline
-        status = TargetStatus(gpu_type=target.gpu_type, stage="probing",
-                              cache_config_maps=before.cache_config_maps if before else [])
+        status = TargetStatus(
+            gpu_type=target.gpu_type, stage="probing", cache_config_maps=before.cache_config_maps if before else []
+        )
         if probe is None:
             job = jobs.get("probe")
             if job is not None and job_state(job) != "active":
-                return self._failed(status, "ProbeFailed", f"the probe Job {job['metadata']['name']} ended "
-                                    f"({job_state(job)}) without writing {keys.probe}: "
-                                    f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}", emit)
-            request = BatchRequest(target=target.gpu_type, mode="probe", stage="probe", batch="probe",
-                                   bucket=self.settings.runs_bucket, prefix=keys.prefix, spec=spec)
+                return self._failed(
+                    status,
+                    "ProbeFailed",
+                    f"the probe Job {job['metadata']['name']} ended "
+                    f"({job_state(job)}) without writing {keys.probe}: "
+                    f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}",
+                    emit,
+                )
+            request = BatchRequest(
+                target=target.gpu_type,
+                mode="probe",
+                stage="probe",
+                batch="probe",
+                bucket=self.settings.runs_bucket,
+                prefix=keys.prefix,
+                spec=spec,
+            )
             self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
             status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
@@ -150,8 +182,9 @@ class Reconciler:
         if not probe.ok:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
         reused = copy_reused(runs, run.namespace, spec, keys, probe)
-        entries, shard_names, refused = self.cache.aggregate(run, target, keys, runs, emit,
-                                                             before.refused if before else [])
+        entries, shard_names, refused = self.cache.aggregate(
+            run, target, keys, runs, emit, before.refused if before else []
+        )
         confirmations = {}
         for key in list_keys(runs, keys.confirmations):
             result = read_typed(runs, key, ConfirmationResult)
@@ -160,17 +193,22 @@ class Reconciler:
         given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
         # ---------------------------------------------------------------- ask the flow
         try:
-            step = next_step(FlowSpec.of(spec),
-                             Observed(probe.compiler_knobs(), entries, confirmations, given_up, out_of_time))
+            step = next_step(
+                FlowSpec.of(spec), Observed(probe.compiler_knobs(), entries, confirmations, given_up, out_of_time)
+            )
         except PlanError as exc:
             return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
         # ---------------------------------------------------------------- act
-        status = target_counts(status, entries, step).model_copy(update={"cache_config_maps": shard_names,
-                                                                        "refused": refused[:20],
-                                                                        "reused": len(reused.routes),
-                                                                        "reused_from": reused.runs})
+        status = target_counts(status, entries, step).model_copy(
+            update={
+                "cache_config_maps": shard_names,
+                "refused": refused[:20],
+                "reused": len(reused.routes),
+                "reused_from": reused.runs,
+            }
+        )
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
@@ -185,35 +223,74 @@ class Reconciler:
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
 
-    def _run_batches(self, run: RunRef, spec: TuningRunSpec, target: Target, keys: RunKeys, step: RunBatches,
-                     jobs: dict, deadline: float | None, status: TargetStatus) -> TargetStatus:
+    def _run_batches(
+        self,
+        run: RunRef,
+        spec: TuningRunSpec,
+        target: Target,
+        keys: RunKeys,
+        step: RunBatches,
+        jobs: dict,
+        deadline: float | None,
+        status: TargetStatus,
+    ) -> TargetStatus:
         """A Job for each batch that has none, while fewer than `spec.search.parallelism` run."""
         failpoints.hit(f"planned-{step.stage}")
         active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
         room = max(0, spec.search.parallelism - active)
         for batch in [b for b in step.batches if b.name not in jobs][:room]:
-            request = BatchRequest(target=target.gpu_type, stage=batch.stage, batch=batch.name,
-                                   bucket=self.settings.runs_bucket, prefix=keys.prefix,
-                                   routes=[r.canonical for r in batch.routes], default_route=step.default.canonical,
-                                   deadline=deadline, spec=spec)
+            request = BatchRequest(
+                target=target.gpu_type,
+                stage=batch.stage,
+                batch=batch.name,
+                bucket=self.settings.runs_bucket,
+                prefix=keys.prefix,
+                routes=[r.canonical for r in batch.routes],
+                default_route=step.default.canonical,
+                deadline=deadline,
+                spec=spec,
+            )
             self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
             active += 1
         return status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
 
-    def _confirm(self, run: RunRef, spec: TuningRunSpec, target: Target, keys: RunKeys, step: RunConfirmation,
-                 jobs: dict, deadline: float | None, status: TargetStatus) -> TargetStatus:
+    def _confirm(
+        self,
+        run: RunRef,
+        spec: TuningRunSpec,
+        target: Target,
+        keys: RunKeys,
+        step: RunConfirmation,
+        jobs: dict,
+        deadline: float | None,
+        status: TargetStatus,
+    ) -> TargetStatus:
         """The confirmation round's Job: the candidates' kept engines against the default's."""
-        request = BatchRequest(target=target.gpu_type, mode="confirm", stage="confirm", batch=step.name,
-                               bucket=self.settings.runs_bucket, prefix=keys.prefix,
-                               routes=[e.route for e in step.candidates], default_route=step.default.route,
-                               deadline=deadline, spec=spec)
+        request = BatchRequest(
+            target=target.gpu_type,
+            mode="confirm",
+            stage="confirm",
+            batch=step.name,
+            bucket=self.settings.runs_bucket,
+            prefix=keys.prefix,
+            routes=[e.route for e in step.candidates],
+            default_route=step.default.route,
+            deadline=deadline,
+            spec=spec,
+        )
         self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
-        return status.model_copy(update={"stage": "confirming", "active_jobs": 1, "message":
-                                         f"confirming {len(step.candidates)} candidate(s) against the default "
-                                         f"over {step.rounds} interleaved rounds"})
+        return status.model_copy(
+            update={
+                "stage": "confirming",
+                "active_jobs": 1,
+                "message": f"confirming {len(step.candidates)} candidate(s) against the default "
+                f"over {step.rounds} interleaved rounds",
+            }
+        )
 
-    def _scheduling(self, run: RunRef, target: Target, jobs: dict, status: TargetStatus,
-                    before: TargetStatus | None, emit: Emit) -> TargetStatus:
+    def _scheduling(
+        self, run: RunRef, target: Target, jobs: dict, status: TargetStatus, before: TargetStatus | None, emit: Emit
+    ) -> TargetStatus:
         """A target whose pods the scheduler cannot place says so (reason Unschedulable, the scheduler's
         message) from the pass that sees it; it gives up (its Jobs stopped, so an autoscaler is not left
         to add a node for nothing) once no pod of it has a node for the operator's configured wait."""
@@ -224,16 +301,27 @@ class Reconciler:
         if found is None:
             return status
         wait = self.settings.unschedulable_seconds
-        said = (f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
-                f"{found.seconds:.0f}s): {found.message}")
+        said = (
+            f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
+            f"{found.seconds:.0f}s): {found.message}"
+        )
         if found.give_up(wait):
             self.jobs.stop_active(run, jobs)
-            return self._failed(status, "Unschedulable", f"{said}; gave up after {wait:.0f}s (the operator's "
-                                f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
-                                f"nodeSelector, tolerations and resources against the cluster's node pools", emit)
+            return self._failed(
+                status,
+                "Unschedulable",
+                f"{said}; gave up after {wait:.0f}s (the operator's "
+                f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
+                f"nodeSelector, tolerations and resources against the cluster's node pools",
+                emit,
+            )
         limit = f"gives up after {wait:.0f}s without a node" if wait > 0 else "waits without a time limit"
-        status = status.model_copy(update={"reason": "Unschedulable", "message": f"{said}; waiting for a node "
-                                           f"(a pool scaling up, or GPUs freed): {limit}"})
+        status = status.model_copy(
+            update={
+                "reason": "Unschedulable",
+                "message": f"{said}; waiting for a node (a pool scaling up, or GPUs freed): {limit}",
+            }
+        )
         if before is None or before.reason != "Unschedulable":
             emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
         return status
@@ -250,8 +338,9 @@ class Reconciler:
     @staticmethod
     def _failed(status: TargetStatus, reason: str, message: str, emit: Emit) -> TargetStatus:
         """The target cannot give a result: its reason is kept (the run's Stalled reason) and said once."""
-        status = status.model_copy(update={"stage": "failed", "reason": reason, "message": f"{reason}: {message}",
-                                           "active_jobs": 0})
+        status = status.model_copy(
+            update={"stage": "failed", "reason": reason, "message": f"{reason}: {message}", "active_jobs": 0}
+        )
         emit("Warning", reason, f"{status.gpu_type}: {status.message}")
         return status
 
@@ -266,34 +355,78 @@ class Reconciler:
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
         lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
         name = child_name(run.name, "plan", target.gpu_type, limit=253)
-        apply_config_map(self.k8s.core, run, {
-            "metadata": {"name": name, "namespace": run.namespace,
-                         "labels": labels(run, target.gpu_type, component="plan"),
-                         "ownerReferences": [run.owner_reference()]},
-            "data": {"routes.txt": "\n".join(lines) + "\n"}}, exists=False)
+        apply_config_map(
+            self.k8s.core,
+            run,
+            {
+                "metadata": {
+                    "name": name,
+                    "namespace": run.namespace,
+                    "labels": labels(run, target.gpu_type, component="plan"),
+                    "ownerReferences": [run.owner_reference()],
+                },
+                "data": {"routes.txt": "\n".join(lines) + "\n"},
+            },
+            exists=False,
+        )
         candidates = [r.canonical or "(default)" for b in step.batches for r in b.routes]
-        return self._done(status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
-                          f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built "
-                          f"(ConfigMap {name})")
+        return self._done(
+            status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
+            f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built (ConfigMap {name})",
+        )
 
-    def _decided(self, run: RunRef, spec: TuningRunSpec, target: Target, meta: dict, keys: RunKeys, probe: ProbeResult,
-                 step: Decided, status: TargetStatus, emit: Emit) -> TargetStatus:
+    def _decided(
+        self,
+        run: RunRef,
+        spec: TuningRunSpec,
+        target: Target,
+        meta: dict,
+        keys: RunKeys,
+        probe: ProbeResult,
+        step: Decided,
+        status: TargetStatus,
+        emit: Emit,
+    ) -> TargetStatus:
         decision, winner = step.decision, step.winner
         headline = step.headline()
         line = step.headline_text()
-        status = status.model_copy(update={
-            "winner": RouteResult(route_id=winner.route_id, route=winner.route, median_ms=winner.median_ms,
-                                  speedup=decision.speedup, speedup_low=headline["low"], speedup_high=headline["high"],
-                                  max_loss=winner.max_loss),
-            "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
-            "host": headline["host"], "decision": decision.reason, "cut_short": step.cut_short})
+        status = status.model_copy(
+            update={
+                "winner": RouteResult(
+                    route_id=winner.route_id,
+                    route=winner.route,
+                    median_ms=winner.median_ms,
+                    speedup=decision.speedup,
+                    speedup_low=headline["low"],
+                    speedup_high=headline["high"],
+                    max_loss=winner.max_loss,
+                ),
+                "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
+                "host": headline["host"],
+                "decision": decision.reason,
+                "cut_short": step.cut_short,
+            }
+        )
         if not spec.publish.enabled:
             return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
-        engine_uri = publish_winner(settings=self.settings, core=self.k8s.core, runs_store=self.runs, run=run,
-                                    catalog_store=self.store(publish_bucket(spec, self.settings)),
-                                    generation=meta.get("generation"), spec=spec, target=target, keys=keys,
-                                    probe=probe, step=step, emit=emit)
-        result = (f"kept the default route ({decision.reason})" if decision.default_won else
-                  f"winner {winner.route}: {line}")
-        return self._done(status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
-                          f"{result}; published {engine_uri}")
+        engine_uri = publish_winner(
+            settings=self.settings,
+            core=self.k8s.core,
+            runs_store=self.runs,
+            run=run,
+            catalog_store=self.store(publish_bucket(spec, self.settings)),
+            generation=meta.get("generation"),
+            spec=spec,
+            target=target,
+            keys=keys,
+            probe=probe,
+            step=step,
+            emit=emit,
+        )
+        result = (
+            f"kept the default route ({decision.reason})" if decision.default_won else f"winner {winner.route}: {line}"
+        )
+        return self._done(
+            status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
+            f"{result}; published {engine_uri}",
+        )

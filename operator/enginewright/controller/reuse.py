@@ -49,14 +49,20 @@ def entry_keys(keys: Iterable[str], namespace_prefix: str, gpu_segment: str, own
         if not key.startswith(namespace_prefix):
             continue  # another namespace's: never read
         parts = key.removeprefix(namespace_prefix).split("/")
-        if (len(parts) == 4 and parts[1] == gpu_segment and parts[2] == "entries" and parts[3].endswith(".json")
-                and not key.startswith(own_prefix + "/")):
+        if (
+            len(parts) == 4
+            and parts[1] == gpu_segment
+            and parts[2] == "entries"
+            and parts[3].endswith(".json")
+            and not key.startswith(own_prefix + "/")
+        ):
             found.append(key)
     return found
 
 
-def pick(found: Iterable[tuple[str, CacheEntry]], fingerprint: Fingerprint, default_id: str,
-         have: set[str]) -> dict[str, tuple[str, CacheEntry]]:
+def pick(
+    found: Iterable[tuple[str, CacheEntry]], fingerprint: Fingerprint, default_id: str, have: set[str]
+) -> dict[str, tuple[str, CacheEntry]]:
     """Route id -> (key, entry) of the newest matching entry of each route this run has no entry for."""
     chosen: dict[str, tuple[str, CacheEntry]] = {}
     for key, entry in found:
@@ -82,15 +88,17 @@ def copy_reused(runs: S3Store, namespace: str, spec: TuningRunSpec, keys: RunKey
         return record
     pinned = dict(spec.search.pinned)
     try:
-        default_id = baseline(pinned, build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned,
-                                                  spec.search.measure_uncompiled)).id
+        default_id = baseline(
+            pinned, build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned, spec.search.measure_uncompiled)
+        ).id
     except PlanError:
         return Reused()  # the flow says what is wrong with the knobs
     namespace_prefix = object_key("runs", namespace) + "/"
     have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in list_keys(runs, keys.entries)}
     found = []
-    for key in entry_keys(list_keys(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1],
-                          keys.prefix):
+    for key in entry_keys(
+        list_keys(runs, namespace_prefix), namespace_prefix, keys.prefix.rsplit("/", 1)[-1], keys.prefix
+    ):
         try:
             with store_errors():
                 found.append((key, CacheEntry.from_json(runs.get(key))))
@@ -108,11 +116,15 @@ def copy_reused(runs: S3Store, namespace: str, spec: TuningRunSpec, keys: RunKey
                     continue
                 if hashlib.sha256(engine).hexdigest() != entry.engine_sha256:
                     continue  # not the engine it measured: measured again
-                runs.put(keys.engine(route_id, probe.engine_suffix), engine,
-                         {"route-id": route_id, "route": entry.route})
+                runs.put(
+                    keys.engine(route_id, probe.engine_suffix), engine, {"route-id": route_id, "route": entry.route}
+                )
                 update["engine_uri"] = runs.uri(keys.engine(route_id, probe.engine_suffix))
-            runs.put(keys.entry(route_id), entry.model_copy(update=update).to_json().encode(),
-                     {"route-id": route_id, "outcome": entry.outcome.value})
+            runs.put(
+                keys.entry(route_id),
+                entry.model_copy(update=update).to_json().encode(),
+                {"route-id": route_id, "outcome": entry.outcome.value},
+            )
         routes[route_id] = update["reused_from"]
     record = Reused(routes=routes, runs=sorted({v.split(":", 1)[0] for v in routes.values()}))
     with store_errors():

@@ -45,13 +45,22 @@ def waiting(pods: list[dict], now: float) -> Waiting | None:
             placed += 1
             continue
         for condition in status.get("conditions") or []:
-            if (condition.get("type") == "PodScheduled" and condition.get("status") == "False"
-                    and condition.get("reason") == "Unschedulable"):
+            if (
+                condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"
+            ):
                 since = _seconds(condition.get("lastTransitionTime"))
-                stuck.append((now if since is None else since, pod["metadata"]["name"],
-                              (condition.get("message") or "no message from the scheduler").strip()))
+                stuck.append(
+                    (
+                        now if since is None else since,
+                        pod["metadata"]["name"],
+                        (condition.get("message") or "no message from the scheduler").strip(),
+                    )
+                )
     if not stuck:
         return None
     since, _, message = min(stuck)
-    return Waiting(pods=tuple(sorted(name for _, name, _ in stuck)), message=message,
-                   seconds=max(0.0, now - since), placed=placed)
+    return Waiting(
+        pods=tuple(sorted(name for _, name, _ in stuck)), message=message, seconds=max(0.0, now - since), placed=placed
+    )

@@ -54,8 +54,11 @@ class Settings:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
         env = dict(os.environ if env is None else env)
-        images = {c: env[f"ENGINEWRIGHT_WORKER_IMAGE_{c.upper()}"] for c in ("onnxruntime", "inductor", "tensorrt")
-                  if env.get(f"ENGINEWRIGHT_WORKER_IMAGE_{c.upper()}")}
+        images = {
+            c: env[f"ENGINEWRIGHT_WORKER_IMAGE_{c.upper()}"]
+            for c in ("onnxruntime", "inductor", "tensorrt")
+            if env.get(f"ENGINEWRIGHT_WORKER_IMAGE_{c.upper()}")
+        }
         defaults = cls()
         return cls(
             s3_endpoint=env.get("ENGINEWRIGHT_S3_ENDPOINT", ""),
@@ -66,10 +69,12 @@ class Settings:
             gpu_type_label=env.get("ENGINEWRIGHT_GPU_TYPE_LABEL", defaults.gpu_type_label),
             worker_images=images,
             worker_command=tuple(shlex.split(env["ENGINEWRIGHT_WORKER_COMMAND"]))
-            if env.get("ENGINEWRIGHT_WORKER_COMMAND") else defaults.worker_command,
+            if env.get("ENGINEWRIGHT_WORKER_COMMAND")
+            else defaults.worker_command,
             worker_env=json.loads(env["ENGINEWRIGHT_WORKER_ENV"]) if env.get("ENGINEWRIGHT_WORKER_ENV") else {},
             worker_requests={k: str(v) for k, v in json.loads(env["ENGINEWRIGHT_WORKER_REQUESTS"]).items()}
-            if env.get("ENGINEWRIGHT_WORKER_REQUESTS") else defaults.worker_requests,
+            if env.get("ENGINEWRIGHT_WORKER_REQUESTS")
+            else defaults.worker_requests,
             job_ttl_seconds=_optional_int(env.get("ENGINEWRIGHT_JOB_TTL_SECONDS"), defaults.job_ttl_seconds),
             namespaces=tuple(n for n in env.get("ENGINEWRIGHT_NAMESPACES", "").split(",") if n),
             shard_limit=int(env.get("ENGINEWRIGHT_CACHE_SHARD_BYTES", defaults.shard_limit)),
@@ -79,8 +84,10 @@ class Settings:
             health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),
             allowed_images=_words(env.get("ENGINEWRIGHT_ALLOWED_IMAGES", "")),
             publish_buckets=_words(env.get("ENGINEWRIGHT_PUBLISH_BUCKETS", "")),
-            model_owners={pattern: tuple(namespaces) for pattern, namespaces in
-                          json.loads(env.get("ENGINEWRIGHT_MODEL_OWNERS") or "{}").items()},
+            model_owners={
+                pattern: tuple(namespaces)
+                for pattern, namespaces in json.loads(env.get("ENGINEWRIGHT_MODEL_OWNERS") or "{}").items()
+            },
             catalog_site=env.get("ENGINEWRIGHT_CATALOG_SITE", "true").lower() in ("true", "1", "on"),
         )
 

@@ -35,13 +35,16 @@ def conditions(previous: list[dict] | None, generation: int, state: str, reason:
     for kind, status in wanted.items():
         old = before.get(kind, {})
         active = status == "True" or kind == "Ready"
-        out.append({
-            "type": kind, "status": status,
-            "reason": reason if active else ("Ready" if state == "ready" else reason),
-            "message": message if active else "",
-            "lastTransitionTime": old.get("lastTransitionTime") if old.get("status") == status else now(),
-            "observedGeneration": generation,
-        })
+        out.append(
+            {
+                "type": kind,
+                "status": status,
+                "reason": reason if active else ("Ready" if state == "ready" else reason),
+                "message": message if active else "",
+                "lastTransitionTime": old.get("lastTransitionTime") if old.get("status") == status else now(),
+                "observedGeneration": generation,
+            }
+        )
     return out
 
 
@@ -57,20 +60,34 @@ def is_true(status: dict | None, kind: str) -> bool:
 def stalled(previous: dict, generation: int, reason: str, message: str, final: bool = False) -> dict:
     """The run waits for the user (`reason`: a Problem's, InvalidSpec, Forbidden); `final` when no
     later pass can change that (an invalid spec: the run has Failed)."""
-    return {**previous, "phase": "Failed" if final else previous.get("phase", "Pending"),
-            "observedGeneration": generation, "message": message,
-            "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message)}
+    return {
+        **previous,
+        "phase": "Failed" if final else previous.get("phase", "Pending"),
+        "observedGeneration": generation,
+        "message": message,
+        "conditions": conditions(previous.get("conditions"), generation, "stalled", reason, message),
+    }
 
 
 def waiting_for_store(previous: dict, generation: int, message: str) -> dict:
     """The store did not answer: everything else stays as it was, the pass is retried."""
-    return {**previous, "observedGeneration": generation, "message": message,
-            "conditions": conditions(previous.get("conditions"), generation, "reconciling",
-                                     "StoreUnavailable", message)}
+    return {
+        **previous,
+        "observedGeneration": generation,
+        "message": message,
+        "conditions": conditions(previous.get("conditions"), generation, "reconciling", "StoreUnavailable", message),
+    }
 
 
-def run_status(targets: list[TargetStatus], previous: dict, generation: int, *, objective: str,
-               accuracy_validated: bool, dry_run: bool) -> tuple[dict, Event | None]:
+def run_status(
+    targets: list[TargetStatus],
+    previous: dict,
+    generation: int,
+    *,
+    objective: str,
+    accuracy_validated: bool,
+    dry_run: bool,
+) -> tuple[dict, Event | None]:
     """The run's status from its targets' (`objective` names the best speedup), and the event to post:
     Failed or Succeeded (DryRun) when the run has just finished, else None."""
     planned = sum(t.planned for t in targets)
@@ -90,20 +107,32 @@ def run_status(targets: list[TargetStatus], previous: dict, generation: int, *, 
             reason = failed[0].reason or "TargetFailed"
             message = "; ".join(f"{t.gpu_type}: {t.message}" for t in failed)
             event = ("Warning", "Failed", message) if previous.get("phase") != "Failed" else None
-            return {**status, "phase": "Failed", "message": message,
-                    "conditions": conditions(before, generation, "stalled", reason, message)}, event
+            return {
+                **status,
+                "phase": "Failed",
+                "message": message,
+                "conditions": conditions(before, generation, "stalled", reason, message),
+            }, event
         reason = "DryRun" if dry_run else "Succeeded"
         message = ("dry run: " if dry_run else "") + "; ".join(f"{t.gpu_type}: {t.message}" for t in targets)
         event = ("Normal", reason, message) if previous.get("phase") != "Succeeded" else None
-        return {**status, "phase": "Succeeded", "message": message,
-                "conditions": conditions(before, generation, "ready", reason, message)}, event
+        return {
+            **status,
+            "phase": "Succeeded",
+            "message": message,
+            "conditions": conditions(before, generation, "ready", reason, message),
+        }, event
     stages = {t.stage for t in targets}
     phase = "Confirming" if "confirming" in stages else "Running" if stages & {"stage1", "stage2"} else "Pending"
     message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
     # A target that waits says why (Unschedulable) in the Ready and Reconciling conditions' reason.
     reason = next((t.reason for t in targets if t.stage not in FINISHED and t.reason), "Reconciling")
-    return {**status, "phase": phase, "message": message,
-            "conditions": conditions(before, generation, "reconciling", reason, message)}, None
+    return {
+        **status,
+        "phase": phase,
+        "message": message,
+        "conditions": conditions(before, generation, "reconciling", reason, message),
+    }, None
 
 
 def target_counts(status: TargetStatus, entries: dict[str, CacheEntry], step: Step) -> TargetStatus:
@@ -116,12 +145,23 @@ def target_counts(status: TargetStatus, entries: dict[str, CacheEntry], step: St
     default = next((e for e in values if e.route == ""), None)
     passed = [e for e in values if e.passed and e.route and e.speedup]
     best = max(passed, key=lambda e: (e.speedup or 0.0, e.route_id), default=None)
-    return status.model_copy(update={
-        "planned": getattr(step, "planned", len(values)), "done": len(values) - failed - rejected,
-        "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
-        "failed": failed, "rejected": rejected,
-        "default_ms": default.median_ms if default else None,
-        "best": RouteResult(route_id=best.route_id, route=best.route, median_ms=best.median_ms,
-                            speedup=round(best.speedup or 0.0, 4), max_loss=best.max_loss) if best else None,
-        "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused), 3),
-    })
+    return status.model_copy(
+        update={
+            "planned": getattr(step, "planned", len(values)),
+            "done": len(values) - failed - rejected,
+            "unmeasured": step.planned - len(step.entries) if isinstance(step, Decided) else 0,
+            "failed": failed,
+            "rejected": rejected,
+            "default_ms": default.median_ms if default else None,
+            "best": RouteResult(
+                route_id=best.route_id,
+                route=best.route,
+                median_ms=best.median_ms,
+                speedup=round(best.speedup or 0.0, 4),
+                max_loss=best.max_loss,
+            )
+            if best
+            else None,
+            "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused), 3),
+        }
+    )

@@ -40,9 +40,12 @@ def image_refusal(spec: TuningRunSpec, settings: Settings) -> Refusal | None:
     if image is None or image == settings.default_image(compiler) or _matches(image, settings.allowed_images):
         return None
     allowed = [settings.default_image(compiler), *settings.allowed_images]
-    return Refusal("ImageNotAllowed", f"spec.compiler.image: {image!r} is not an allowed worker image (allowed: "
-                   f"{', '.join(allowed)}); leave the field out to use the operator's {compiler} worker, or ask "
-                   f"the operator's administrators to add the image to the Helm value tenancy.allowedImages")
+    return Refusal(
+        "ImageNotAllowed",
+        f"spec.compiler.image: {image!r} is not an allowed worker image (allowed: "
+        f"{', '.join(allowed)}); leave the field out to use the operator's {compiler} worker, or ask "
+        f"the operator's administrators to add the image to the Helm value tenancy.allowedImages",
+    )
 
 
 def publish_bucket(spec: TuningRunSpec, settings: Settings) -> str:
@@ -55,9 +58,12 @@ def bucket_refusal(spec: TuningRunSpec, settings: Settings) -> Refusal | None:
     if not spec.publish.enabled or bucket == settings.catalog_bucket or bucket in settings.publish_buckets:
         return None
     allowed = [settings.catalog_bucket, *settings.publish_buckets]
-    return Refusal("PublishBucketNotAllowed", f"spec.publish.bucket: runs may publish only to {', '.join(allowed)} "
-                   f"(got {bucket!r}); leave the field out for the catalog bucket, or ask the operator's "
-                   f"administrators to add the bucket to the Helm value tenancy.publishBuckets")
+    return Refusal(
+        "PublishBucketNotAllowed",
+        f"spec.publish.bucket: runs may publish only to {', '.join(allowed)} "
+        f"(got {bucket!r}); leave the field out for the catalog bucket, or ask the operator's "
+        f"administrators to add the bucket to the Helm value tenancy.publishBuckets",
+    )
 
 
 def catalog_owner(index: dict | None) -> str | None:
@@ -68,28 +74,35 @@ def catalog_owner(index: dict | None) -> str | None:
     owner = (index.get("owner") or {}).get("namespace")
     if owner:
         return owner
-    entries = sorted((e for e in index.get("entries") or [] if "/" in str(e.get("run", ""))),
-                     key=lambda e: str(e.get("publishedAt", "")))
+    entries = sorted(
+        (e for e in index.get("entries") or [] if "/" in str(e.get("run", ""))),
+        key=lambda e: str(e.get("publishedAt", "")),
+    )
     return entries[0]["run"].split("/", 1)[0] if entries else None
 
 
-def model_refusal(namespace: str, model: str, index_uri: str, index: dict | None,
-                  settings: Settings) -> Refusal | None:
+def model_refusal(namespace: str, model: str, index_uri: str, index: dict | None, settings: Settings) -> Refusal | None:
     """May `namespace` publish catalog model `model` (whose index at `index_uri`, if any, is `index`)?"""
     rules = [namespaces for pattern, namespaces in settings.model_owners.items() if fnmatchcase(model, pattern)]
     if rules:
         if any(_matches(namespace, namespaces) for namespaces in rules):
             return None
-        return Refusal("CatalogModelNotAllowed", f"spec.publish.modelName: namespace {namespace} may not publish "
-                       f"catalog model {model!r} (the operator's tenancy.modelOwners reserves it for other "
-                       f"namespaces); choose another model name")
+        return Refusal(
+            "CatalogModelNotAllowed",
+            f"spec.publish.modelName: namespace {namespace} may not publish "
+            f"catalog model {model!r} (the operator's tenancy.modelOwners reserves it for other "
+            f"namespaces); choose another model name",
+        )
     owner = catalog_owner(index)
     if owner is None or owner == namespace:
         return None
     # The owning namespace is not named: a tenant learns only that the name is taken.
-    return Refusal("CatalogModelTaken", f"spec.publish.modelName: catalog model {model!r} ({index_uri}) belongs "
-                   f"to another namespace (the one that first published it); choose another model name, or ask "
-                   f"the operator's administrators to share it through the Helm value tenancy.modelOwners")
+    return Refusal(
+        "CatalogModelTaken",
+        f"spec.publish.modelName: catalog model {model!r} ({index_uri}) belongs "
+        f"to another namespace (the one that first published it); choose another model name, or ask "
+        f"the operator's administrators to share it through the Helm value tenancy.modelOwners",
+    )
 
 
 def claimed(index: dict, namespace: str, settings: Settings) -> dict:

@@ -52,11 +52,18 @@ class FlowSpec:
         """From a `TuningRunSpec` (or `tune`'s options as one: `worker.tune.TuneOptions.spec`); the one
         place a spec becomes a flow."""
         search = spec.search
-        return cls(mode=search.mode.value, knobs=tuple((k.name, tuple(k.values)) for k in search.knobs),
-                   pinned=dict(search.pinned), max_routes=search.max_routes, routes_per_batch=search.routes_per_job,
-                   noise_margin=search.noise_margin, top_k=search.confirm.top_k,
-                   confirm_rounds=search.confirm.rounds, confirm_loads=search.confirm.loads,
-                   measure_uncompiled=search.measure_uncompiled)
+        return cls(
+            mode=search.mode.value,
+            knobs=tuple((k.name, tuple(k.values)) for k in search.knobs),
+            pinned=dict(search.pinned),
+            max_routes=search.max_routes,
+            routes_per_batch=search.routes_per_job,
+            noise_margin=search.noise_margin,
+            top_k=search.confirm.top_k,
+            confirm_rounds=search.confirm.rounds,
+            confirm_loads=search.confirm.loads,
+            measure_uncompiled=search.measure_uncompiled,
+        )
 
 
 @dataclass(frozen=True)
@@ -130,11 +137,16 @@ class Decided:
         else:
             how = "sweep only, unconfirmed: against the default measured in the winner's batch"
         times = decision.times or {}
-        return {"name": f"{self.objective} speedup", "speedup": decision.speedup,
-                "low": None if decision.default_won else decision.low,
-                "high": None if decision.default_won else decision.high, "measured": how,
-                "default_ms": times.get(self.default.route_id), "winner_ms": times.get(winner.route_id),
-                "host": self.host_note()}
+        return {
+            "name": f"{self.objective} speedup",
+            "speedup": decision.speedup,
+            "low": None if decision.default_won else decision.low,
+            "high": None if decision.default_won else decision.high,
+            "measured": how,
+            "default_ms": times.get(self.default.route_id),
+            "winner_ms": times.get(winner.route_id),
+            "host": self.host_note(),
+        }
 
     def host_note(self) -> str | None:
         """Said when the default's call is host-bound (the host spends 80% or more of a call issuing
@@ -146,11 +158,16 @@ class Decided:
         host = self.default.host
         where = f" on {host.cpu_model}" if host and host.cpu_model else ""
         winner = self.winner.measurements
-        after = (f"; the winner's host CPU time is {winner.host_cpu_ms:.4g} of its {winner.throughput_ms:.4g} ms"
-                 if winner and winner.host_cpu_ms is not None and self.winner is not self.default else "")
-        return (f"the default is host-bound{where}: its host CPU time is {m.host_cpu_ms:.4g} of its "
-                f"{m.throughput_ms:.4g} ms a call{after}. A win here comes from launch overhead and depends on the "
-                f"serving host's CPU")
+        after = (
+            f"; the winner's host CPU time is {winner.host_cpu_ms:.4g} of its {winner.throughput_ms:.4g} ms"
+            if winner and winner.host_cpu_ms is not None and self.winner is not self.default
+            else ""
+        )
+        return (
+            f"the default is host-bound{where}: its host CPU time is {m.host_cpu_ms:.4g} of its "
+            f"{m.throughput_ms:.4g} ms a call{after}. A win here comes from launch overhead and depends on the "
+            f"serving host's CPU"
+        )
 
     def headline_text(self) -> str:
         """The headline as one line: `gpuTime speedup 1.283x (95% 1.21-1.36; how)`."""
@@ -163,19 +180,30 @@ class Decided:
         decision, winner, entries = self.decision, self.winner, self.entries
         versions = next((e.versions for e in entries if e.versions), None)
         return {
-            "objective": self.objective, "headline": self.headline(),
+            "objective": self.objective,
+            "headline": self.headline(),
             "sweep_speedup": None if decision.default_won else winner.speedup,
             "speedup_low": None if decision.default_won else decision.low,
             "speedup_high": None if decision.default_won else decision.high,
-            "confirm_rounds": decision.rounds or None, "loads": decision.loads or None,
+            "confirm_rounds": decision.rounds or None,
+            "loads": decision.loads or None,
             "times": decision.times or None,
-            "noise_margin": decision.margin, "versions": versions.wire() if versions else None,
-            "default_id": self.default.route_id, "default_ms": self.default.median_ms,
-            "winner_id": winner.route_id, "winner_route": winner.route, "winner_ms": winner.median_ms,
-            "winner_loss": winner.loss, "winner_engine": winner.engine_uri,
-            "winner_engine_sha256": winner.engine_sha256, "speedup": decision.speedup,
-            "decision": decision.reason, "confirmed": decision.confirmed, "confirmation": decision.ratios or None,
-            "cut_short": self.cut_short, "planned": self.planned,
+            "noise_margin": decision.margin,
+            "versions": versions.wire() if versions else None,
+            "default_id": self.default.route_id,
+            "default_ms": self.default.median_ms,
+            "winner_id": winner.route_id,
+            "winner_route": winner.route,
+            "winner_ms": winner.median_ms,
+            "winner_loss": winner.loss,
+            "winner_engine": winner.engine_uri,
+            "winner_engine_sha256": winner.engine_sha256,
+            "speedup": decision.speedup,
+            "decision": decision.reason,
+            "confirmed": decision.confirmed,
+            "confirmation": decision.ratios or None,
+            "cut_short": self.cut_short,
+            "planned": self.planned,
             "routes": {o.value: sum(e.outcome is o for e in entries) for o in Outcome},
             "reused": {e.route_id: e.reused_from for e in entries if e.reused} or None,
             "winner_reused_from": winner.reused_from,
@@ -204,8 +232,9 @@ def confirmation_name(candidates: Sequence[CacheEntry]) -> str:
 
 
 def _open(batches: Sequence[Batch], observed: Observed) -> tuple[Batch, ...]:
-    return tuple(b for b in batches if b.name not in observed.given_up
-                 and any(r.id not in observed.entries for r in b.routes))
+    return tuple(
+        b for b in batches if b.name not in observed.given_up and any(r.id not in observed.entries for r in b.routes)
+    )
 
 
 def _without_reused_default(observed: Observed, default_id: str) -> Observed:
@@ -240,14 +269,25 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
     batches = make_batches(stage1, spec.routes_per_batch, "stage1")
     pending = _open(batches, observed)
     if pending and not observed.out_of_time:
-        return RunBatches("stage1", pending, default, len(planned),
-                          f"{spec.mode} search: {len(stage1)} routes in stage 1 "
-                          f"({sum(r.id in entries for r in stage1)} already in the cache)")
+        return RunBatches(
+            "stage1",
+            pending,
+            default,
+            len(planned),
+            f"{spec.mode} search: {len(stage1)} routes in stage 1 "
+            f"({sum(r.id in entries for r in stage1)} already in the cache)",
+        )
     if default_entry is None:
-        why = ("the run's deadline passed" if observed.out_of_time
-               else "its Job ended without writing the default route's entry")
-        return Failed("DefaultRouteNotMeasured", f"the default route was not measured ({why}): there is "
-                      f"nothing to compare the routes against", len(planned))
+        why = (
+            "the run's deadline passed"
+            if observed.out_of_time
+            else "its Job ended without writing the default route's entry"
+        )
+        return Failed(
+            "DefaultRouteNotMeasured",
+            f"the default route was not measured ({why}): there is nothing to compare the routes against",
+            len(planned),
+        )
     default_ms = default_entry.median_ms
     assert default_ms is not None  # it passed (or the flow failed above): it was timed
 
@@ -261,8 +301,10 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         combined = plan_mixed_stage2(space, improving, dict(spec.pinned))
         stage2 = combined[:budget]
         if len(combined) > len(stage2):
-            cut.append(f"spec.search.maxRoutes={spec.max_routes} kept {len(stage2)} of {len(combined)} stage-2 "
-                       f"combinations (the most promising)")
+            cut.append(
+                f"spec.search.maxRoutes={spec.max_routes} kept {len(stage2)} of {len(combined)} stage-2 "
+                f"combinations (the most promising)"
+            )
         planned += stage2
         names = ", ".join(sorted(improving)) or "none"
         notes.append(f"stage 2: {len(improving)} improving knobs ({names}) -> {len(stage2)} combined routes")
@@ -278,8 +320,9 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
     margin = noise_margin(measured, spec.noise_margin)
     decision = sweep_decision(measured, default.id, spec.noise_margin)
     unconfirmed = choose_winner(measured, default.id, margin)  # reused routes too: said in a note when it differs
-    candidates = tuple(e for e in rank_candidates(measured, default.id, default_ms)
-                       if e.engine_uri and could_win(e, margin))[:spec.top_k]
+    candidates = tuple(
+        e for e in rank_candidates(measured, default.id, default_ms) if e.engine_uri and could_win(e, margin)
+    )[: spec.top_k]
     if spec.top_k and spec.confirm_rounds >= 2 and candidates:
         name = confirmation_name(candidates)
         if name in observed.confirmations:
@@ -287,15 +330,17 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         elif name in observed.given_up:
             cut.append("the confirmation round ended without results: the winner comes from the sweep alone")
         elif observed.out_of_time:
-            cut.append("the run's deadline passed before the confirmation round: the winner comes from the "
-                       "sweep alone")
+            cut.append("the run's deadline passed before the confirmation round: the winner comes from the sweep alone")
         else:
-            return RunConfirmation(name, candidates, default_entry, spec.confirm_rounds, len(planned),
-                                   spec.confirm_loads)
+            return RunConfirmation(
+                name, candidates, default_entry, spec.confirm_rounds, len(planned), spec.confirm_loads
+            )
     if not decision.confirmed and unconfirmed.winner_id != decision.winner_id:
-        notes.append(f"reused route {entries[unconfirmed.winner_id].route} led the sweep "
-                     f"({unconfirmed.speedup:.3f}x, {entries[unconfirmed.winner_id].reused_from}) but was not "
-                     f"confirmed on this run's hardware: a reused number alone never wins")
+        notes.append(
+            f"reused route {entries[unconfirmed.winner_id].route} led the sweep "
+            f"({unconfirmed.speedup:.3f}x, {entries[unconfirmed.winner_id].reused_from}) but was not "
+            f"confirmed on this run's hardware: a reused number alone never wins"
+        )
     return Decided(decision, default_entry, tuple(measured), len(planned), "; ".join(cut) or None, tuple(notes))
 
 
@@ -311,10 +356,16 @@ def first_step(spec: FlowSpec, knobs: Sequence[Knob]) -> RunBatches:
 def _default_failed(default_entry: CacheEntry, measured: list[CacheEntry], planned: int) -> Failed:
     if default_entry.outcome is Outcome.accuracy_rejected:
         rejected = sum(e.outcome is Outcome.accuracy_rejected for e in measured)
-        return Failed("ReferenceMismatch",
-                      f"the default route failed accuracy validation ({rejected} of {len(measured)} measured "
-                      f"routes rejected; default: {default_entry.error}): the reference outputs do not match "
-                      f"this model. Check the reference pairs (spec.accuracy.pairs; --references for tune), "
-                      f"the metric and the threshold", planned)
-    return Failed("DefaultRouteFailed", f"the default route failed ({default_entry.outcome.value}): "
-                  f"{default_entry.error}", planned)
+        return Failed(
+            "ReferenceMismatch",
+            f"the default route failed accuracy validation ({rejected} of {len(measured)} measured "
+            f"routes rejected; default: {default_entry.error}): the reference outputs do not match "
+            f"this model. Check the reference pairs (spec.accuracy.pairs; --references for tune), "
+            f"the metric and the threshold",
+            planned,
+        )
+    return Failed(
+        "DefaultRouteFailed",
+        f"the default route failed ({default_entry.outcome.value}): {default_entry.error}",
+        planned,
+    )

@@ -114,18 +114,25 @@ class Comparison:
         return self.df > 0
 
 
-def compare(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], prior: Spread = Spread(),
-            level: float = LEVEL, sided: int = 2) -> Comparison:
+def compare(
+    a: Sequence[Sequence[float]],
+    b: Sequence[Sequence[float]],
+    prior: Spread = Spread(),
+    level: float = LEVEL,
+    sided: int = 2,
+) -> Comparison:
     """A's loads against B's (each a list of per-round ms, every load timed in the same rounds),
     with a `level` interval (`sided` 2: two-sided; 1: the bound is the upper one, returned as
     `high`) from the spread across loads, pooled with `prior` (other engines measured on the same
     model and host). With one load of each and no prior: the per-round ratios of the two loads."""
     rounds = {len(values) for values in [*a, *b]}
     if not a or not b or len(rounds) != 1 or 0 in rounds:
-        raise ValueError(f"a comparison needs loads timed in the same, non-zero number of rounds (got "
-                         f"{sorted(len(v) for v in [*a, *b])})")
+        raise ValueError(
+            f"a comparison needs loads timed in the same, non-zero number of rounds (got "
+            f"{sorted(len(v) for v in [*a, *b])})"
+        )
     a_log, b_log = _mean_of_rounds(a), _mean_of_rounds(b)  # (every load has the same rounds: the mean of
-    a_ms, b_ms = math.exp(a_log), math.exp(b_log)           # the loads' means is the mean of all rounds)
+    a_ms, b_ms = math.exp(a_log), math.exp(b_log)  # the loads' means is the mean of all rounds)
     diff = a_log - b_log
     pooled = Spread.of(a) + Spread.of(b) + prior
     share = _round_share(a, b, pooled)
@@ -162,13 +169,15 @@ def _round_share(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], poo
     if count < 2 or not pooled.df or not pooled.variance:
         return math.nan
     centres = [statistics.fmean(math.log(values[r]) for values in loads) for r in range(count)]
-    within = statistics.fmean(statistics.variance([math.log(values[r]) - centres[r] for r in range(count)])
-                              for values in loads)
+    within = statistics.fmean(
+        statistics.variance([math.log(values[r]) - centres[r] for r in range(count)]) for values in loads
+    )
     return min(1.0, within / count / pooled.variance)
 
 
-def stop_after(comparison: Comparison, rounds: int, *, margin: float, precision: float, min_rounds: int,
-               max_rounds: int) -> str | None:
+def stop_after(
+    comparison: Comparison, rounds: int, *, margin: float, precision: float, min_rounds: int, max_rounds: int
+) -> str | None:
     """Why to stop adding rounds now (or None): the interval lies wholly below the noise-margin line
     (`faster`) or wholly above it (`not-faster`), is within +-precision (`precise`), is made almost
     wholly of lasting per-load offsets so that more rounds would not narrow it (`loads`: a fifth or
@@ -189,8 +198,9 @@ def stop_after(comparison: Comparison, rounds: int, *, margin: float, precision:
     return None
 
 
-def rounds_until(time_round: Callable[[int], Mapping[str, float]],
-                 stop: Callable[[dict[str, list[float]]], str | None]) -> tuple[dict[str, list[float]], str]:
+def rounds_until(
+    time_round: Callable[[int], Mapping[str, float]], stop: Callable[[dict[str, list[float]]], str | None]
+) -> tuple[dict[str, list[float]], str]:
     """Rounds `time_round(index)` (each engine load's ms per call in round `index`) until
     `stop(times so far)` gives a reason; returns the times by key and that reason."""
     times: dict[str, list[float]] = {}
@@ -204,17 +214,31 @@ def rounds_until(time_round: Callable[[int], Mapping[str, float]],
             return times, reason
 
 
-def stop_reason(route_ms: Sequence[float], default_ms: Sequence[float], *, margin: float, precision: float,
-                min_rounds: int, max_rounds: int) -> str | None:
+def stop_reason(
+    route_ms: Sequence[float],
+    default_ms: Sequence[float],
+    *,
+    margin: float,
+    precision: float,
+    min_rounds: int,
+    max_rounds: int,
+) -> str | None:
     """Why to stop adding rounds of one load each now, or None to go on (`stop_after`)."""
     if len(route_ms) < min_rounds:
         return None
-    return stop_after(compare([route_ms], [default_ms]), len(route_ms), margin=margin, precision=precision,
-                      min_rounds=min_rounds, max_rounds=max_rounds)
+    return stop_after(
+        compare([route_ms], [default_ms]),
+        len(route_ms),
+        margin=margin,
+        precision=precision,
+        min_rounds=min_rounds,
+        max_rounds=max_rounds,
+    )
 
 
-def alternate(time_round: Callable[[bool], tuple[float, float]],
-              stop: Callable[[list[float], list[float]], str | None]) -> tuple[list[float], list[float], str]:
+def alternate(
+    time_round: Callable[[bool], tuple[float, float]], stop: Callable[[list[float], list[float]], str | None]
+) -> tuple[list[float], list[float], str]:
     """Paired rounds, who goes first in `round_order` (default first, then route, route, default,
     ...): `time_round(default_first)` times one round of both and returns (route's ms, default's
     ms), until `stop(route_ms, default_ms)` gives a reason. Returns the route's times, the
@@ -240,31 +264,44 @@ def round_order(keys: Sequence[str], index: int) -> list[str]:
     return order[::-1] if (index // len(keys)) % 2 else order
 
 
-def one_after_the_other(time_default: Callable[[], float],
-                        time_route: Callable[[], float]) -> Callable[[bool], tuple[float, float]]:
+def one_after_the_other(
+    time_default: Callable[[], float], time_route: Callable[[], float]
+) -> Callable[[bool], tuple[float, float]]:
     """A `time_round` for engines that cannot be interleaved (each in a process of its own): a whole
     round of one, then of the other."""
+
     def time_round(default_first: bool) -> tuple[float, float]:
         if default_first:
             default = time_default()
             return time_route(), default
         route = time_route()
         return route, time_default()
+
     return time_round
 
 
 def summarise(route_ms: Sequence[float], default_ms: Sequence[float], stopped: str) -> Paired:
     """One load of each: the per-round ratios' geometric mean and interval."""
     ratio, low, high = interval(route_ms, default_ms)
-    return Paired(ratio=ratio, low=low, high=high if math.isfinite(high) else ratio, rounds=len(route_ms),
-                  stopped=stopped)
+    return Paired(
+        ratio=ratio, low=low, high=high if math.isfinite(high) else ratio, rounds=len(route_ms), stopped=stopped
+    )
 
 
 def summarise_loads(comparison: Comparison, rounds: int, stopped: str) -> Paired:
     """The route's loads against the default's: ratio, interval, and what they stand on."""
     c = comparison
-    return Paired(ratio=c.ratio, low=c.low, high=c.high if math.isfinite(c.high) else c.ratio, rounds=rounds,
-                  stopped=stopped, loads=c.loads[0], default_loads=c.loads[1], df=c.df,
-                  route_ms=c.a_ms, default_ms=c.b_ms,
-                  load_spread=None if math.isnan(c.spread) else c.spread,
-                  round_share=None if math.isnan(c.round_share) else c.round_share)
+    return Paired(
+        ratio=c.ratio,
+        low=c.low,
+        high=c.high if math.isfinite(c.high) else c.ratio,
+        rounds=rounds,
+        stopped=stopped,
+        loads=c.loads[0],
+        default_loads=c.loads[1],
+        df=c.df,
+        route_ms=c.a_ms,
+        default_ms=c.b_ms,
+        load_spread=None if math.isnan(c.spread) else c.spread,
+        round_share=None if math.isnan(c.round_share) else c.round_share,
+    )

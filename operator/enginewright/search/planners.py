@@ -38,8 +38,12 @@ class Batch:
     routes: tuple[Route, ...]
 
 
-def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, Sequence[str]]] = (),
-                pinned: dict[str, str] | None = None, measure_exclusive: bool = True) -> list[SpaceKnob]:
+def build_space(
+    compiler_knobs: Sequence[Knob],
+    requested: Iterable[tuple[str, Sequence[str]]] = (),
+    pinned: dict[str, str] | None = None,
+    measure_exclusive: bool = True,
+) -> list[SpaceKnob]:
     """The compiler's knobs intersected with what the user asked for.
 
     Nothing requested = every sweepable knob the compiler reports (pinned ones excluded). Exclusive
@@ -76,10 +80,22 @@ def build_space(compiler_knobs: Sequence[Knob], requested: Iterable[tuple[str, S
         space.append(SpaceKnob(name, knob.default, ordered, knob.exclusive))
     named = {name for name, _ in requested}
     for knob in compiler_knobs:  # not compiling is a route: measured unless left out or pinned
-        if (knob.exclusive and measure_exclusive and knob.sweepable and knob.name not in named
-                and knob.name not in pinned and len(knob.default_sweep) > 1):
-            space.append(SpaceKnob(knob.name, knob.default, (knob.default,) + tuple(
-                v for v in knob.default_sweep if v != knob.default), True))
+        if (
+            knob.exclusive
+            and measure_exclusive
+            and knob.sweepable
+            and knob.name not in named
+            and knob.name not in pinned
+            and len(knob.default_sweep) > 1
+        ):
+            space.append(
+                SpaceKnob(
+                    knob.name,
+                    knob.default,
+                    (knob.default,) + tuple(v for v in knob.default_sweep if v != knob.default),
+                    True,
+                )
+            )
     return space
 
 
@@ -108,16 +124,18 @@ def baseline(pinned: dict[str, str] | None = None, space: Sequence[SpaceKnob] = 
     return Route.of(dict(pinned or {}), _defaults(space))
 
 
-def plan_fast(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
-              max_routes: int | None = None) -> list[Route]:
+def plan_fast(
+    space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None, max_routes: int | None = None
+) -> list[Route]:
     """Default route, then one knob changed at a time (1 + number of non-default values)."""
     pinned = dict(pinned or {})
     defaults = _defaults(space)
     routes = [baseline(pinned, space)]
     for knob in space:
         for value in knob.alternatives:
-            routes.append(exclusive_route(knob, value) if knob.exclusive
-                          else Route.of({**pinned, knob.name: value}, defaults))
+            routes.append(
+                exclusive_route(knob, value) if knob.exclusive else Route.of({**pinned, knob.name: value}, defaults)
+            )
     _check_budget("fast", len(routes), max_routes)
     return routes
 
@@ -128,8 +146,9 @@ def full_size(space: Sequence[SpaceKnob]) -> int:
     return plain + sum(len(k.alternatives) for k in space if k.exclusive)
 
 
-def plan_full(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
-              max_routes: int | None = None) -> list[Route]:
+def plan_full(
+    space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None, max_routes: int | None = None
+) -> list[Route]:
     """Every combination of the space's values (the default route first); an exclusive knob's other
     values only with every other knob at its default."""
     _check_budget("full", full_size(space), max_routes)
@@ -148,9 +167,11 @@ def plan_full(space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
 
 def _check_budget(mode: str, count: int, max_routes: int | None) -> None:
     if max_routes is not None and count > max_routes:
-        raise PlanError(f"a {mode} search of this space has {count} routes, over spec.search.maxRoutes="
-                        f"{max_routes}: raise maxRoutes, narrow spec.search.knobs"
-                        + (", or use mode fast or mixed" if mode == "full" else ""))
+        raise PlanError(
+            f"a {mode} search of this space has {count} routes, over spec.search.maxRoutes="
+            f"{max_routes}: raise maxRoutes, narrow spec.search.knobs"
+            + (", or use mode fast or mixed" if mode == "full" else "")
+        )
 
 
 def beats(median_ms: float, baseline_ms: float, margin: float) -> bool:
@@ -173,8 +194,9 @@ def clearly_faster(entry, default_ms: float, margin: float) -> bool:
     return beats(1.0 / entry_speedup(entry, default_ms), 1.0, margin)
 
 
-def improving_values(space: Sequence[SpaceKnob], stage1: Iterable, default_ms: float,
-                     margin: float) -> dict[str, list[tuple[str, float]]]:
+def improving_values(
+    space: Sequence[SpaceKnob], stage1: Iterable, default_ms: float, margin: float
+) -> dict[str, list[tuple[str, float]]]:
     """Stage-1 single-knob changes that improved: accuracy passed and faster beyond the margin.
 
     `stage1` holds cache entries; each is compared with the default it was paired with (or its own
@@ -193,8 +215,12 @@ def improving_values(space: Sequence[SpaceKnob], stage1: Iterable, default_ms: f
     return {k: sorted(v, key=lambda item: -item[1]) for k, v in found.items()}
 
 
-def plan_mixed_stage2(space: Sequence[SpaceKnob], improving: dict[str, list[tuple[str, float]]],
-                      pinned: dict[str, str] | None = None, budget: int | None = None) -> list[Route]:
+def plan_mixed_stage2(
+    space: Sequence[SpaceKnob],
+    improving: dict[str, list[tuple[str, float]]],
+    pinned: dict[str, str] | None = None,
+    budget: int | None = None,
+) -> list[Route]:
     """Combinations of the improving knobs' values, the other knobs at default.
 
     Only combinations changing two or more knobs (single changes were stage 1). Ordered by the
@@ -224,8 +250,10 @@ def make_batches(routes: Sequence[Route], routes_per_job: int, stage: str) -> li
     plan always yields the same batches)."""
     if routes_per_job < 1:
         raise PlanError(f"spec.search.routesPerJob must be >= 1 (got {routes_per_job})")
-    return [Batch(f"{stage}-b{i // routes_per_job:03d}", stage, tuple(routes[i:i + routes_per_job]))
-            for i in range(0, len(routes), routes_per_job)]
+    return [
+        Batch(f"{stage}-b{i // routes_per_job:03d}", stage, tuple(routes[i : i + routes_per_job]))
+        for i in range(0, len(routes), routes_per_job)
+    ]
 
 
 def pending(routes: Iterable[Route], done_ids: Iterable[str]) -> list[Route]:
@@ -234,8 +262,9 @@ def pending(routes: Iterable[Route], done_ids: Iterable[str]) -> list[Route]:
     return [r for r in routes if r.id not in done]
 
 
-def plan_stage1(mode: str, space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None,
-                max_routes: int | None = None) -> list[Route]:
+def plan_stage1(
+    mode: str, space: Sequence[SpaceKnob], pinned: dict[str, str] | None = None, max_routes: int | None = None
+) -> list[Route]:
     """The routes known before anything is measured: all of `fast` or `full`, stage 1 of `mixed`."""
     if mode in ("fast", "mixed"):
         return plan_fast(space, pinned, max_routes)

@@ -106,6 +106,7 @@ def parse_tensorrt_knobs(all_build_routes: str) -> tuple[str, list[Knob]]:
             items = [v.strip() for v in spec[1:-1].split("|") if v.strip()]
             if items and items[-1] != "..." and not any(v.endswith("...") for v in items):
                 values = tuple(items)
-        knobs.append(Knob(name=name, values=values, default=str(option.get("default_value", "")),
-                          help=option.get("help", "")))
+        knobs.append(
+            Knob(name=name, values=values, default=str(option.get("default_value", "")), help=option.get("help", ""))
+        )
     return str(doc.get("tuner_version", "")), knobs

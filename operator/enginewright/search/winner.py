@@ -69,22 +69,34 @@ def choose_winner(entries: Sequence[CacheEntry], default_id: str, margin: float)
     clear = [e for e in ranked if clearly_faster(e, default_ms, margin)]
     if clear:
         best = clear[0]
-        how = ("paired with the default in its batch, the whole interval" if best.paired
-               else "against its batch's default")
+        how = (
+            "paired with the default in its batch, the whole interval" if best.paired else "against its batch's default"
+        )
         paired = best.paired
         best_ms = best.median_ms
         assert best_ms is not None  # it passed: it was timed
-        return Decision(best.route_id, default_id, entry_speedup(best, default_ms), margin,
-                        f"route {best.route or '(default)'} is {entry_speedup(best, default_ms):.3f}x the "
-                        f"default in the sweep ({how} beyond the {margin:.1%} noise margin); unconfirmed: "
-                        f"no confirmation round decided",
-                        low=1.0 / paired.high if paired else None, high=1.0 / paired.low if paired else None,
-                        loads=(paired.loads or 1) if paired else 0,
-                        times={default_id: paired.default_ms or default_ms,
-                               best.route_id: paired.route_ms or best_ms} if paired else {})
-    return Decision(default_id, default_id, 1.0, margin,
-                    "no route beat the default route beyond the noise margin" if ranked
-                    else "no other route passed")
+        return Decision(
+            best.route_id,
+            default_id,
+            entry_speedup(best, default_ms),
+            margin,
+            f"route {best.route or '(default)'} is {entry_speedup(best, default_ms):.3f}x the "
+            f"default in the sweep ({how} beyond the {margin:.1%} noise margin); unconfirmed: "
+            f"no confirmation round decided",
+            low=1.0 / paired.high if paired else None,
+            high=1.0 / paired.low if paired else None,
+            loads=(paired.loads or 1) if paired else 0,
+            times={default_id: paired.default_ms or default_ms, best.route_id: paired.route_ms or best_ms}
+            if paired
+            else {},
+        )
+    return Decision(
+        default_id,
+        default_id,
+        1.0,
+        margin,
+        "no route beat the default route beyond the noise margin" if ranked else "no other route passed",
+    )
 
 
 def strict_winner(entries: Sequence[CacheEntry], default_id: str) -> str:
@@ -145,16 +157,34 @@ def confirm(rounds: Mapping[str, Sequence[float]], default_id: str, margin: floa
     if confirmed:
         geo, best = min(confirmed)
         low, high = 1.0 / bounds[best][1], 1.0 / bounds[best][0]
-        return Decision(best, default_id, 1.0 / geo, margin,
-                        f"confirmed over {n} interleaved rounds of {count} loads each: {1 / geo:.3f}x the default "
-                        f"(95% {low:.3f}-{high:.3f} across loads; the 95% upper bound of its time ratio is below 1 "
-                        f"and its ratio below the {margin:.1%} noise margin)",
-                        confirmed=True, ratios=ratios, rounds=n, low=low, high=high, loads=count,
-                        times={default_id: times[default_id], best: times[best]})
-    return Decision(default_id, default_id, 1.0, margin,
-                    f"no candidate was confirmed faster than the default over {n} interleaved rounds of {count} "
-                    f"loads each", confirmed=True, ratios=ratios, rounds=n, loads=count,
-                    times={default_id: times[default_id]} if times else {})
+        return Decision(
+            best,
+            default_id,
+            1.0 / geo,
+            margin,
+            f"confirmed over {n} interleaved rounds of {count} loads each: {1 / geo:.3f}x the default "
+            f"(95% {low:.3f}-{high:.3f} across loads; the 95% upper bound of its time ratio is below 1 "
+            f"and its ratio below the {margin:.1%} noise margin)",
+            confirmed=True,
+            ratios=ratios,
+            rounds=n,
+            low=low,
+            high=high,
+            loads=count,
+            times={default_id: times[default_id], best: times[best]},
+        )
+    return Decision(
+        default_id,
+        default_id,
+        1.0,
+        margin,
+        f"no candidate was confirmed faster than the default over {n} interleaved rounds of {count} loads each",
+        confirmed=True,
+        ratios=ratios,
+        rounds=n,
+        loads=count,
+        times={default_id: times[default_id]} if times else {},
+    )
 
 
 def confirm_by_rounds(rounds: Mapping[str, Sequence[float]], default_id: str, margin: float) -> Decision:
@@ -183,10 +213,24 @@ def confirm_by_rounds(rounds: Mapping[str, Sequence[float]], default_id: str, ma
     against = "both loads of the default" if len(defaults) > 1 else "the default"
     if confirmed:
         geo, best = min(confirmed)
-        return Decision(best, default_id, 1.0 / geo, margin,
-                        f"confirmed over {n} interleaved rounds: {1 / geo:.3f}x the default "
-                        f"(geometric mean of paired ratios; 95% upper bound below 1 against {against})",
-                        confirmed=True, ratios=ratios, rounds=n)
-    return Decision(default_id, default_id, 1.0, margin,
-                    f"no candidate was confirmed faster than {against} over {n} interleaved rounds",
-                    confirmed=True, ratios=ratios, rounds=n)
+        return Decision(
+            best,
+            default_id,
+            1.0 / geo,
+            margin,
+            f"confirmed over {n} interleaved rounds: {1 / geo:.3f}x the default "
+            f"(geometric mean of paired ratios; 95% upper bound below 1 against {against})",
+            confirmed=True,
+            ratios=ratios,
+            rounds=n,
+        )
+    return Decision(
+        default_id,
+        default_id,
+        1.0,
+        margin,
+        f"no candidate was confirmed faster than {against} over {n} interleaved rounds",
+        confirmed=True,
+        ratios=ratios,
+        rounds=n,
+    )

@@ -56,8 +56,13 @@ class Import:
     def read(self, keep_entries: bool = True) -> TrtexecCache:
         """The file read again with the options it was imported with."""
         with open(self.path, "rb") as lines:
-            return TrtexecCache(lines, target=self.target, threshold=self.meta.get("threshold"),
-                                defaults=self.meta.get("defaults"), keep_entries=keep_entries)
+            return TrtexecCache(
+                lines,
+                target=self.target,
+                threshold=self.meta.get("threshold"),
+                defaults=self.meta.get("defaults"),
+                keep_entries=keep_entries,
+            )
 
     def entries(self) -> list[CacheEntry]:
         return self.read().entries
@@ -81,15 +86,25 @@ class ImportRefused(ValueError):
     """The file does not fit what is already there (or the knob list given); `--force` imports it anyway."""
 
 
-def import_file(root: Path, source: Path, *, target: str = "local", threshold: float | None = None,
-                knobs: Sequence | None = None, knobs_version: str | None = None, force: bool = False,
-                replace: bool = False, own_compilers: Sequence[str] = ()) -> tuple[Import, TrtexecCache, bool]:
+def import_file(
+    root: Path,
+    source: Path,
+    *,
+    target: str = "local",
+    threshold: float | None = None,
+    knobs: Sequence | None = None,
+    knobs_version: str | None = None,
+    force: bool = False,
+    replace: bool = False,
+    own_compilers: Sequence[str] = (),
+) -> tuple[Import, TrtexecCache, bool]:
     """Import `source` under `root` for `target`. Returns (the import, what was read, whether it was
     new: False when the same file was imported before). Refused (ImportRefused) unless `force`
     when `knobs_version` (the tuner version of the knob list given) is not the file's, or when the
     target already holds imports of another compiler or version, or entries of another compiler
     (`own_compilers`: the compiler names of the entries measured there)."""
     from enginewright.catalog.compatibility import compiler_name
+
     digest = _sha256(source)
     with open(source, "rb") as lines:
         cache = TrtexecCache(lines, target=target, threshold=threshold, knobs=knobs, keep_entries=False)
@@ -99,30 +114,58 @@ def import_file(root: Path, source: Path, *, target: str = "local", threshold: f
         problems.append(f"the file's tuner_version is {version}, the knob list given (--knobs) is {knobs_version}")
     others = sorted({i.compiler for i in imports_under(imports_folder(root, target).parent, target)} - {cache.compiler})
     if others:
-        problems.append(f"{root} already holds imports for target {target} from {', '.join(others)}, and this "
-                        f"file is from {cache.compiler}: their results are not comparable")
+        problems.append(
+            f"{root} already holds imports for target {target} from {', '.join(others)}, and this "
+            f"file is from {cache.compiler}: their results are not comparable"
+        )
     foreign = sorted({c for c in own_compilers if c != compiler_name(cache.compiler)})
     if foreign:
-        problems.append(f"{root} holds entries measured with {', '.join(foreign)} for target {target}; this file "
-                        f"is from {cache.compiler}")
+        problems.append(
+            f"{root} holds entries measured with {', '.join(foreign)} for target {target}; this file "
+            f"is from {cache.compiler}"
+        )
     if problems and not force:
-        raise ImportRefused("; ".join(problems) + ". Import it into another --out directory, or give --force to "
-                            "keep it beside them (each compiler's entries stay apart and are used only by it).")
+        raise ImportRefused(
+            "; ".join(problems) + ". Import it into another --out directory, or give --force to "
+            "keep it beside them (each compiler's entries stay apart and are used only by it)."
+        )
     folder = imports_folder(root, target) / safe_segment(cache.compiler) / digest[:12]
     if (folder / META_FILE).exists():
         meta = json.loads((folder / META_FILE).read_text())
-        if (meta.get("threshold"), meta.get("defaults"), meta.get("replace")) == \
-                (cache.threshold, cache.defaults, replace):
+        if (meta.get("threshold"), meta.get("defaults"), meta.get("replace")) == (
+            cache.threshold,
+            cache.defaults,
+            replace,
+        ):
             return Import(folder, meta), cache, False
         # The same file with other options (--threshold, --knobs, --replace): read it their way from now on.
-        meta.update({"threshold": cache.threshold, "defaults": cache.defaults, "replace": replace,
-                     "outcomes": dict(cache.outcomes), "importedAt": now_iso()})
+        meta.update(
+            {
+                "threshold": cache.threshold,
+                "defaults": cache.defaults,
+                "replace": replace,
+                "outcomes": dict(cache.outcomes),
+                "importedAt": now_iso(),
+            }
+        )
         _write_json(folder / META_FILE, meta)
         return Import(folder, meta), cache, True
-    meta = {"target": target, "compiler": cache.compiler, "tunerVersion": version, "source": str(source.resolve()),
-            "sha256": digest, "importedAt": now_iso(), "lines": cache.lines, "outcomes": dict(cache.outcomes),
-            "repeats": cache.repeats, "damaged": [list(d) for d in cache.damaged], "threshold": cache.threshold,
-            "defaults": cache.defaults, "replace": replace, "forced": bool(problems)}
+    meta = {
+        "target": target,
+        "compiler": cache.compiler,
+        "tunerVersion": version,
+        "source": str(source.resolve()),
+        "sha256": digest,
+        "importedAt": now_iso(),
+        "lines": cache.lines,
+        "outcomes": dict(cache.outcomes),
+        "repeats": cache.repeats,
+        "damaged": [list(d) for d in cache.damaged],
+        "threshold": cache.threshold,
+        "defaults": cache.defaults,
+        "replace": replace,
+        "forced": bool(problems),
+    }
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -141,8 +184,10 @@ def usable_entries(root: Path, target: str, compiler: str) -> tuple[dict[str, Ca
     notes = []
     for imported in imports_under(imports_folder(root, target).parent, target):
         if imported.compiler != compiler:
-            notes.append(f"{imported.meta.get('source')} (imported into {imported.folder}) is from "
-                         f"{imported.compiler}; this run is {compiler}: not used")
+            notes.append(
+                f"{imported.meta.get('source')} (imported into {imported.folder}) is from "
+                f"{imported.compiler}; this run is {compiler}: not used"
+            )
             continue
         for entry in imported.entries():
             if entry.timing is None and entry.outcome.value == "ok":
@@ -152,14 +197,16 @@ def usable_entries(root: Path, target: str, compiler: str) -> tuple[dict[str, Ca
     return entries, notes
 
 
-def export_imports(out: Path, imports: Sequence[Import], entries: Sequence[CacheEntry],
-                   metric: str | None = None) -> int:
+def export_imports(
+    out: Path, imports: Sequence[Import], entries: Sequence[CacheEntry], metric: str | None = None
+) -> int:
     """Write `imports` (of one compiler) to `out` as they were imported, byte for byte: the first
     one whole, the iteration lines of the others after it; then, as trtexec's writer lays them out
     with `iter` counting on, the `entries` measured since with that compiler that the imports do not
     hold. Returns how many of those were written."""
     from enginewright.api.cache import export_trtexec, trtexec_metric
     from enginewright.catalog.compatibility import compiler_name
+
     first, compiler = imports[0], imports[0].compiler
     shutil.copyfile(first.path, out)
     lines = first.meta.get("lines", 0)
@@ -172,8 +219,11 @@ def export_imports(out: Path, imports: Sequence[Import], entries: Sequence[Cache
                 for line in lines_in:
                     f.write(line if line.endswith(b"\n") else line + b"\n")
             lines += other.meta.get("lines", 0)
-        since = [e for e in entries if e.stage != "imported" and e.versions
-                 and compiler_name(e.versions.compiler) == compiler_name(compiler)]
+        since = [
+            e
+            for e in entries
+            if e.stage != "imported" and e.versions and compiler_name(e.versions.compiler) == compiler_name(compiler)
+        ]
         if since:
             known = set().union(*(i.read(keep_entries=False).route_ids for i in imports))
             since = [e for e in since if e.route_id not in known]
@@ -182,12 +232,15 @@ def export_imports(out: Path, imports: Sequence[Import], entries: Sequence[Cache
             parameters = header.get("accuracy_parameter") or {}
             text = export_trtexec(
                 sorted(since, key=lambda e: (e.stage, e.started_at or "", e.route)),
-                metric=metric or trtexec_metric(header.get("accuracy_algorithm", "")) or
-                default_of(AccuracySpec, "metric").value,
+                metric=metric
+                or trtexec_metric(header.get("accuracy_algorithm", ""))
+                or default_of(AccuracySpec, "metric").value,
                 atol=parameters.get("atol", default_of(AccuracySpec, "atol")),
                 rtol=parameters.get("rtol", default_of(AccuracySpec, "rtol")),
-                search_mode=header.get("searching_algorithm", default_of(Search, "mode").value), header=header,
-                first_iter=lines)
+                search_mode=header.get("searching_algorithm", default_of(Search, "mode").value),
+                header=header,
+                first_iter=lines,
+            )
             f.write("".join(line + "\n" for line in text.splitlines()[1:]).encode())
     return len(since)
 

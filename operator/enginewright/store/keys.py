@@ -24,13 +24,12 @@ def safe_segment(name: str) -> str:
     Raises ValueError for an empty name (nothing to name a segment with)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"an object-store key segment cannot be empty (got {name!r})")
-    escaped = "".join(ch if SAFE_CHARS.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode())
-                      for ch in name)
+    escaped = "".join(ch if SAFE_CHARS.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode()) for ch in name)
     if set(escaped) == {"."}:
         escaped = escaped.replace(".", "%2E")
     if len(escaped) > MAX_SEGMENT_BYTES:
         digest = hashlib.sha256(name.encode()).hexdigest()[:16]
-        head = escaped[:MAX_SEGMENT_BYTES - 17]
+        head = escaped[: MAX_SEGMENT_BYTES - 17]
         cut = head.rfind("%", len(head) - 2)  # do not end inside a %XX escape
         escaped = f"{head[:cut] if cut != -1 else head}~{digest}"  # '~' never appears in a full-length escape
     return escaped
@@ -53,8 +52,9 @@ def check_key(key: str) -> str:
         raise ValueError("object key is empty")
     bad = [repr(seg) for seg in key.split("/") if seg in ("", ".", "..")]
     if bad:
-        raise ValueError(f"object key {key!r} has empty, '.' or '..' segments ({', '.join(bad)}): "
-                         f"name the object by its plain path")
+        raise ValueError(
+            f"object key {key!r} has empty, '.' or '..' segments ({', '.join(bad)}): name the object by its plain path"
+        )
     if CONTROL.search(key):
         raise ValueError(f"object key {key!r} contains control characters")
     return key

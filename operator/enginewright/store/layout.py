@@ -84,8 +84,14 @@ class CatalogKeys:
 
     @property
     def folder(self) -> str:
-        return object_key("catalog", self.model, self.gpu_product, self.compiler_version,
-                          f"{self.model_sha256[:12]}-{self.shapes_hash[:12]}", self.run_uid)
+        return object_key(
+            "catalog",
+            self.model,
+            self.gpu_product,
+            self.compiler_version,
+            f"{self.model_sha256[:12]}-{self.shapes_hash[:12]}",
+            self.run_uid,
+        )
 
     def engine(self, suffix: str) -> str:
         return f"{self.folder}/{safe_segment('engine' + suffix)}"

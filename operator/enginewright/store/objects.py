@@ -12,8 +12,9 @@ from typing import Iterator, Protocol
 
 class ObjectStore(Protocol):
     def get(self, key: str) -> bytes: ...
-    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None,
-            content_type: str | None = None) -> None: ...
+    def put(
+        self, key: str, data: bytes, metadata: dict[str, str] | None = None, content_type: str | None = None
+    ) -> None: ...
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str) -> Iterator[str]: ...
     def uri(self, key: str) -> str: ...
@@ -49,8 +50,9 @@ class LocalStore:
         except FileNotFoundError:
             raise MissingObject(f"no object {self.uri(key)}") from None
 
-    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None,
-            content_type: str | None = None) -> None:
+    def put(
+        self, key: str, data: bytes, metadata: dict[str, str] | None = None, content_type: str | None = None
+    ) -> None:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -83,6 +85,7 @@ class S3Store:
 
     def get(self, key: str) -> bytes:
         from minio.error import S3Error
+
         try:
             response = self.client.get_object(self.bucket, key)
         except S3Error as exc:
@@ -95,16 +98,24 @@ class S3Store:
             response.close()
             response.release_conn()
 
-    def put(self, key: str, data: bytes, metadata: dict[str, str] | None = None,
-            content_type: str | None = None) -> None:
+    def put(
+        self, key: str, data: bytes, metadata: dict[str, str] | None = None, content_type: str | None = None
+    ) -> None:
         """Write the object; `content_type` (default application/octet-stream) is what a browser
         opening its URL is told (text/html for the catalog site)."""
         metadata = {"sha256": hashlib.sha256(data).hexdigest(), **(metadata or {})}
-        self.client.put_object(self.bucket, key, io.BytesIO(data), len(data), metadata=metadata,
-                               content_type=content_type or "application/octet-stream")
+        self.client.put_object(
+            self.bucket,
+            key,
+            io.BytesIO(data),
+            len(data),
+            metadata=metadata,
+            content_type=content_type or "application/octet-stream",
+        )
 
     def exists(self, key: str) -> bool:
         from minio.error import S3Error
+
         try:
             self.client.stat_object(self.bucket, key)
             return True
@@ -131,21 +142,29 @@ def s3_client_from_env(endpoint: str | None = None, *, patient: bool = True):
     endpoint = endpoint or os.environ.get("ENGINEWRIGHT_S3_ENDPOINT")
     if not endpoint:
         raise RuntimeError("ENGINEWRIGHT_S3_ENDPOINT is not set: the object store's host:port is needed")
-    return s3_client(endpoint, os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY"),
-                     secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true", patient=patient)
+    return s3_client(
+        endpoint,
+        os.environ.get("AWS_ACCESS_KEY_ID"),
+        os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        secure=os.environ.get("ENGINEWRIGHT_S3_SECURE", "false").lower() == "true",
+        patient=patient,
+    )
 
 
 def s3_client(endpoint: str, access_key: str | None, secret_key: str | None, *, secure: bool, patient: bool):
     """A minio client of `endpoint` with the given credentials (see `s3_client_from_env` for `patient`)."""
     import urllib3
     from minio import Minio
+
     if patient:
-        retry = urllib3.Retry(total=12, connect=12, read=3, backoff_factor=0.5, backoff_max=8,
-                              status_forcelist=[500, 502, 503, 504])
+        retry = urllib3.Retry(
+            total=12, connect=12, read=3, backoff_factor=0.5, backoff_max=8, status_forcelist=[500, 502, 503, 504]
+        )
         http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=120), retries=retry, maxsize=8)
     else:
-        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=3, read=30), maxsize=16,
-                                   retries=urllib3.Retry(total=2, backoff_factor=0.2))
+        http = urllib3.PoolManager(
+            timeout=urllib3.Timeout(connect=3, read=30), maxsize=16, retries=urllib3.Retry(total=2, backoff_factor=0.2)
+        )
     return Minio(endpoint, access_key=access_key, secret_key=secret_key, secure=secure, http_client=http)
 
 
@@ -155,6 +174,7 @@ def readable(client, bucket: str, key: str) -> str:
     InvalidAccessKeyId, SignatureDoesNotMatch, ...). A GET, not a HEAD: a HEAD's error has no body,
     so it cannot say why it was refused."""
     from minio.error import S3Error
+
     try:
         response = client.get_object(bucket, key)
     except S3Error as exc:

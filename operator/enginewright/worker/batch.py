@@ -108,19 +108,45 @@ class WorkerContext:
             self.timing = Timing.model_validate(self.timing)
 
     @classmethod
-    def of(cls, spec, *, model: Path, accuracy: Accuracy, store, prefix: str, target: str, workdir: Path,
-           engine_suffix: str, deadline: float | None, progress: Callable[[str], None] | None,
-           **local) -> WorkerContext:
+    def of(
+        cls,
+        spec,
+        *,
+        model: Path,
+        accuracy: Accuracy,
+        store,
+        prefix: str,
+        target: str,
+        workdir: Path,
+        engine_suffix: str,
+        deadline: float | None,
+        progress: Callable[[str], None] | None,
+        **local,
+    ) -> WorkerContext:
         """The context of a worker that runs `spec` (a `TuningRunSpec`, or `tune`'s options as one:
         `worker.tune.TuneOptions.spec`): the compiler, timing and search settings come from the spec,
         where it runs from the caller; `local` sets the fields only `tune` uses (seeds, reuse, ...)."""
         compiler, search = spec.compiler, spec.search
-        return cls(backend=compiler.name.value, model=model, accuracy=accuracy, store=store, prefix=prefix,
-                   target=target, workdir=workdir, engine_suffix=engine_suffix, settings=compiler.settings,
-                   input_shapes=[s.wire() for s in compiler.input_shapes], timing=spec.timing,
-                   noise_margin=search.noise_margin, route_timeout=search.route_timeout_seconds,
-                   save_all_engines=search.save_all_engines, deadline=deadline, measure_cpus=measuring_cpus(),
-                   progress=progress, **local)
+        return cls(
+            backend=compiler.name.value,
+            model=model,
+            accuracy=accuracy,
+            store=store,
+            prefix=prefix,
+            target=target,
+            workdir=workdir,
+            engine_suffix=engine_suffix,
+            settings=compiler.settings,
+            input_shapes=[s.wire() for s in compiler.input_shapes],
+            timing=spec.timing,
+            noise_margin=search.noise_margin,
+            route_timeout=search.route_timeout_seconds,
+            save_all_engines=search.save_all_engines,
+            deadline=deadline,
+            measure_cpus=measuring_cpus(),
+            progress=progress,
+            **local,
+        )
 
     def time_left(self) -> float:
         """Seconds until the run's deadline (0 once it passed; infinite without one)."""
@@ -130,8 +156,15 @@ class WorkerContext:
 
     def child_request(self, action: str, workdir: Path, engine: Path, **fields) -> ChildRequest:
         """A request for a child process of this worker: its backend and timing, plus `fields`."""
-        return ChildRequest(action=action, backend=self.backend, backend_options=self.backend_options,
-                            workdir=str(workdir), engine=str(engine), timing=self.timing, **fields)
+        return ChildRequest(
+            action=action,
+            backend=self.backend,
+            backend_options=self.backend_options,
+            workdir=str(workdir),
+            engine=str(engine),
+            timing=self.timing,
+            **fields,
+        )
 
     @property
     def keys(self) -> RunKeys:
@@ -157,16 +190,26 @@ def context_fingerprint(ctx: WorkerContext, versions: Versions) -> Fingerprint:
 
     def sha256(path: Path) -> str:
         return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
     accuracy = ctx.accuracy
     with np.load(accuracy.inputs[0], allow_pickle=False) as arrays:
         shapes = {name: list(arrays[name].shape) for name in arrays.files}
     return fingerprint_of(
-        backend=ctx.backend, backend_options=ctx.backend_options, model_sha256=sha256(ctx.model), versions=versions,
-        objective=ctx.timing.objective.value, input_shapes=shapes, declared_shapes=ctx.input_shapes,
-        settings=ctx.settings, data_sha256=[sha256(p) for p in [*accuracy.inputs, *accuracy.references]],
+        backend=ctx.backend,
+        backend_options=ctx.backend_options,
+        model_sha256=sha256(ctx.model),
+        versions=versions,
+        objective=ctx.timing.objective.value,
+        input_shapes=shapes,
+        declared_shapes=ctx.input_shapes,
+        settings=ctx.settings,
+        data_sha256=[sha256(p) for p in [*accuracy.inputs, *accuracy.references]],
         metric=accuracy.metric if accuracy.enabled else None,
         threshold=accuracy.threshold if accuracy.enabled else None,
-        atol=accuracy.atol, rtol=accuracy.rtol, outputs=accuracy.outputs)
+        atol=accuracy.atol,
+        rtol=accuracy.rtol,
+        outputs=accuracy.outputs,
+    )
 
 
 def measuring_cpus() -> frozenset[int] | None:
@@ -216,8 +259,12 @@ def run_child(ctx: WorkerContext, request: ChildRequest, timeout: float, failure
     request_path.write_text(request.model_dump_json())
     log_path = folder / f"{request.action}.log"
     with open(log_path, "wb") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "enginewright.worker.child", str(request_path)],
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "enginewright.worker.child", str(request_path)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             code = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -267,6 +314,7 @@ class Worker:
         entry of another run counts only when it is `reusable`, and comes back marked `reused_from`
         (the caller measures the default route fresh whatever the cache holds)."""
         from enginewright.catalog.compatibility import compiler_name
+
         entries = dict(self.ctx.seeds)
         objective = self.ctx.timing.objective.value
         for key in self.ctx.store.list(self.ctx.keys.entries):
@@ -309,9 +357,10 @@ class Worker:
     def _write(self, entry: CacheEntry) -> None:
         data = entry.to_json().encode()
         if failpoints.hit("entry-write") == "corrupt":
-            data = data[:len(data) // 2]  # a fault test's truncated upload
-        self.ctx.store.put(self.ctx.entry_key(entry.route_id), data,
-                           {"route-id": entry.route_id, "outcome": entry.outcome.value})
+            data = data[: len(data) // 2]  # a fault test's truncated upload
+        self.ctx.store.put(
+            self.ctx.entry_key(entry.route_id), data, {"route-id": entry.route_id, "outcome": entry.outcome.value}
+        )
 
     # ------------------------------------------------------------------ one route
     def build(self, route: Route, stage: str, batch: str) -> Built:
@@ -320,20 +369,48 @@ class Worker:
         folder = ctx.workdir / "routes" / route.id
         shutil.rmtree(folder, ignore_errors=True)
         engine_path = folder / f"engine{ctx.engine_suffix}"
-        entry = CacheEntry(target=ctx.target, route_id=route.id, route=route.canonical, knobs=route.as_dict,
-                           stage=stage, batch=batch, outcome=Outcome.ok, started_at=now_iso(), run=ctx.run,
-                           fingerprint=ctx.fingerprint.for_route(route.id) if ctx.fingerprint else None)
-        result = run_child(ctx, ctx.child_request("build", folder, engine_path, model=str(ctx.model),
-                                                  settings=ctx.settings, input_shapes=ctx.input_shapes,
-                                                  route=route.as_dict, inputs=[str(ctx.accuracy.inputs[0])]),
-                           min(ctx.route_timeout, ctx.time_left()), Outcome.build_failed)
+        entry = CacheEntry(
+            target=ctx.target,
+            route_id=route.id,
+            route=route.canonical,
+            knobs=route.as_dict,
+            stage=stage,
+            batch=batch,
+            outcome=Outcome.ok,
+            started_at=now_iso(),
+            run=ctx.run,
+            fingerprint=ctx.fingerprint.for_route(route.id) if ctx.fingerprint else None,
+        )
+        result = run_child(
+            ctx,
+            ctx.child_request(
+                "build",
+                folder,
+                engine_path,
+                model=str(ctx.model),
+                settings=ctx.settings,
+                input_shapes=ctx.input_shapes,
+                route=route.as_dict,
+                inputs=[str(ctx.accuracy.inputs[0])],
+            ),
+            min(ctx.route_timeout, ctx.time_left()),
+            Outcome.build_failed,
+        )
         if not result.ok:
             assert result.outcome is not None  # run_child sets it on every failure
             return Built(route, failed_entry(entry, result.outcome, result.error), None)
         engine = engine_path.read_bytes()
-        return Built(route, entry.model_copy(update={
-            "build_seconds": round(result.data["build_seconds"], 3),
-            "engine_sha256": hashlib.sha256(engine).hexdigest(), "engine_size": len(engine)}), engine_path)
+        return Built(
+            route,
+            entry.model_copy(
+                update={
+                    "build_seconds": round(result.data["build_seconds"], 3),
+                    "engine_sha256": hashlib.sha256(engine).hexdigest(),
+                    "engine_size": len(engine),
+                }
+            ),
+            engine_path,
+        )
 
     def load(self, built: Built, key: str) -> tuple[CacheEntry, "Server | None"]:
         """Load the built engine in a fresh serving process, check its accuracy there, then load it
@@ -342,8 +419,7 @@ class Worker:
         entry = built.entry
         if built.engine_path is None:
             return entry, None
-        server = Server(self.ctx, primer(key), built.engine_path, built.engine_path.parent / "serve",
-                        references=True)
+        server = Server(self.ctx, primer(key), built.engine_path, built.engine_path.parent / "serve", references=True)
         try:
             ready = server.start(self._budget(entry))
             self.load_more(server, key, built.engine_path, self._budget(entry))
@@ -355,7 +431,9 @@ class Worker:
             raise
         return self._loaded(entry, ready), server
 
-    def load_more(self, server: "Server", key: str, engine: Path, timeout: float, loads: int | None = None) -> list[str]:
+    def load_more(
+        self, server: "Server", key: str, engine: Path, timeout: float, loads: int | None = None
+    ) -> list[str]:
         """Load `engine` `loads` (default `timing.loads`) more times into `server`, unchecked, as keys
         `search.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
         (its `primer`, which the accuracy check ran on) is never timed: on the H200 the first load
@@ -372,8 +450,13 @@ class Worker:
         versions = Versions.model_validate(ready["versions"])
         if os.environ.get("NODE_NAME"):
             versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-        update = {"versions": versions, "host": this_host(), "loss": ready.get("loss"),
-                  "load_info": ready.get("load_info"), "objective": self.ctx.timing.objective.value}
+        update = {
+            "versions": versions,
+            "host": this_host(),
+            "loss": ready.get("loss"),
+            "load_info": ready.get("load_info"),
+            "objective": self.ctx.timing.objective.value,
+        }
         if entry.fingerprint is not None:  # the stack of the process that measured it
             update["fingerprint"] = entry.fingerprint.measured_with(versions)
         if not ready.get("passed", True):
@@ -389,12 +472,15 @@ class Worker:
             return entry, server
         started = time.monotonic()
         keys = [load_key("default", i) for i in range(self.ctx.timing.loads)]
+
         def time_round(index: int) -> dict[str, float]:
             order = round_order(keys, index)
             return dict(zip(order, server.interleave(order, self._budget(entry))))
+
         try:
-            times, _ = rounds_until(time_round, lambda t: "enough" if len(t[keys[0]]) >= self.ctx.timing.min_rounds
-                                    else None)
+            times, _ = rounds_until(
+                time_round, lambda t: "enough" if len(t[keys[0]]) >= self.ctx.timing.min_rounds else None
+            )
             measurements = server.measurements(self._budget(entry), key=keys[0])
         except ServerFailed as failed:
             server.close()
@@ -404,9 +490,15 @@ class Worker:
             raise
         per_round = round_means([times[k] for k in keys])
         timing = stats_of(per_round, n=len(per_round) * server.calls_of[keys[0]] * len(keys))
-        return entry.model_copy(update={"timing": timing, "baseline_ms": timing.median_ms,
-                                        "measurements": measurements, "finished_at": now_iso(),
-                                        "measure_seconds": round(time.monotonic() - started, 3)}), server
+        return entry.model_copy(
+            update={
+                "timing": timing,
+                "baseline_ms": timing.median_ms,
+                "measurements": measurements,
+                "finished_at": now_iso(),
+                "measure_seconds": round(time.monotonic() - started, 3),
+            }
+        ), server
 
     def measure_paired(self, built: Built, default: "Server") -> CacheEntry:
         """Load the route's engine into the default's serving process (a primer, checked, then
@@ -430,8 +522,10 @@ class Worker:
         def left() -> float:
             remaining = min(limit - time.monotonic(), ctx.time_left())
             if remaining <= 0:
-                raise ServerFailed(Outcome.timeout, f"measuring exceeded the route's {ctx.route_timeout:.0f}s "
-                                                    f"timeout or the run's deadline")
+                raise ServerFailed(
+                    Outcome.timeout,
+                    f"measuring exceeded the route's {ctx.route_timeout:.0f}s timeout or the run's deadline",
+                )
             return remaining
 
         def time_round(index: int) -> dict[str, float]:
@@ -447,12 +541,20 @@ class Worker:
                 return "rejected" if count >= timing.min_rounds else None
             if count < timing.min_rounds:
                 return None
-            return stop_after(comparison(times), count, margin=ctx.noise_margin, precision=timing.precision,
-                              min_rounds=timing.min_rounds, max_rounds=timing.max_rounds)
+            return stop_after(
+                comparison(times),
+                count,
+                margin=ctx.noise_margin,
+                precision=timing.precision,
+                min_rounds=timing.min_rounds,
+                max_rounds=timing.max_rounds,
+            )
+
         loaded = []
         try:
-            entry = self._loaded(entry, default.add(primer(ROUTE), built.engine_path,
-                                                    built.engine_path.parent / "serve", left()))
+            entry = self._loaded(
+                entry, default.add(primer(ROUTE), built.engine_path, built.engine_path.parent / "serve", left())
+            )
             loaded.append(primer(ROUTE))
             loaded += self.load_more(default, ROUTE, built.engine_path, left())
             started = time.monotonic()
@@ -485,11 +587,16 @@ class Worker:
         if entry.outcome is Outcome.ok:
             self._spread = self._spread + Spread.of([times[k] for k in routes])
         route_rounds = round_means([times[k] for k in routes])
-        return entry.model_copy(update={
-            "timing": stats_of(route_rounds, n=len(route_rounds) * calls * len(routes)),
-            "baseline_ms": result.b_ms, "paired": summarise_loads(result, len(route_rounds), stopped),
-            "measurements": measurements, "measure_seconds": round(time.monotonic() - started, 3),
-            "finished_at": now_iso()})
+        return entry.model_copy(
+            update={
+                "timing": stats_of(route_rounds, n=len(route_rounds) * calls * len(routes)),
+                "baseline_ms": result.b_ms,
+                "paired": summarise_loads(result, len(route_rounds), stopped),
+                "measurements": measurements,
+                "measure_seconds": round(time.monotonic() - started, 3),
+                "finished_at": now_iso(),
+            }
+        )
 
     def _budget(self, entry: CacheEntry) -> float:
         """Seconds one step of a route's measurement may take: its route timeout less its build."""
@@ -530,10 +637,12 @@ class Worker:
             ctx.say(f"[{batch}] deadline reached: {len(todo)} routes left unmeasured")
             return []
         width = max(1, ctx.build_parallelism)
-        ctx.say(f"[{batch}] {len(todo) + 1} routes (default included), built {width} at a time, each timed "
-                f"against the default ({ctx.timing.objective.value})")
+        ctx.say(
+            f"[{batch}] {len(todo) + 1} routes (default included), built {width} at a time, each timed "
+            f"against the default ({ctx.timing.objective.value})"
+        )
         queue = [default, *todo]
-        groups = [queue[i:i + width] for i in range(0, len(queue), width)]
+        groups = [queue[i : i + width] for i in range(0, len(queue), width)]
         written: list[CacheEntry] = []
         baseline: Server | None = None
         default_built: Built | None = None
@@ -545,6 +654,7 @@ class Worker:
                 return False
             ctx.say(f"[{batch}] deadline reached: {len(todo) - measured} routes left unmeasured")
             return True
+
         try:
             with ThreadPoolExecutor(max_workers=width) as pool:
                 for group in groups:
@@ -570,8 +680,10 @@ class Worker:
                         # or later run measures it.
                         cut = entry.outcome is Outcome.timeout and self.ctx.time_left() <= 0
                         if cut:
-                            ctx.say(f"[{batch}] deadline reached while {built.route} was in flight: "
-                                    f"not recorded, a later run retries it")
+                            ctx.say(
+                                f"[{batch}] deadline reached while {built.route} was in flight: "
+                                f"not recorded, a later run retries it"
+                            )
                         elif is_default and entry.outcome is not Outcome.ok:
                             ctx.say(f"[{batch}] the default route failed ({entry.outcome.value}): {entry.error}")
                             if writes_default:
@@ -587,8 +699,10 @@ class Worker:
                             ctx.say(f"[{batch}] default route (baseline): {describe(entry)}")
                         else:
                             measured += 1
-                            if built.engine_path is not None and entry.outcome in (Outcome.ok,
-                                                                                   Outcome.accuracy_rejected):
+                            if built.engine_path is not None and entry.outcome in (
+                                Outcome.ok,
+                                Outcome.accuracy_rejected,
+                            ):
                                 entry = self._keep(entry, built.engine_path, is_default=False)
                             self._write(entry)
                             written.append(entry)
@@ -612,8 +726,9 @@ class Worker:
         return server
 
     # ------------------------------------------------------------------ confirmation
-    def confirm(self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int,
-                loads: int = 1) -> dict[str, list[float]]:
+    def confirm(
+        self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int, loads: int = 1
+    ) -> dict[str, list[float]]:
         """Interleaved re-measurement of the kept engines of `candidates` and of the default, all
         loaded `loads` times (plus an untimed primer each) into one fresh serving process: a
         candidate is judged on the spread across loads (`search.winner.confirm`)."""
@@ -626,8 +741,10 @@ class Worker:
             path = folder / f"{entry.route_id}{ctx.engine_suffix}"
             path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
             engines[entry.route_id] = path
-        ctx.say(f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, {rounds} "
-                f"interleaved rounds in one process ({ctx.timing.objective.value})")
+        ctx.say(
+            f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, {rounds} "
+            f"interleaved rounds in one process ({ctx.timing.objective.value})"
+        )
         return self.interleave(engines, rounds, folder, loads)
 
     def interleave(self, engines: dict[str, Path], rounds: int, folder: Path, loads: int = 1) -> dict[str, list[float]]:
@@ -640,12 +757,18 @@ class Worker:
         try:
             server.start(self.ctx.route_timeout)
             for name in names[1:]:
-                server.add(primer(name), engines[name], folder / "serve" / f"primer-{name}", self.ctx.route_timeout,
-                           check=False)
+                server.add(
+                    primer(name),
+                    engines[name],
+                    folder / "serve" / f"primer-{name}",
+                    self.ctx.route_timeout,
+                    check=False,
+                )
             keys = [load_key(name, i) for i in range(loads) for name in names]
             for key in keys:
-                server.add(key, engines[engine_of(key)], folder / "serve" / f"load-{key}", self.ctx.route_timeout,
-                           check=False)
+                server.add(
+                    key, engines[engine_of(key)], folder / "serve" / f"load-{key}", self.ctx.route_timeout, check=False
+                )
             times: dict[str, list[float]] = {key: [] for key in keys}
             for index in range(rounds):
                 order = round_order(keys, index)
@@ -713,16 +836,30 @@ class Server:
     def launch(self) -> None:
         ctx, accuracy = self.ctx, self.ctx.accuracy
         self.workdir.mkdir(parents=True, exist_ok=True)
-        request = ctx.child_request("serve", self.workdir, self.engine, inputs=[str(p) for p in accuracy.inputs],
-                                    references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
-                                    metric=accuracy.metric, threshold=accuracy.threshold, atol=accuracy.atol,
-                                    rtol=accuracy.rtol, outputs=list(accuracy.outputs), key=self.key,
-                                    check=self.references)
+        request = ctx.child_request(
+            "serve",
+            self.workdir,
+            self.engine,
+            inputs=[str(p) for p in accuracy.inputs],
+            references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
+            metric=accuracy.metric,
+            threshold=accuracy.threshold,
+            atol=accuracy.atol,
+            rtol=accuracy.rtol,
+            outputs=list(accuracy.outputs),
+            key=self.key,
+            check=self.references,
+        )
         (self.workdir / "request.json").write_text(request.model_dump_json())
         with open(self.workdir / "serve.log", "wb") as log_file:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "enginewright.worker.child", str(self.workdir / "request.json")],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log_file, text=True, start_new_session=True)
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                start_new_session=True,
+            )
         if ctx.measure_cpus:
             try:  # before the child starts any thread: every thread it starts inherits the set
                 os.sched_setaffinity(self.proc.pid, ctx.measure_cpus)
@@ -739,8 +876,13 @@ class Server:
     def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
         """Load another engine into this process (its files under `workdir`), check its accuracy when
         `check` and the run has references; `backend`: `backend`/`backend_options` of its own."""
-        return self._ready(key, self._ask({"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir),
-                                           "check": check, **backend}, timeout))
+        return self._ready(
+            key,
+            self._ask(
+                {"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir), "check": check, **backend},
+                timeout,
+            ),
+        )
 
     def drop(self, key: str, timeout: float) -> None:
         self._ask({"op": "drop", "key": key}, timeout)
@@ -780,8 +922,9 @@ class Server:
         """A timing request's reply; a call that raised is a ServerFailed naming its engine."""
         reply = self._ask(request, timeout)
         if "failed" in reply:
-            raise ServerFailed(Outcome.crash, f"engine {reply['failed']} failed: {reply.get('error')}",
-                               engine=reply["failed"])
+            raise ServerFailed(
+                Outcome.crash, f"engine {reply['failed']} failed: {reply.get('error')}", engine=reply["failed"]
+            )
         return reply
 
     def _running(self) -> tuple[subprocess.Popen[str], IO[str], IO[str]]:
@@ -818,8 +961,11 @@ class Server:
             except subprocess.TimeoutExpired:  # closed its output but hangs on exit
                 _kill_group(proc)
                 code = proc.returncode
-            raise ServerFailed(Outcome.crash, f"the process holding engine {self.key} "
-                                              f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}")
+            raise ServerFailed(
+                Outcome.crash,
+                f"the process holding engine {self.key} "
+                f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}",
+            )
         return json.loads(line)
 
     def close(self) -> None:
@@ -847,8 +993,10 @@ def describe(entry: CacheEntry) -> str:
         parts.append(f"{entry.timing.median_ms:.4f} ms {entry.objective or ''}".rstrip())
         if entry.paired:
             p = entry.paired
-            parts.append(f"(paired speedup {p.speedup:.3f}x, 95% {1 / p.high:.3f}-{1 / p.low:.3f}, "
-                         f"{p.rounds} rounds, {p.stopped})")
+            parts.append(
+                f"(paired speedup {p.speedup:.3f}x, 95% {1 / p.high:.3f}-{1 / p.low:.3f}, "
+                f"{p.rounds} rounds, {p.stopped})"
+            )
         elif entry.baseline_ms:
             parts.append(f"({entry.baseline_ms / entry.timing.median_ms:.3f}x vs default)")
     if entry.loss:
@@ -856,4 +1004,3 @@ def describe(entry: CacheEntry) -> str:
     if entry.build_seconds is not None:
         parts.append(f"build {entry.build_seconds:.1f}s")
     return ", ".join(parts)
-

@@ -67,12 +67,14 @@ def load_npz(path: str) -> dict[str, np.ndarray]:
 
 def _backend(request: ChildRequest):
     from enginewright.backends import get_backend
+
     return get_backend(request.backend, **request.backend_options)
 
 
 def build(request: ChildRequest) -> dict:
     from enginewright.api.models import InputShape
     from enginewright.backends.base import BuildRequest
+
     if request.model is None:
         raise ValueError("a build request needs `model`, the model file to build (got none)")
     backend = _backend(request)
@@ -80,9 +82,16 @@ def build(request: ChildRequest) -> dict:
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     sample = load_npz(request.inputs[0]) if request.inputs else None
-    engine = backend.build(BuildRequest(model_path=Path(request.model), settings=request.settings,
-                                        input_shapes=[InputShape.model_validate(s) for s in request.input_shapes],
-                                        workdir=workdir, sample_inputs=sample), request.route)
+    engine = backend.build(
+        BuildRequest(
+            model_path=Path(request.model),
+            settings=request.settings,
+            input_shapes=[InputShape.model_validate(s) for s in request.input_shapes],
+            workdir=workdir,
+            sample_inputs=sample,
+        ),
+        request.route,
+    )
     Path(request.engine).write_bytes(engine)
     return {"build_seconds": time.monotonic() - started, "engine_size": len(engine)}
 
@@ -94,10 +103,18 @@ def check(runner: Runner, request: ChildRequest, inputs: list[dict]) -> dict:
     if request.threshold is None:
         raise ValueError("a serve request with `references` needs `threshold`, the accuracy bound (got none)")
     from enginewright.accuracy import compare
+
     references = [load_npz(p) for p in request.references]
     outputs = [runner.run(pair) for pair in inputs]
-    verdict = compare(outputs, references, request.metric, request.threshold, atol=request.atol, rtol=request.rtol,
-                      checked=request.outputs)
+    verdict = compare(
+        outputs,
+        references,
+        request.metric,
+        request.threshold,
+        atol=request.atol,
+        rtol=request.rtol,
+        checked=request.outputs,
+    )
     return {"loss": verdict.losses, "passed": verdict.passed, "failing": verdict.failing, "summary": verdict.summary()}
 
 
@@ -149,8 +166,18 @@ def serve(request: ChildRequest) -> None:
             return {"failed": exc.key, "error": str(exc)}
 
     try:
-        say(load(engines, request.key, Path(request.engine), Path(request.workdir) / "load", request.check,
-                 _backend(request), request, inputs))
+        say(
+            load(
+                engines,
+                request.key,
+                Path(request.engine),
+                Path(request.workdir) / "load",
+                request.check,
+                _backend(request),
+                request,
+                inputs,
+            )
+        )
     except Exception as exc:
         say(failed(exc))
         return
@@ -158,21 +185,39 @@ def serve(request: ChildRequest) -> None:
         message = json.loads(line) if line.strip() else {}
         op, key = message.get("op"), message.get("key", request.key)
         if op == "load":
-            backend_request = request.model_copy(update={k: message[k] for k in ("backend", "backend_options")
-                                                         if k in message})
+            backend_request = request.model_copy(
+                update={k: message[k] for k in ("backend", "backend_options") if k in message}
+            )
             try:
-                say(load(engines, key, Path(message["engine"]), Path(message["workdir"]),
-                         bool(message.get("check", True)), _backend(backend_request), request, inputs))
+                say(
+                    load(
+                        engines,
+                        key,
+                        Path(message["engine"]),
+                        Path(message["workdir"]),
+                        bool(message.get("check", True)),
+                        _backend(backend_request),
+                        request,
+                        inputs,
+                    )
+                )
             except Exception as exc:
                 say(failed(exc))
         elif op == "time":
             held = engines[key]
-            say(answer(lambda: {"ms": held.round(objective, inputs[0], timing.round_seconds),
-                                "calls": held.calls}))  # (calls after the round: it may re-size them)
+            say(
+                answer(lambda: {"ms": held.round(objective, inputs[0], timing.round_seconds), "calls": held.calls})
+            )  # (calls after the round: it may re-size them)
         elif op == "interleave":
             many = [engines[k] for k in message["keys"]]
-            say(answer(lambda: {"ms": interleaved_round(many, objective, inputs[0], timing.round_seconds),
-                                "calls": [h.calls for h in many]}))
+            say(
+                answer(
+                    lambda: {
+                        "ms": interleaved_round(many, objective, inputs[0], timing.round_seconds),
+                        "calls": [h.calls for h in many],
+                    }
+                )
+            )
         elif op == "measurements":
             say({"measurements": measure_all(engines[key].runner, inputs[0], timing.round_seconds).wire()})
         elif op == "drop":
@@ -285,8 +330,16 @@ class EngineFailed(Exception):
         self.key = key
 
 
-def load(engines: dict[str, Held], key: str, engine: Path, workdir: Path, checked: bool, backend,
-         request: ChildRequest, inputs: list[dict]) -> dict:
+def load(
+    engines: dict[str, Held],
+    key: str,
+    engine: Path,
+    workdir: Path,
+    checked: bool,
+    backend,
+    request: ChildRequest,
+    inputs: list[dict],
+) -> dict:
     """Load one engine from its bytes into `engines[key]`, check its accuracy (when `checked`), warm it
     up and find how many calls fill a round; the `ready` reply. An engine that fails is closed again."""
     if key in engines:
@@ -296,8 +349,13 @@ def load(engines: dict[str, Held], key: str, engine: Path, workdir: Path, checke
     try:
         runner.run(inputs[0])  # first call: lazy compilers finish loading here
         load_info = {"load_seconds": round(time.monotonic() - started, 3), **runner.describe()}
-        ready = {"ready": True, "key": key, "versions": backend.versions().wire(), "load_info": load_info,
-                 **check(runner, request if checked else request.model_copy(update={"references": []}), inputs)}
+        ready = {
+            "ready": True,
+            "key": key,
+            "versions": backend.versions().wire(),
+            "load_info": load_info,
+            **check(runner, request if checked else request.model_copy(update={"references": []}), inputs),
+        }
         # Rejected routes are timed too: the report plots every route's time against its loss.
         objective = request.timing.objective.value
         warm_up(runner, inputs[0], objective, request.timing.warmup_iterations)
@@ -323,8 +381,11 @@ def main(argv: list[str]) -> int:
     try:
         result = {"ok": True, **ACTIONS[request.action](request)}
     except Exception as exc:  # recorded as build-failed / crash by the parent, with the message
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}".strip()[:4000],
-                  "traceback": traceback.format_exc()[-4000:]}
+        result = {
+            "ok": False,
+            "error": f"{type(exc).__name__}: {exc}".strip()[:4000],
+            "traceback": traceback.format_exc()[-4000:],
+        }
     out.write_text(json.dumps(result))
     return 0
 

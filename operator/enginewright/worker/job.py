@@ -43,6 +43,7 @@ def fetch(uri: str, dest: Path) -> Path:
     """Download an s3:// object to `dest`, naming the object when it is missing."""
     from enginewright.store import parse_s3_uri, store_from_env
     from enginewright.store.objects import MissingObject
+
     bucket, key = parse_s3_uri(uri)
     try:
         data = store_from_env(bucket).get(key)
@@ -58,13 +59,16 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
     from enginewright.backends import get_backend
     from enginewright.worker.batch import Accuracy
     from enginewright.worker.reference_data import check_pairs
+
     spec = request.spec
     suffix = ".onnx" if spec.model.format.value == "onnx" else ".pt2"
     model = fetch(spec.model.uri, workdir / f"model{suffix}")
     digest = hashlib.sha256(model.read_bytes()).hexdigest()
     if spec.model.sha256 and digest != spec.model.sha256:
-        raise InputError(f"model {spec.model.uri} has sha256 {digest}, but spec.model.sha256 pins "
-                         f"{spec.model.sha256}: the object changed, or the pin is wrong")
+        raise InputError(
+            f"model {spec.model.uri} has sha256 {digest}, but spec.model.sha256 pins "
+            f"{spec.model.sha256}: the object changed, or the pin is wrong"
+        )
     inputs, references = [], []
     for i, pair in enumerate(spec.accuracy.pairs):
         inputs.append(fetch(pair.inputs, workdir / f"inputs-{i}.npz"))
@@ -76,16 +80,29 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
         raise InputError(f"{spec.model.uri} is not a valid {spec.model.format.value} model: {exc}") from None
     accuracy = spec.accuracy
     if signature is not None:
-        labels = [(f"spec.accuracy.pairs[{i}].inputs ({pair.inputs})",
-                   f"spec.accuracy.pairs[{i}].references ({pair.references})")
-                  for i, pair in enumerate(spec.accuracy.pairs)]
+        labels = [
+            (
+                f"spec.accuracy.pairs[{i}].inputs ({pair.inputs})",
+                f"spec.accuracy.pairs[{i}].references ({pair.references})",
+            )
+            for i, pair in enumerate(spec.accuracy.pairs)
+        ]
         found = check_pairs(signature, inputs, None if accuracy.disabled else references, labels, accuracy.outputs)
         if found:
             raise InputError(f"{spec.model.uri}: the reference data does not fit the model: {found}")
-    return backend, model, Accuracy(inputs, [] if accuracy.disabled else references, accuracy.metric.value,
-                                    None if accuracy.disabled else accuracy.threshold, accuracy.atol, accuracy.rtol,
-                                    list(accuracy.outputs))
-
+    return (
+        backend,
+        model,
+        Accuracy(
+            inputs,
+            [] if accuracy.disabled else references,
+            accuracy.metric.value,
+            None if accuracy.disabled else accuracy.threshold,
+            accuracy.atol,
+            accuracy.rtol,
+            list(accuracy.outputs),
+        ),
+    )
 
 
 def probe(request: BatchRequest, workdir: Path) -> int:
@@ -96,6 +113,7 @@ def probe(request: BatchRequest, workdir: Path) -> int:
 
     from enginewright.store import store_from_env
     from enginewright.store.layout import RunKeys
+
     store, key = store_from_env(request.bucket), RunKeys(request.prefix).probe
     try:
         backend, model, accuracy = prepare_inputs(request, workdir)
@@ -108,14 +126,23 @@ def probe(request: BatchRequest, workdir: Path) -> int:
     if os.environ.get("NODE_NAME"):
         versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
     from enginewright.worker.batch import context_fingerprint
+
     fingerprint = context_fingerprint(worker_context(request, backend, model, accuracy, workdir, store), versions)
-    result = ProbeResult(fingerprint=fingerprint,
-        ok=True, knobs=[KnobInfo.of(k) for k in backend.knobs()], versions=versions,
-        model_sha256=hashlib.sha256(model.read_bytes()).hexdigest(), model_size=model.stat().st_size,
-        input_shapes=shapes, engine_suffix=backend.engine_suffix,
-        data_sha256={f"pairs[{i}].{kind}": hashlib.sha256(path.read_bytes()).hexdigest()
-                     for kind, paths in (("inputs", accuracy.inputs), ("references", accuracy.references))
-                     for i, path in enumerate(paths)})
+    result = ProbeResult(
+        fingerprint=fingerprint,
+        ok=True,
+        knobs=[KnobInfo.of(k) for k in backend.knobs()],
+        versions=versions,
+        model_sha256=hashlib.sha256(model.read_bytes()).hexdigest(),
+        model_size=model.stat().st_size,
+        input_shapes=shapes,
+        engine_suffix=backend.engine_suffix,
+        data_sha256={
+            f"pairs[{i}].{kind}": hashlib.sha256(path.read_bytes()).hexdigest()
+            for kind, paths in (("inputs", accuracy.inputs), ("references", accuracy.references))
+            for i, path in enumerate(paths)
+        },
+    )
     store.put(key, result.model_dump_json(by_alias=True).encode())
     print(json.dumps({"probe": key, "knobs": len(result.knobs), "versions": versions.wire()}), flush=True)
     return 0
@@ -124,9 +151,11 @@ def probe(request: BatchRequest, workdir: Path) -> int:
 def run(request: BatchRequest, workdir: Path) -> int:
     from enginewright.store import store_from_env
     from enginewright.worker.batch import Worker
+
     if request.mode == "probe":
         return probe(request, workdir)
     from enginewright import failpoints
+
     failpoints.hit("worker-start")
     backend, model, accuracy = prepare_inputs(request, workdir)
     ctx = worker_context(request, backend, model, accuracy, workdir, store_from_env(request.bucket))
@@ -136,8 +165,16 @@ def run(request: BatchRequest, workdir: Path) -> int:
     if request.mode == "confirm":
         return confirm_round(Worker(ctx), routes, default, request)
     written = Worker(ctx).run_batch(routes, request.stage, request.batch, default)
-    print(json.dumps({"batch": request.batch, "written": len(written),
-                      "outcomes": {e.route_id: e.outcome.value for e in written}}), flush=True)
+    print(
+        json.dumps(
+            {
+                "batch": request.batch,
+                "written": len(written),
+                "outcomes": {e.route_id: e.outcome.value for e in written},
+            }
+        ),
+        flush=True,
+    )
     return 0
 
 
@@ -145,9 +182,19 @@ def worker_context(request: BatchRequest, backend, model: Path, accuracy, workdi
     """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint): the
     request's spec where the request says (`WorkerContext.of`, as `tune` does)."""
     from enginewright.worker.batch import WorkerContext
-    return WorkerContext.of(request.spec, model=model, accuracy=accuracy, store=store, prefix=request.prefix,
-                            target=request.target, workdir=workdir, engine_suffix=backend.engine_suffix,
-                            deadline=request.deadline, progress=lambda message: print(message, flush=True))
+
+    return WorkerContext.of(
+        request.spec,
+        model=model,
+        accuracy=accuracy,
+        store=store,
+        prefix=request.prefix,
+        target=request.target,
+        workdir=workdir,
+        engine_suffix=backend.engine_suffix,
+        deadline=request.deadline,
+        progress=lambda message: print(message, flush=True),
+    )
 
 
 def _probed_fingerprint(ctx):
@@ -163,17 +210,18 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
     """Interleave the kept engines of the candidate routes with the default's and write the rounds
     to `<prefix>/confirm/<batch>.json`; the controller's flow decides from them (`search.flow`)."""
     entries = worker.existing()
-    missing = [r.canonical or "(default)" for r in [default, *routes] if r.id not in entries
-               or not entries[r.id].engine_uri]
+    missing = [
+        r.canonical or "(default)" for r in [default, *routes] if r.id not in entries or not entries[r.id].engine_uri
+    ]
     if missing:
         raise InputError(f"no kept engine for {missing}: a confirmation round needs measured, kept engines")
     spec = request.spec
-    rounds = worker.confirm([entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds,
-                            spec.search.confirm.loads)
+    rounds = worker.confirm(
+        [entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds, spec.search.confirm.loads
+    )
     result = ConfirmationResult(batch=request.batch, rounds=rounds)
     worker.ctx.store.put(worker.ctx.keys.confirmation(request.batch), result.model_dump_json(by_alias=True).encode())
-    print(json.dumps({"batch": request.batch, "loads": len(rounds), "rounds": spec.search.confirm.rounds}),
-          flush=True)
+    print(json.dumps({"batch": request.batch, "loads": len(rounds), "rounds": spec.search.confirm.rounds}), flush=True)
     return 0
 
 
@@ -186,10 +234,13 @@ def read_request(batch_file: str | None) -> str:
     if not uri:
         text = os.environ.get("ENGINEWRIGHT_BATCH", "")
         if not text:
-            raise InputError("no batch request: pass --batch FILE, or set ENGINEWRIGHT_BATCH_URI (or ENGINEWRIGHT_BATCH)")
+            raise InputError(
+                "no batch request: pass --batch FILE, or set ENGINEWRIGHT_BATCH_URI (or ENGINEWRIGHT_BATCH)"
+            )
         return text
     from enginewright.store import parse_s3_uri, store_from_env
     from enginewright.store.objects import MissingObject
+
     bucket, key = parse_s3_uri(uri)
     try:
         data = store_from_env(bucket).get(key)
@@ -197,8 +248,10 @@ def read_request(batch_file: str | None) -> str:
         raise InputError(f"the batch request {uri} is not in the store") from None
     expected = os.environ.get("ENGINEWRIGHT_BATCH_SHA256")
     if expected and hashlib.sha256(data).hexdigest() != expected:
-        raise InputError(f"the batch request {uri} has sha256 {hashlib.sha256(data).hexdigest()}, not this Job's "
-                         f"{expected}: it was replaced after the Job was made")
+        raise InputError(
+            f"the batch request {uri} has sha256 {hashlib.sha256(data).hexdigest()}, not this Job's "
+            f"{expected}: it was replaced after the Job was made"
+        )
     return data.decode()
 
 
@@ -211,8 +264,9 @@ def _termination_message(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m enginewright.worker", description=__doc__.splitlines()[0])
-    parser.add_argument("--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH_URI, else "
-                        "$ENGINEWRIGHT_BATCH)")
+    parser.add_argument(
+        "--batch", help="batch request JSON file (default: $ENGINEWRIGHT_BATCH_URI, else $ENGINEWRIGHT_BATCH)"
+    )
     parser.add_argument("--workdir", help="scratch directory (default: a temp dir)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

@@ -10,17 +10,25 @@ from typing import Sequence
 from enginewright.accuracy.signature import PairData, Signature, mismatches, summary
 
 
-def check_pairs(signature: Signature, inputs: list[Path], references: list[Path] | None,
-                labels: list[tuple[str, str]], outputs: Sequence[str] = ()) -> str | None:
+def check_pairs(
+    signature: Signature,
+    inputs: list[Path],
+    references: list[Path] | None,
+    labels: list[tuple[str, str]],
+    outputs: Sequence[str] = (),
+) -> str | None:
     """The .npz files of the reference pairs against the model's signature (`accuracy.signature`): None
     when they fit, else one message naming each file and tensor and saying what the model expects.
     Unreadable files are said the same way. Shared by the probe and `enginewright tune`."""
     import numpy as np
+
     pairs, unreadable = [], []
     for i, (inputs_path, (inputs_label, references_label)) in enumerate(zip(inputs, labels)):
         loaded = {}
-        for kind, path, label in (("inputs", inputs_path, inputs_label),
-                                  ("references", references[i] if references else None, references_label)):
+        for kind, path, label in (
+            ("inputs", inputs_path, inputs_label),
+            ("references", references[i] if references else None, references_label),
+        ):
             if path is None:
                 continue
             try:

@@ -89,24 +89,35 @@ class TuneOptions:
         its flags as the API server bounds a manifest (e.g. --confirm-rounds 1 leaves the round out)."""
         confirm = Confirm.model_construct(top_k=self.top_k, rounds=self.confirm_rounds, loads=self.confirm_loads)
         search = Search.model_construct(
-            mode=SearchMode(self.mode), knobs=[KnobValues.model_construct(name=name, values=list(values))
-                                               for name, values in self.knobs],
-            pinned=self.pinned, max_routes=self.max_routes, routes_per_job=self.routes_per_batch,
+            mode=SearchMode(self.mode),
+            knobs=[KnobValues.model_construct(name=name, values=list(values)) for name, values in self.knobs],
+            pinned=self.pinned,
+            max_routes=self.max_routes,
+            routes_per_job=self.routes_per_batch,
             # (tune's --route-timeout is a float of seconds; the spec's int is the API server's bound)
             route_timeout_seconds=self.route_timeout,  # type: ignore[arg-type]
             save_all_engines=self.save_all_engines,
-            noise_margin=self.noise_margin, confirm=confirm, reuse=ReuseMode(self.reuse),
-            measure_uncompiled=self.measure_uncompiled)
+            noise_margin=self.noise_margin,
+            confirm=confirm,
+            reuse=ReuseMode(self.reuse),
+            measure_uncompiled=self.measure_uncompiled,
+        )
         compiler = Compiler.model_construct(name=CompilerName(self.backend), settings=self.settings, input_shapes=[])
         return LocalSpec(compiler, search, self.timing)
 
     def fingerprint(self) -> dict:
         """What a resumed run must share with the interrupted one."""
-        printed = {"backend": self.backend, "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
-                   "settings": self.settings, "pinned": self.pinned, "metric": self.metric,
-                   "threshold": self.threshold, "timing": self.timing.model_dump(),
-                   "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
-                   "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references]}
+        printed = {
+            "backend": self.backend,
+            "model_sha256": hashlib.sha256(self.model.read_bytes()).hexdigest(),
+            "settings": self.settings,
+            "pinned": self.pinned,
+            "metric": self.metric,
+            "threshold": self.threshold,
+            "timing": self.timing.model_dump(),
+            "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
+            "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references],
+        }
         if self.outputs:  # (only when given: a run.json written before the option still resumes)
             printed["outputs"] = sorted(self.outputs)
         return printed
@@ -129,13 +140,15 @@ class TuneResult:
     decision: Decision
 
 
-def tune(opts: TuneOptions, say: Callable[[str], None] = print,
-         on_plan: Callable[[int], None] | None = None) -> TuneResult:
+def tune(
+    opts: TuneOptions, say: Callable[[str], None] = print, on_plan: Callable[[int], None] | None = None
+) -> TuneResult:
     """Run the whole flow in local processes; `say` gets progress lines, `on_plan` the number of
     routes planned so far (after stage 1, and again after mixed's stage 2). The steps come from
     `search.flow.next_step`, the same function the controller executes as Jobs. The reference data is
     checked against the model's signature first: a misfit is refused before --out is touched."""
     from enginewright.backends import get_backend
+
     backend = get_backend(opts.backend, **opts.backend_options)
     backend.knobs()  # a compiler that is not installed says so (BackendUnavailable) before the data is read
     _check_data(opts, backend)
@@ -174,15 +187,19 @@ def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str
         (aside / key.rsplit("/", 1)[-1]).write_bytes(store.get(key))
         store.delete(key)
     (opts.out / "run.json").unlink(missing_ok=True)
-    say(f"this first attempt failed and measured nothing usable: {opts.out} is not kept for it (fix the problem "
-        f"and run the same command again)" + (f"; its {len(written)} entries are in {aside}" if written else ""))
+    say(
+        f"this first attempt failed and measured nothing usable: {opts.out} is not kept for it (fix the problem "
+        f"and run the same command again)" + (f"; its {len(written)} entries are in {aside}" if written else "")
+    )
 
 
-def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
-          on_plan: Callable[[int], None] | None, run: str) -> TuneResult:
+def _tune(
+    opts: TuneOptions, store: LocalStore, say: Callable[[str], None], on_plan: Callable[[int], None] | None, run: str
+) -> TuneResult:
     from enginewright.backends import get_backend
     from enginewright.catalog.compatibility import compiler_name
     from enginewright.store.imports import export_imports, imports_under, usable_entries
+
     began = time.monotonic()
     backend = get_backend(opts.backend, **opts.backend_options)
     cache_dir = store.root
@@ -194,12 +211,25 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
         say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
     local = opts.spec()
     ctx = WorkerContext.of(
-        local, model=opts.model, store=store, prefix=LOCAL_PREFIX, target=TARGET, workdir=opts.out / "work",
-        engine_suffix=backend.engine_suffix, deadline=opts.deadline, progress=say,
-        accuracy=Accuracy(opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol,
-                          list(opts.outputs)),
-        backend_options=opts.backend_options, build_parallelism=opts.build_parallelism,
-        compiler=compiler_name(compiler), seeds=seeds, run=run, reuse=local.search.reuse is not ReuseMode.none)
+        local,
+        model=opts.model,
+        store=store,
+        prefix=LOCAL_PREFIX,
+        target=TARGET,
+        workdir=opts.out / "work",
+        engine_suffix=backend.engine_suffix,
+        deadline=opts.deadline,
+        progress=say,
+        accuracy=Accuracy(
+            opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol, list(opts.outputs)
+        ),
+        backend_options=opts.backend_options,
+        build_parallelism=opts.build_parallelism,
+        compiler=compiler_name(compiler),
+        seeds=seeds,
+        run=run,
+        reuse=local.search.reuse is not ReuseMode.none,
+    )
     ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
     worker = Worker(ctx)
     spec = FlowSpec.of(local)
@@ -207,8 +237,10 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     default_id = first_step(spec, knobs).default.id  # nothing measured: stage 1, from the default
     reused = sum(e.reused and e.route_id != default_id for e in worker.existing().values())
     if reused:
-        say(f"{reused} routes of earlier runs with this run's fingerprint in {cache_dir}: not built again "
-            f"(the default is measured fresh, and a reused route wins only once confirmed against it)")
+        say(
+            f"{reused} routes of earlier runs with this run's fingerprint in {cache_dir}: not built again "
+            f"(the default is measured fresh, and a reused route wins only once confirmed against it)"
+        )
     confirmations = _saved_confirmations(opts.out)
     ran: set[str] = set()  # batches run by this process: one that still lacks entries is given up
     said: set[str] = set()
@@ -246,12 +278,21 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
     if used:  # the imported files as they were, then this run's routes
         export_imports(opts.out / "trtexec-cache.jsonl", used, all_entries, metric=opts.metric)
     else:
-        (opts.out / "trtexec-cache.jsonl").write_text(export_trtexec(
-            sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")), metric=opts.metric, atol=opts.atol,
-            rtol=opts.rtol, search_mode=opts.mode, threshold=opts.threshold, knobs=knobs,
-            tuner_version=compiler.removeprefix("tensorrt-tuner-"),
-            files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None)))
+        (opts.out / "trtexec-cache.jsonl").write_text(
+            export_trtexec(
+                sorted(all_entries, key=lambda e: (e.stage, e.started_at or "")),
+                metric=opts.metric,
+                atol=opts.atol,
+                rtol=opts.rtol,
+                search_mode=opts.mode,
+                threshold=opts.threshold,
+                knobs=knobs,
+                tuner_version=compiler.removeprefix("tensorrt-tuner-"),
+                files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None),
+            )
+        )
     from enginewright.report import render
+
     render(opts.out, summary, all_entries)
     return TuneResult(summary, all_entries, step.decision)
 
@@ -259,14 +300,17 @@ def _tune(opts: TuneOptions, store: LocalStore, say: Callable[[str], None],
 def _check_data(opts: TuneOptions, backend) -> None:
     """The reference pairs against the model's signature, before anything is built (the probe's check)."""
     from enginewright.worker.reference_data import check_pairs
+
     try:
         signature = backend.signature(opts.model, opts.settings)
     except Exception as exc:  # the parser's own error for a corrupt model
         raise TuneError(f"{opts.model} is not a model the {opts.backend} backend can read: {exc}") from None
     if signature is None:
         return
-    labels = [(f"--inputs {path}", f"--references {opts.references[i]}" if i < len(opts.references) else "")
-              for i, path in enumerate(opts.inputs)]
+    labels = [
+        (f"--inputs {path}", f"--references {opts.references[i]}" if i < len(opts.references) else "")
+        for i, path in enumerate(opts.inputs)
+    ]
     found = check_pairs(signature, opts.inputs, opts.references or None, labels, opts.outputs)
     if found:
         raise TuneError(f"the reference data does not fit {opts.model}: {found}")
@@ -289,8 +333,10 @@ def _check_resume(opts: TuneOptions) -> bool:
         previous = json.loads(path.read_text())
         changed = sorted(k for k in fingerprint if previous.get(k) != fingerprint[k])
         if changed:
-            raise TuneError(f"{opts.out} holds a run with different {', '.join(changed)}: its cache cannot be "
-                            f"reused. Use another --out directory (or delete this one).")
+            raise TuneError(
+                f"{opts.out} holds a run with different {', '.join(changed)}: its cache cannot be "
+                f"reused. Use another --out directory (or delete this one)."
+            )
         return False
     path.write_text(json.dumps(fingerprint, indent=2))
     return True
@@ -312,9 +358,16 @@ RUN_ID = "run_id"  # a key of OUT/run.json, beside the fingerprint a resume must
 
 def _summary(opts, step: Decided, began: float) -> dict:
     return {
-        "model": opts.model.name, "backend": opts.backend, "mode": opts.mode, "metric": opts.metric,
-        "threshold": opts.threshold, **step.summary(), "wall_seconds": round(time.monotonic() - began, 2),
-        "options": {k: (str(v) if isinstance(v, Path) else v.model_dump() if isinstance(v, Timing) else v)
-                    for k, v in asdict(opts).items()
-                    if k not in ("inputs", "references", "cache", "deadline")},
+        "model": opts.model.name,
+        "backend": opts.backend,
+        "mode": opts.mode,
+        "metric": opts.metric,
+        "threshold": opts.threshold,
+        **step.summary(),
+        "wall_seconds": round(time.monotonic() - began, 2),
+        "options": {
+            k: (str(v) if isinstance(v, Path) else v.model_dump() if isinstance(v, Timing) else v)
+            for k, v in asdict(opts).items()
+            if k not in ("inputs", "references", "cache", "deadline")
+        },
     }
