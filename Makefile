@@ -6,7 +6,7 @@ VENV := $(CACHE)/venv-$(DEPS_KEY)
 PY := $(VENV)/bin/python
 export ENGINEWRIGHT_CACHE := $(CACHE)
 
-.PHONY: setup venv torch binaries images test unit e2e chart-test crds cluster-up demo demo-local operator clean-cache
+.PHONY: setup venv torch binaries images test unit lint e2e chart-test crds cluster-up demo demo-local operator clean-cache
 
 setup: venv torch binaries images
 
@@ -48,6 +48,12 @@ test: venv
 
 unit: venv
 	$(PY) -m pytest -q tests/unit
+
+# Lint, format and types (pyproject.toml's [tool.ruff] and [tool.mypy]); CI runs it before the tests.
+lint: venv
+	$(VENV)/bin/ruff check operator tests bench
+	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/mypy
 
 e2e: venv
 	$(PY) -m pytest -ra tests/e2e
