@@ -346,9 +346,12 @@ def plain_loop_ratio(
     interval holds it. CUDA events on CUDA, the host clock on CPU."""
     (program,) = model.glob("*.pt2")
     dtype = getattr(torch, provenance.route.base_settings.get("input_dtype", "float32"))
-    knobs = dict(provenance.route.knobs)
-    eager = knobs.pop("compile", "true") == "false"
-    options = {"default": ({}, False), "winner": ({k: parse_option(v) for k, v in knobs.items()}, eager)}
+    from torch._inductor import config
+
+    from enginewright.backends.inductor import compiles, route_options
+
+    knobs = provenance.route.knobs  # typed as the backend types them when it builds the route
+    options = {"default": ({}, False), "winner": (route_options(config, knobs), not compiles(knobs))}
     compiled, loops = {}, {"default": [], "winner": []}
     (x,) = [torch.from_numpy(v).to(device).to(dtype) for v in inputs.values()]
     for name, (opts, as_is) in options.items():
@@ -388,19 +391,6 @@ def plain_loop_ratio(
         "headline_interval": interval,
         "plain_ratio_in_interval": bool(interval and interval[0] <= ratio <= interval[1]),
     }
-
-
-def parse_option(value: str):
-    """A knob's string value as torch._inductor.config takes it."""
-    lowered = value.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for kind in (int, float):
-        try:
-            return kind(value)
-        except ValueError:
-            pass
-    return value
 
 
 if __name__ == "__main__":
