@@ -51,9 +51,7 @@ def main() -> int:
     args = parser.parse_args()
     from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.search.routes import Route
     from enginewright.worker import child as child_module
-    from enginewright.worker.batch import Worker
     from enginewright.worker.child import Held, interleaved_round, load_npz
     from workloads import setup
 
@@ -108,10 +106,8 @@ def main() -> int:
     for name, knobs in ROUTES.items():
         if args.device != "cuda" and knobs:
             continue
-        built = Worker(bench.context()).build(Route.of(knobs), "bench", f"block-{name}")
-        if built.engine_path is None:
-            raise SystemExit(f"build of {name} failed: {built.entry.error}")
-        runner = InductorBackend(device=args.device).load(built.engine_path.read_bytes(), args.out / f"load-{name}")
+        engine = bench.build(knobs, name)
+        runner = InductorBackend(device=args.device).load(engine.read_bytes(), args.out / f"load-{name}")
         runner.run(inputs)
         warm_up(runner, inputs, "gpuTime", 10)
         held = Held(runner, calls_per_round(runner, inputs, "gpuTime", args.round_seconds), name)

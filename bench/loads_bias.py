@@ -50,20 +50,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--export", type=Path, help="also write loads_bias.json here as results come")
     args = parser.parse_args()
-    from enginewright.search.routes import Route
-    from enginewright.worker.batch import Worker
     from workloads import setup
 
     bench = setup(args.out, args.workload, args.device, "gpuTime", REPO)
     routes = [r for r in ROUTES if args.device == "cuda" or not ROUTES[r]]
-    engines = {}
-    for name in routes:
-        built = Worker(bench.context()).build(Route.of(ROUTES[name]), "bench", f"bias-{name}")
-        if built.engine_path is None:
-            raise SystemExit(f"build of {name} failed: {built.entry.error}")
-        engines[name] = args.out / f"{name}.inductor.tar"
-        engines[name].write_bytes(built.engine_path.read_bytes())
-        bench.say(f"{name} built")
+    engines = {name: bench.build(ROUTES[name], name) for name in routes}
     holds = [int(n) for n in args.holds.split(",")]
     result = {"workload": args.workload, "device": args.device, "rounds": args.rounds, "runs": []}
 

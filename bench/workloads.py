@@ -169,15 +169,19 @@ class Setup:
 
     def build_default(self) -> Path:
         """The default route's engine, built by the product's build child: OUT/engine.inductor.tar."""
+        return self.build({}, "engine", f"{self.workload.name}: default route")
+
+    def build(self, knobs: dict, name: str, label: str | None = None) -> Path:
+        """The route of `knobs`, built by the product's build child: OUT/<name>.inductor.tar."""
         from enginewright.search.routes import Route
         from enginewright.worker.batch import Worker
 
-        built = Worker(self.context()).build(Route.of({}), "bench", "bench")
+        built = Worker(self.context()).build(Route.of(knobs), "bench", "bench")
         if built.engine_path is None:
-            raise SystemExit(f"build failed: {built.entry.error}")
-        engine = self.out / "engine.inductor.tar"
+            raise SystemExit(f"build of {label or name} failed: {built.entry.error}")
+        engine = self.out / f"{name}.inductor.tar"
         engine.write_bytes(built.engine_path.read_bytes())
-        self.say(f"{self.workload.name}: default route built in {built.entry.build_seconds:.1f}s")
+        self.say(f"{label or name} built in {built.entry.build_seconds:.1f}s")
         return engine
 
 
