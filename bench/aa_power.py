@@ -241,7 +241,8 @@ def main() -> int:
 
     from enginewright.search.paired import alternate, one_after_the_other, round_order, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
-    from enginewright.worker.batch import Server, measuring_cpus
+    from enginewright.worker.batch import Server
+    from enginewright.worker.context import measuring_cpus
     from workloads import setup as bench_setup
 
     bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)

@@ -240,7 +240,7 @@ def _route_row(e) -> dict:
 
 def _context(common: dict, workdir: Path, cache: Path, say):
     from enginewright.store import LocalStore
-    from enginewright.worker.batch import Accuracy, WorkerContext, measuring_cpus
+    from enginewright.worker.context import Accuracy, WorkerContext, measuring_cpus
 
     return WorkerContext(
         backend="inductor",

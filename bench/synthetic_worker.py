@@ -23,7 +23,8 @@ from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, n
 from enginewright.search.routes import Route, parse_route  # noqa: E402
 from enginewright.store import parse_s3_uri, store_from_env  # noqa: E402
 from enginewright.store.layout import RunKeys  # noqa: E402
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext  # noqa: E402
+from enginewright.worker.batch import Worker  # noqa: E402
+from enginewright.worker.context import Accuracy, WorkerContext  # noqa: E402
 from enginewright.worker.job import BatchRequest, read_request  # noqa: E402
 
 SUFFIX = ".syn"

@@ -147,7 +147,7 @@ class Setup:
     def context(self, backend: str = "inductor", options: dict | None = None, margin: float = 0.03, measure_cpus=None):
         """A WorkerContext for serving processes of `backend` (Inductor by default) on the workload."""
         from enginewright.store import LocalStore
-        from enginewright.worker.batch import Accuracy, WorkerContext
+        from enginewright.worker.context import Accuracy, WorkerContext
 
         return WorkerContext(
             backend=backend,

@@ -6,8 +6,8 @@ from pathlib import Path
 from enginewright.api.models import Accuracy, Confirm, Metric, Search, TuningRunSpec, default_of
 from enginewright.cli import build_parser
 from enginewright.search.flow import FlowSpec
-from enginewright.worker.batch import Accuracy as WorkerAccuracy, WorkerContext
 from enginewright.worker.child import ChildRequest
+from enginewright.worker.context import Accuracy as WorkerAccuracy, WorkerContext
 from enginewright.worker.tune import TuneOptions
 
 

@@ -12,7 +12,8 @@ from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions
 from enginewright.api.fingerprint import Fingerprint, fingerprint_of
 from enginewright.search.routes import Route, route_id
 from enginewright.store import LocalStore
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext
+from enginewright.worker.batch import Worker
+from enginewright.worker.context import Accuracy, WorkerContext
 
 VERSIONS = Versions(
     compiler="inductor-torch-2.9.0-triton-3.5.0",

@@ -79,7 +79,8 @@ def recording_worker(example: Path, tmp_path: Path, monkeypatch, **timing):
 def make_worker(example: Path, tmp_path: Path, timeout: float = 120.0):
     """A Worker on the example model with a local store under `tmp_path` and short timing."""
     from enginewright.store import LocalStore
-    from enginewright.worker.batch import Accuracy, Worker, WorkerContext
+    from enginewright.worker.batch import Worker
+    from enginewright.worker.context import Accuracy, WorkerContext
 
     return Worker(
         WorkerContext(

@@ -63,7 +63,7 @@ def test_serving_processes_are_pinned_to_the_measuring_cpus(example, tmp_path, d
 
 
 def test_measuring_cpus_follow_the_setting(monkeypatch):
-    from enginewright.worker.batch import measuring_cpus
+    from enginewright.worker.context import measuring_cpus
 
     monkeypatch.delenv("ENGINEWRIGHT_MEASURE_CPUS", raising=False)
     assert measuring_cpus() is None  # off unless asked for: pinning every process to one core hurt on the H200

@@ -17,20 +17,16 @@ import math
 import os
 import select
 import shutil
-import signal
 import statistics
 import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Sequence
+from typing import IO, Sequence
 
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Versions, now_iso
-from enginewright.api.fingerprint import Fingerprint, fingerprint_of
-from enginewright.api.models import Accuracy as AccuracySpec, Search, Timing, default_of
 from enginewright.backends.base import stats_of
 from enginewright.search.paired import (
     Spread,
@@ -43,187 +39,13 @@ from enginewright.search.paired import (
     summarise_loads,
 )
 from enginewright.search.routes import Route
-from enginewright.store.layout import RunKeys
-from enginewright.store.objects import ObjectStore
-from enginewright.worker.child import ChildRequest
+from enginewright.worker.context import WorkerContext
+from enginewright.worker.process import child_command, how_it_ended, kill_group, run_child
 from enginewright.worker.quiet import wait_quiet
 
 log = logging.getLogger("enginewright.worker")
 
 ROUTE = "route"  # the key a route's engine is loaded by, beside the default's, in the serving process
-
-
-@dataclass
-class Accuracy:
-    """What the worker checks outputs against (local paths of the downloaded .npz files)."""
-
-    inputs: list[Path]
-    references: list[Path]
-    metric: str = default_of(AccuracySpec, "metric").value
-    threshold: float | None = None
-    atol: float = default_of(AccuracySpec, "atol")
-    rtol: float = default_of(AccuracySpec, "rtol")
-    outputs: list[str] = field(default_factory=list)  # the outputs checked; empty: every model output
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.references) and self.threshold is not None
-
-
-@dataclass
-class WorkerContext:
-    """Everything one worker invocation needs, whatever started it (a Job or `enginewright tune`)."""
-
-    backend: str
-    model: Path
-    accuracy: Accuracy
-    store: ObjectStore
-    prefix: str  # e.g. runs/<ns>/<run>-<uid8>/<gpu-type>
-    target: str
-    workdir: Path
-    engine_suffix: str = ".engine"
-    settings: dict[str, str] = field(default_factory=dict)
-    input_shapes: list[dict] = field(default_factory=list)
-    timing: Timing = field(default_factory=Timing)  # a dict of its fields is accepted too
-    # paired rounds stop once a route is placed on either side of 1 - margin
-    noise_margin: float = default_of(Search, "noise_margin")
-    route_timeout: float = float(default_of(Search, "route_timeout_seconds"))
-    deadline: float | None = None  # epoch seconds; routes not started by then are skipped
-    save_all_engines: bool = default_of(Search, "save_all_engines")
-    backend_options: dict = field(default_factory=dict)
-    build_parallelism: int = 1
-    measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
-    compiler: str | None = None  # set: entries of another compiler (a shared or imported cache) are not used
-    seeds: dict[str, CacheEntry] = field(default_factory=dict)  # imported entries of this compiler, by route id
-    # Reuse across runs: entries are stamped with `run` and the route's fingerprint; with `run` set, an
-    # entry of another run is used only when its fingerprint equals this run's for that route (None:
-    # every entry under the prefix is this run's own, as in a Job's run-scoped prefix).
-    fingerprint: Fingerprint | None = None  # this run's context (route_id '')
-    run: str | None = None
-    reuse: bool = True  # False: entries of other runs are never used (they are still stamped)
-    progress: Callable[[str], None] | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.timing, Timing):
-            self.timing = Timing.model_validate(self.timing)
-
-    @classmethod
-    def of(
-        cls,
-        spec,
-        *,
-        model: Path,
-        accuracy: Accuracy,
-        store,
-        prefix: str,
-        target: str,
-        workdir: Path,
-        engine_suffix: str,
-        deadline: float | None,
-        progress: Callable[[str], None] | None,
-        **local,
-    ) -> WorkerContext:
-        """The context of a worker that runs `spec` (a `TuningRunSpec`, or `tune`'s options as one:
-        `worker.tune.TuneOptions.spec`): the compiler, timing and search settings come from the spec,
-        where it runs from the caller; `local` sets the fields only `tune` uses (seeds, reuse, ...)."""
-        compiler, search = spec.compiler, spec.search
-        return cls(
-            backend=compiler.name.value,
-            model=model,
-            accuracy=accuracy,
-            store=store,
-            prefix=prefix,
-            target=target,
-            workdir=workdir,
-            engine_suffix=engine_suffix,
-            settings=compiler.settings,
-            input_shapes=[s.wire() for s in compiler.input_shapes],
-            timing=spec.timing,
-            noise_margin=search.noise_margin,
-            route_timeout=search.route_timeout_seconds,
-            save_all_engines=search.save_all_engines,
-            deadline=deadline,
-            measure_cpus=measuring_cpus(),
-            progress=progress,
-            **local,
-        )
-
-    def time_left(self) -> float:
-        """Seconds until the run's deadline (0 once it passed; infinite without one)."""
-        if self.deadline is None:
-            return float("inf")
-        return max(0.0, self.deadline - time.time())
-
-    def child_request(self, action: str, workdir: Path, engine: Path, **fields) -> ChildRequest:
-        """A request for a child process of this worker: its backend and timing, plus `fields`."""
-        return ChildRequest(
-            action=action,
-            backend=self.backend,
-            backend_options=self.backend_options,
-            workdir=str(workdir),
-            engine=str(engine),
-            timing=self.timing,
-            **fields,
-        )
-
-    @property
-    def keys(self) -> RunKeys:
-        return RunKeys(self.prefix)
-
-    def entry_key(self, route_id: str) -> str:
-        return self.keys.entry(route_id)
-
-    def engine_key(self, route_id: str) -> str:
-        return self.keys.engine(route_id, self.engine_suffix)
-
-    def say(self, message: str) -> None:
-        log.info(message)
-        if self.progress:
-            self.progress(message)
-
-
-def context_fingerprint(ctx: WorkerContext, versions: Versions) -> Fingerprint:
-    """The fingerprint (`api.fingerprint`, route id '') of every measurement this context makes, with
-    `versions` the backend's on this machine: the entries it writes carry it per route, and an
-    earlier run's entry is reused only when it carries the same."""
-    import numpy as np
-
-    def sha256(path: Path) -> str:
-        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-    accuracy = ctx.accuracy
-    with np.load(accuracy.inputs[0], allow_pickle=False) as arrays:
-        shapes = {name: list(arrays[name].shape) for name in arrays.files}
-    return fingerprint_of(
-        backend=ctx.backend,
-        backend_options=ctx.backend_options,
-        model_sha256=sha256(ctx.model),
-        versions=versions,
-        objective=ctx.timing.objective.value,
-        input_shapes=shapes,
-        declared_shapes=ctx.input_shapes,
-        settings=ctx.settings,
-        data_sha256=[sha256(p) for p in [*accuracy.inputs, *accuracy.references]],
-        metric=accuracy.metric if accuracy.enabled else None,
-        threshold=accuracy.threshold if accuracy.enabled else None,
-        atol=accuracy.atol,
-        rtol=accuracy.rtol,
-        outputs=accuracy.outputs,
-    )
-
-
-def measuring_cpus() -> frozenset[int] | None:
-    """The CPUs every engine-serving process is pinned to: `ENGINEWRIGHT_MEASURE_CPUS`, a list such
-    as `3` or `2,3`; unset or `off`: not pinned. Off by default because it was measured to hurt: on
-    the H200, with the eight serving processes of the A/A benchmark all pinned to one CPU, the
-    attention block's default engine ran 1.5-2x slower (0.32-0.45 ms against 0.20-0.23 unpinned)
-    and identical engines differed by up to 40% from process to process (±5% unpinned): their idle
-    threads (CUDA driver, compile workers) share that core with the one measuring
-    (docs/benchmarks.md). For nodes whose measuring cores are reserved (e.g. a static CPU manager)."""
-    setting = os.environ.get("ENGINEWRIGHT_MEASURE_CPUS", "").strip()
-    if setting in ("", "off"):
-        return None
-    return frozenset(int(cpu) for cpu in setting.split(","))
 
 
 def failed_entry(entry: CacheEntry, outcome: Outcome, error: str | None) -> CacheEntry:
@@ -238,61 +60,6 @@ class Built:
     route: Route
     entry: CacheEntry
     engine_path: Path | None
-
-
-@dataclass
-class ChildResult:
-    ok: bool
-    data: dict
-    outcome: Outcome | None = None  # set when the child failed
-    error: str | None = None
-
-
-def run_child(ctx: WorkerContext, request: ChildRequest, timeout: float, failure: Outcome) -> ChildResult:
-    """Run one child step in its own process group; a timeout kills the whole group."""
-    folder = Path(request.workdir)
-    folder.mkdir(parents=True, exist_ok=True)
-    result_path = folder / f"{request.action}-result.json"
-    request = request.model_copy(update={"result": str(result_path)})
-    result_path.unlink(missing_ok=True)
-    request_path = folder / f"{request.action}-request.json"
-    request_path.write_text(request.model_dump_json())
-    log_path = folder / f"{request.action}.log"
-    with open(log_path, "wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "enginewright.worker.child", str(request_path)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            code = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            return ChildResult(False, {}, Outcome.timeout, f"{request.action} exceeded {timeout:.0f}s")
-        finally:
-            _kill_group(proc)  # leftovers of the child's own children
-    if not result_path.exists():
-        return ChildResult(False, {}, Outcome.crash, f"{request.action} process {how_it_ended(code, log_path)}")
-    data = json.loads(result_path.read_text())
-    if not data.get("ok"):
-        return ChildResult(False, data, failure, data.get("error"))
-    return ChildResult(True, data)
-
-
-def how_it_ended(code: int, log_path: Path, when: str = "") -> str:
-    """A child's exit (the signal that killed it, or its status), `when`, and the tail of its log."""
-    tail = log_path.read_text(errors="replace")[-1500:].strip()
-    how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
-    return how + when + (f": {tail}" if tail else "")
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    proc.wait()
 
 
 class Worker:
@@ -382,7 +149,6 @@ class Worker:
             fingerprint=ctx.fingerprint.for_route(route.id) if ctx.fingerprint else None,
         )
         result = run_child(
-            ctx,
             ctx.child_request(
                 "build",
                 folder,
@@ -853,7 +619,7 @@ class Server:
         (self.workdir / "request.json").write_text(request.model_dump_json())
         with open(self.workdir / "serve.log", "wb") as log_file:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "enginewright.worker.child", str(self.workdir / "request.json")],
+                child_command(self.workdir / "request.json"),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log_file,
@@ -959,7 +725,7 @@ class Server:
             try:
                 code = proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                _kill_group(proc)
+                kill_group(proc)
                 code = proc.returncode
             raise ServerFailed(
                 Outcome.crash,
@@ -981,7 +747,7 @@ class Server:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             pass
-        _kill_group(proc)
+        kill_group(proc)
 
 
 def describe(entry: CacheEntry) -> str:

@@ -57,7 +57,7 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
     """Download the model and the reference pairs once; verify the digest, and that the inputs and
     references fit the model's signature (`worker.reference_data`)."""
     from enginewright.backends import get_backend
-    from enginewright.worker.batch import Accuracy
+    from enginewright.worker.context import Accuracy
     from enginewright.worker.reference_data import check_pairs
 
     spec = request.spec
@@ -125,7 +125,7 @@ def probe(request: BatchRequest, workdir: Path) -> int:
     versions = backend.versions()
     if os.environ.get("NODE_NAME"):
         versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
-    from enginewright.worker.batch import context_fingerprint
+    from enginewright.worker.context import context_fingerprint
 
     fingerprint = context_fingerprint(worker_context(request, backend, model, accuracy, workdir, store), versions)
     result = ProbeResult(
@@ -181,7 +181,7 @@ def run(request: BatchRequest, workdir: Path) -> int:
 def worker_context(request: BatchRequest, backend, model: Path, accuracy, workdir: Path, store):
     """The worker's context for a Job's request (sweep, confirm, and the probe's fingerprint): the
     request's spec where the request says (`WorkerContext.of`, as `tune` does)."""
-    from enginewright.worker.batch import WorkerContext
+    from enginewright.worker.context import WorkerContext
 
     return WorkerContext.of(
         request.spec,

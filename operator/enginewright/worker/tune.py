@@ -38,7 +38,8 @@ from enginewright.search.flow import (
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
-from enginewright.worker.batch import Accuracy, Worker, WorkerContext, context_fingerprint
+from enginewright.worker.batch import Worker
+from enginewright.worker.context import Accuracy, WorkerContext, context_fingerprint
 
 TARGET = "local"
 
