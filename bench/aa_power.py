@@ -11,7 +11,7 @@ copies read within 6% of each other interleaved (bench/load_effects.py, docs/ben
     python bench/aa_power.py table RUN.json...   # the figures of saved runs, as a markdown table
 
 One Inductor engine (the workload's default route) is built with the product's build child, then held
-by serving processes (`worker.batch.Server`, the code that measures every route), plain or made slower
+by serving processes (`worker.server.Server`, the code that measures every route), plain or made slower
 on purpose by a known amount (`--slowed`: each call is followed by a device-side spin of `--slowdown`
 times the call's device time, calibrated at load; the measured slowdown is reported). Trials, taking
 turns between the layouts until `--seconds`:
@@ -241,8 +241,8 @@ def main() -> int:
 
     from enginewright.search.paired import alternate, one_after_the_other, round_order, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
-    from enginewright.worker.batch import Server
     from enginewright.worker.context import measuring_cpus
+    from enginewright.worker.server import Server
     from workloads import setup as bench_setup
 
     bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)

@@ -6,7 +6,7 @@ original module with the same options, side by side in one run, per workload and
 
 For every workload (fp16 on a GPU, launch-bound; float32 on `--device cpu`) and route:
 - `engine`: built by the product's build child (`worker.batch.Worker.build`) and served by the
-  product's serving process (`worker.batch.Server`, the code that times every route), so what is
+  product's serving process (`worker.server.Server`, the code that times every route), so what is
   timed is what a consumer of the engine runs;
 - `compile`: `torch.compile(module, options=<the route's options>, dynamic=False)` on the original
   module, called in a loop under one `torch.inference_mode()` (as a user would serve it), served by
@@ -216,8 +216,8 @@ def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say
 
 
 def server(bench, backend: str, key: str, engine: Path, folder: Path):
-    """A serving process of the product (`worker.batch.Server`) holding `engine` as `key`."""
-    from enginewright.worker.batch import Server
+    """A serving process of the product (`worker.server.Server`) holding `engine` as `key`."""
+    from enginewright.worker.server import Server
 
     return Server(bench.context(backend, {"device": bench.device}), key, engine, folder, references=False)
 

@@ -187,7 +187,7 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from enginewright.worker.batch import Server
+    from enginewright.worker.server import Server
     from workloads import setup as bench_setup
 
     bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)

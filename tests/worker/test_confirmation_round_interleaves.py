@@ -46,7 +46,7 @@ def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engin
 
 
 def test_serving_processes_are_pinned_to_the_measuring_cpus(example, tmp_path, default_engine):
-    from enginewright.worker.batch import Server
+    from enginewright.worker.server import Server
 
     worker = make_worker(example, tmp_path)
     cpu = max(os.sched_getaffinity(0))

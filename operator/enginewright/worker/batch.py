@@ -11,22 +11,19 @@ flight.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import os
-import select
 import shutil
 import statistics
-import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Sequence
+from typing import Sequence
 
 from enginewright import failpoints
-from enginewright.api.cache import CacheEntry, Host, Measurements, Outcome, Versions, now_iso
+from enginewright.api.cache import CacheEntry, Host, Outcome, Versions, now_iso
 from enginewright.backends.base import stats_of
 from enginewright.search.paired import (
     Spread,
@@ -40,8 +37,8 @@ from enginewright.search.paired import (
 )
 from enginewright.search.routes import Route
 from enginewright.worker.context import WorkerContext
-from enginewright.worker.process import child_command, how_it_ended, kill_group, run_child
-from enginewright.worker.quiet import wait_quiet
+from enginewright.worker.process import run_child
+from enginewright.worker.server import Server, ServerFailed, primer
 
 log = logging.getLogger("enginewright.worker")
 
@@ -178,7 +175,7 @@ class Worker:
             engine_path,
         )
 
-    def load(self, built: Built, key: str) -> tuple[CacheEntry, "Server | None"]:
+    def load(self, built: Built, key: str) -> tuple[CacheEntry, Server | None]:
         """Load the built engine in a fresh serving process, check its accuracy there, then load it
         `timing.loads` times more for timing (`load_more`). Returns the entry so far and the warm
         server (None when loading failed; the entry says why)."""
@@ -197,9 +194,7 @@ class Worker:
             raise
         return self._loaded(entry, ready), server
 
-    def load_more(
-        self, server: "Server", key: str, engine: Path, timeout: float, loads: int | None = None
-    ) -> list[str]:
+    def load_more(self, server: Server, key: str, engine: Path, timeout: float, loads: int | None = None) -> list[str]:
         """Load `engine` `loads` (default `timing.loads`) more times into `server`, unchecked, as keys
         `search.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
         (its `primer`, which the accuracy check ran on) is never timed: on the H200 the first load
@@ -229,7 +224,7 @@ class Worker:
             update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
         return entry.model_copy(update=update)
 
-    def measure_default(self, built: Built, timed: bool = True) -> tuple[CacheEntry, "Server | None"]:
+    def measure_default(self, built: Built, timed: bool = True) -> tuple[CacheEntry, Server | None]:
         """Load the default engine (its primer, checked, and `timing.loads` timed loads) and, `timed`
         (for the batch that writes its entry), time its loads against each other for `min_rounds`
         interleaved rounds. The server stays loaded: every route of the batch is timed against it."""
@@ -266,7 +261,7 @@ class Worker:
             }
         ), server
 
-    def measure_paired(self, built: Built, default: "Server") -> CacheEntry:
+    def measure_paired(self, built: Built, default: Server) -> CacheEntry:
         """Load the route's engine into the default's serving process (a primer, checked, then
         `timing.loads` timed loads), then time every load of both in paired rounds, each round
         interleaved in blocks on that process's one thread (`Server.interleave`), until
@@ -483,7 +478,7 @@ class Worker:
             shutil.rmtree(ctx.workdir / "routes" / default.id, ignore_errors=True)
         return written
 
-    def _reload_default(self, built: Built, batch: str) -> "Server":
+    def _reload_default(self, built: Built, batch: str) -> Server:
         """The default's engine in a fresh serving process, after a route's failure closed the last."""
         self.ctx.say(f"[{batch}] loading the default route again (the last route's failure closed its process)")
         entry, server = self.load(built, "default")
@@ -547,11 +542,6 @@ class Worker:
             server.close()
 
 
-def primer(key: str) -> str:
-    """The key of an engine's first load in a process: checked for accuracy, never timed."""
-    return f"{key}@primer"
-
-
 def round_means(loads: Sequence[Sequence[float]]) -> list[float]:
     """Per round, the geometric mean over an engine's loads (ms per call)."""
     return [math.exp(statistics.fmean(math.log(values[r]) for values in loads)) for r in range(len(loads[0]))]
@@ -572,182 +562,6 @@ def this_host() -> Host:
     except OSError:
         load = None
     return Host(cpu_model=model, cpus=len(os.sched_getaffinity(0)), load_average=load)
-
-
-class ServerFailed(Exception):
-    """A serving process failed; `engine`: the key of the engine whose call raised, when it said."""
-
-    def __init__(self, outcome: Outcome, error: str, engine: str | None = None):
-        super().__init__(error)
-        self.outcome, self.error, self.engine = outcome, error, engine
-
-
-class Server:
-    """A serving process (`child.serve`): engines held loaded and timed on request, one JSON line per
-    request and one back. It starts with one engine (`key`); `add` loads more beside it and `drop`
-    unloads them, so that engines timed against each other run in one process, on one thread (two
-    processes holding the same engine run lastingly apart: see `child.serve`)."""
-
-    def __init__(self, ctx: WorkerContext, key: str, engine: Path, workdir: Path, references: bool):
-        self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
-        self.references = references
-        self.proc: subprocess.Popen[str] | None = None
-        self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
-
-    @property
-    def calls(self) -> int:
-        """Calls per round of the first engine."""
-        return self.calls_of.get(self.key, 1)
-
-    def launch(self) -> None:
-        ctx, accuracy = self.ctx, self.ctx.accuracy
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        request = ctx.child_request(
-            "serve",
-            self.workdir,
-            self.engine,
-            inputs=[str(p) for p in accuracy.inputs],
-            references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
-            metric=accuracy.metric,
-            threshold=accuracy.threshold,
-            atol=accuracy.atol,
-            rtol=accuracy.rtol,
-            outputs=list(accuracy.outputs),
-            key=self.key,
-            check=self.references,
-        )
-        (self.workdir / "request.json").write_text(request.model_dump_json())
-        with open(self.workdir / "serve.log", "wb") as log_file:
-            self.proc = subprocess.Popen(
-                child_command(self.workdir / "request.json"),
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=log_file,
-                text=True,
-                start_new_session=True,
-            )
-        if ctx.measure_cpus:
-            try:  # before the child starts any thread: every thread it starts inherits the set
-                os.sched_setaffinity(self.proc.pid, ctx.measure_cpus)
-            except OSError as exc:
-                log.warning("could not pin the serving process to CPUs %s: %s", sorted(ctx.measure_cpus), exc)
-
-    def wait_ready(self, timeout: float) -> dict:
-        return self._ready(self.key, self._reply(timeout, "load"))
-
-    def start(self, timeout: float) -> dict:
-        self.launch()
-        return self.wait_ready(timeout)
-
-    def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
-        """Load another engine into this process (its files under `workdir`), check its accuracy when
-        `check` and the run has references; `backend`: `backend`/`backend_options` of its own."""
-        return self._ready(
-            key,
-            self._ask(
-                {"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir), "check": check, **backend},
-                timeout,
-            ),
-        )
-
-    def drop(self, key: str, timeout: float) -> None:
-        self._ask({"op": "drop", "key": key}, timeout)
-        self.calls_of.pop(key, None)
-
-    def _ready(self, key: str, ready: dict) -> dict:
-        if not ready.get("ready"):
-            raise ServerFailed(Outcome.crash, f"loading engine {key} failed: {ready.get('error')}")
-        self.calls_of[key] = int(ready["calls"])
-        return ready
-
-    def time(self, timeout: float, key: str | None = None) -> float:
-        """One round of engine `key` (default: the first): milliseconds per call."""
-        key = key or self.key
-        reply = self._timed({"op": "time", "key": key}, timeout)
-        return self._timing(key, reply["ms"], reply["calls"])
-
-    def interleave(self, keys: Sequence[str], timeout: float) -> list[float]:
-        """One round of engines of this process, interleaved in blocks (`child.interleaved_round`):
-        milliseconds per call of each, in the order of `keys`."""
-        reply = self._timed({"op": "interleave", "keys": list(keys)}, timeout)
-        return [self._timing(key, ms, calls) for key, ms, calls in zip(keys, reply["ms"], reply["calls"])]
-
-    def _timing(self, key: str, ms, calls) -> float:
-        """One engine's time from a reply (and its calls per round from now on), checked."""
-        self.calls_of[key] = int(calls)
-        ms = float(ms)
-        if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
-            raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
-        return ms
-
-    def measurements(self, timeout: float, key: str | None = None) -> Measurements:
-        reply = self._ask({"op": "measurements", "key": key or self.key}, timeout)
-        return Measurements.model_validate(reply["measurements"])
-
-    def _timed(self, request: dict, timeout: float) -> dict:
-        """A timing request's reply; a call that raised is a ServerFailed naming its engine."""
-        reply = self._ask(request, timeout)
-        if "failed" in reply:
-            raise ServerFailed(
-                Outcome.crash, f"engine {reply['failed']} failed: {reply.get('error')}", engine=reply["failed"]
-            )
-        return reply
-
-    def _running(self) -> tuple[subprocess.Popen[str], IO[str], IO[str]]:
-        """The serving process and its request and reply pipes; asking a closed one is a caller's bug."""
-        proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdout is None:
-            raise RuntimeError(f"the process holding engine {self.key} is not running (closed, or never launched)")
-        return proc, proc.stdin, proc.stdout
-
-    def _ask(self, request: dict, timeout: float) -> dict:
-        proc, requests, _ = self._running()
-        try:
-            requests.write(json.dumps(request) + "\n")
-            requests.flush()
-        except (BrokenPipeError, OSError):
-            pass  # the reply (none) says what happened
-        reply = self._reply(timeout, request["op"])
-        # The next engine is timed only once this one's threads have gone idle: ONNX Runtime's
-        # intra-op threads spin for tens of milliseconds after a run, and on 2 cores that tripled the
-        # per-call time of the next process's 1 ms engine (3.1 ms against 1.1 ms with a 50 ms pause).
-        wait_quiet(proc.pid)
-        return reply
-
-    def _reply(self, timeout: float, what: str) -> dict:
-        proc, _, replies = self._running()
-        ready, _, _ = select.select([replies], [], [], timeout)
-        if not ready:
-            self.close()
-            raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
-        line = replies.readline()
-        if not line:
-            try:
-                code = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                kill_group(proc)
-                code = proc.returncode
-            raise ServerFailed(
-                Outcome.crash,
-                f"the process holding engine {self.key} "
-                f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}",
-            )
-        return json.loads(line)
-
-    def close(self) -> None:
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        try:
-            if proc.stdin is not None:  # (always: it is opened with a pipe)
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
-        kill_group(proc)
 
 
 def describe(entry: CacheEntry) -> str:

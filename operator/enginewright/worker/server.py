@@ -1,0 +1,201 @@
+"""The worker's side of a serving process (`child.serve`): engines held loaded in one process and
+timed on request, one JSON line per request and one back, so that engines timed against each other
+run in one process, on one thread."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import subprocess
+from pathlib import Path
+from typing import IO, Sequence
+
+from enginewright.api.cache import Measurements, Outcome
+from enginewright.worker.context import WorkerContext
+from enginewright.worker.process import child_command, how_it_ended, kill_group
+from enginewright.worker.quiet import wait_quiet
+
+log = logging.getLogger("enginewright.worker")
+
+
+def primer(key: str) -> str:
+    """The key of an engine's first load in a process: checked for accuracy, never timed."""
+    return f"{key}@primer"
+
+
+class ServerFailed(Exception):
+    """A serving process failed; `engine`: the key of the engine whose call raised, when it said."""
+
+    def __init__(self, outcome: Outcome, error: str, engine: str | None = None):
+        super().__init__(error)
+        self.outcome, self.error, self.engine = outcome, error, engine
+
+
+class Server:
+    """A serving process (`child.serve`): engines held loaded and timed on request, one JSON line per
+    request and one back. It starts with one engine (`key`); `add` loads more beside it and `drop`
+    unloads them, so that engines timed against each other run in one process, on one thread (two
+    processes holding the same engine run lastingly apart: see `child.serve`)."""
+
+    def __init__(self, ctx: WorkerContext, key: str, engine: Path, workdir: Path, references: bool):
+        self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
+        self.references = references
+        self.proc: subprocess.Popen[str] | None = None
+        self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
+
+    @property
+    def calls(self) -> int:
+        """Calls per round of the first engine."""
+        return self.calls_of.get(self.key, 1)
+
+    def launch(self) -> None:
+        ctx, accuracy = self.ctx, self.ctx.accuracy
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        request = ctx.child_request(
+            "serve",
+            self.workdir,
+            self.engine,
+            inputs=[str(p) for p in accuracy.inputs],
+            references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
+            metric=accuracy.metric,
+            threshold=accuracy.threshold,
+            atol=accuracy.atol,
+            rtol=accuracy.rtol,
+            outputs=list(accuracy.outputs),
+            key=self.key,
+            check=self.references,
+        )
+        (self.workdir / "request.json").write_text(request.model_dump_json())
+        with open(self.workdir / "serve.log", "wb") as log_file:
+            self.proc = subprocess.Popen(
+                child_command(self.workdir / "request.json"),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=log_file,
+                text=True,
+                start_new_session=True,
+            )
+        if ctx.measure_cpus:
+            try:  # before the child starts any thread: every thread it starts inherits the set
+                os.sched_setaffinity(self.proc.pid, ctx.measure_cpus)
+            except OSError as exc:
+                log.warning("could not pin the serving process to CPUs %s: %s", sorted(ctx.measure_cpus), exc)
+
+    def wait_ready(self, timeout: float) -> dict:
+        return self._ready(self.key, self._reply(timeout, "load"))
+
+    def start(self, timeout: float) -> dict:
+        self.launch()
+        return self.wait_ready(timeout)
+
+    def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
+        """Load another engine into this process (its files under `workdir`), check its accuracy when
+        `check` and the run has references; `backend`: `backend`/`backend_options` of its own."""
+        return self._ready(
+            key,
+            self._ask(
+                {"op": "load", "key": key, "engine": str(engine), "workdir": str(workdir), "check": check, **backend},
+                timeout,
+            ),
+        )
+
+    def drop(self, key: str, timeout: float) -> None:
+        self._ask({"op": "drop", "key": key}, timeout)
+        self.calls_of.pop(key, None)
+
+    def _ready(self, key: str, ready: dict) -> dict:
+        if not ready.get("ready"):
+            raise ServerFailed(Outcome.crash, f"loading engine {key} failed: {ready.get('error')}")
+        self.calls_of[key] = int(ready["calls"])
+        return ready
+
+    def time(self, timeout: float, key: str | None = None) -> float:
+        """One round of engine `key` (default: the first): milliseconds per call."""
+        key = key or self.key
+        reply = self._timed({"op": "time", "key": key}, timeout)
+        return self._timing(key, reply["ms"], reply["calls"])
+
+    def interleave(self, keys: Sequence[str], timeout: float) -> list[float]:
+        """One round of engines of this process, interleaved in blocks (`child.interleaved_round`):
+        milliseconds per call of each, in the order of `keys`."""
+        reply = self._timed({"op": "interleave", "keys": list(keys)}, timeout)
+        return [self._timing(key, ms, calls) for key, ms, calls in zip(keys, reply["ms"], reply["calls"])]
+
+    def _timing(self, key: str, ms, calls) -> float:
+        """One engine's time from a reply (and its calls per round from now on), checked."""
+        self.calls_of[key] = int(calls)
+        ms = float(ms)
+        if not ms > 0 or ms == float("inf"):  # a ratio of it would be meaningless
+            raise ServerFailed(Outcome.crash, f"engine {key} timed {ms} ms per call")
+        return ms
+
+    def measurements(self, timeout: float, key: str | None = None) -> Measurements:
+        reply = self._ask({"op": "measurements", "key": key or self.key}, timeout)
+        return Measurements.model_validate(reply["measurements"])
+
+    def _timed(self, request: dict, timeout: float) -> dict:
+        """A timing request's reply; a call that raised is a ServerFailed naming its engine."""
+        reply = self._ask(request, timeout)
+        if "failed" in reply:
+            raise ServerFailed(
+                Outcome.crash, f"engine {reply['failed']} failed: {reply.get('error')}", engine=reply["failed"]
+            )
+        return reply
+
+    def _running(self) -> tuple[subprocess.Popen[str], IO[str], IO[str]]:
+        """The serving process and its request and reply pipes; asking a closed one is a caller's bug."""
+        proc = self.proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
+            raise RuntimeError(f"the process holding engine {self.key} is not running (closed, or never launched)")
+        return proc, proc.stdin, proc.stdout
+
+    def _ask(self, request: dict, timeout: float) -> dict:
+        proc, requests, _ = self._running()
+        try:
+            requests.write(json.dumps(request) + "\n")
+            requests.flush()
+        except (BrokenPipeError, OSError):
+            pass  # the reply (none) says what happened
+        reply = self._reply(timeout, request["op"])
+        # The next engine is timed only once this one's threads have gone idle: ONNX Runtime's
+        # intra-op threads spin for tens of milliseconds after a run, and on 2 cores that tripled the
+        # per-call time of the next process's 1 ms engine (3.1 ms against 1.1 ms with a 50 ms pause).
+        wait_quiet(proc.pid)
+        return reply
+
+    def _reply(self, timeout: float, what: str) -> dict:
+        proc, _, replies = self._running()
+        ready, _, _ = select.select([replies], [], [], timeout)
+        if not ready:
+            self.close()
+            raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
+        line = replies.readline()
+        if not line:
+            try:
+                code = proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # closed its output but hangs on exit
+                kill_group(proc)
+                code = proc.returncode
+            raise ServerFailed(
+                Outcome.crash,
+                f"the process holding engine {self.key} "
+                f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}",
+            )
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        try:
+            if proc.stdin is not None:  # (always: it is opened with a pipe)
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        kill_group(proc)
