@@ -5,7 +5,7 @@ original module with the same options, side by side in one run, per workload and
         [--rounds 9] [--layouts shared,processes] [--variant NAME=module:Class ...] [--device cuda|cpu]
 
 For every workload (fp16 on a GPU, launch-bound; float32 on `--device cpu`) and route:
-- `engine`: built by the product's build child (`worker.batch.Worker.build`) and served by the
+- `engine`: built by the product's build child (`worker.measure.build`) and served by the
   product's serving process (`worker.server.Server`, the code that times every route), so what is
   timed is what a consumer of the engine runs;
 - `compile`: `torch.compile(module, options=<the route's options>, dynamic=False)` on the original
@@ -158,12 +158,12 @@ class WithExportHook(InductorBackend):
 
 
 def build(bench, backend: str, route: dict, folder: Path) -> tuple[Path, float]:
-    """One engine built by the product's build child (`Worker.build`); its path and build seconds."""
+    """One engine built by the product's build child (`worker.measure.build`); its path and build seconds."""
     from enginewright.search.routes import Route
-    from enginewright.worker.batch import Worker
+    from enginewright.worker.measure import build as build_route
 
     ctx = replace(bench.context(backend), workdir=folder)
-    built = Worker(ctx).build(Route.of(route), "bench", "bench")
+    built = build_route(ctx, Route.of(route), "bench", "bench")
     if built.engine_path is None:
         raise RuntimeError(f"build failed: {built.entry.error}")
     return built.engine_path, built.entry.build_seconds

@@ -262,6 +262,8 @@ def _context(common: dict, workdir: Path, cache: Path, say):
 
 def _aa_test(worker, default_entry, say, rounds_wanted: int = AA_ROUNDS) -> dict:
     """Default vs two copies of itself, interleaved rounds, as the confirmation round times them."""
+    from enginewright.worker.measure import interleave
+
     ctx = worker.ctx
     folder = ctx.workdir / "aa"
     folder.mkdir(parents=True, exist_ok=True)
@@ -269,7 +271,7 @@ def _aa_test(worker, default_entry, say, rounds_wanted: int = AA_ROUNDS) -> dict
     path.write_bytes(ctx.store.get(ctx.engine_key(default_entry.route_id)))
     say(f"A/A test: {rounds_wanted} rounds")
     try:
-        rounds = worker.interleave({"default": path, "copy-a": path, "copy-b": path}, rounds_wanted, folder)
+        rounds = interleave(ctx, {"default": path, "copy-a": path, "copy-b": path}, rounds_wanted, folder)
     except RuntimeError as exc:
         return {"error": str(exc)}
     return {**aa_verdicts(rounds, CONFIRM_ROUNDS), "rounds": rounds}

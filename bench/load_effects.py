@@ -170,8 +170,8 @@ def main() -> int:
     from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
     from enginewright.search.routes import Route
-    from enginewright.worker.batch import Worker
     from enginewright.worker.child import Held, load_npz
+    from enginewright.worker.measure import build
     from workloads import WORKLOADS, setup as bench_setup
 
     workload = args.workload
@@ -218,12 +218,12 @@ def main() -> int:
         )
 
     engines = {}
-    worker = Worker(bench.context())
+    ctx = bench.context()
     names = args.routes.split(",") + ([args.second] if "order" in phases else [])
     for name in dict.fromkeys(names):
         if args.device != "cuda" and name == "cudagraphs":
             continue
-        built = worker.build(Route.of(ROUTES[name]), "bench", "bench")
+        built = build(ctx, Route.of(ROUTES[name]), "bench", "bench")
         if built.engine_path is None:
             raise SystemExit(f"{name}: build failed: {built.entry.error}")
         path = args.out / f"{name}.inductor.tar"

@@ -174,9 +174,9 @@ class Setup:
     def build(self, knobs: dict, name: str, label: str | None = None) -> Path:
         """The route of `knobs`, built by the product's build child: OUT/<name>.inductor.tar."""
         from enginewright.search.routes import Route
-        from enginewright.worker.batch import Worker
+        from enginewright.worker.measure import build
 
-        built = Worker(self.context()).build(Route.of(knobs), "bench", "bench")
+        built = build(self.context(), Route.of(knobs), "bench", "bench")
         if built.engine_path is None:
             raise SystemExit(f"build of {label or name} failed: {built.entry.error}")
         engine = self.out / f"{name}.inductor.tar"

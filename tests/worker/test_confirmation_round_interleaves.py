@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from enginewright.worker.measure import interleave
 from tests.worker.conftest import make_worker, run_tune
 
 
@@ -16,8 +17,11 @@ def default_engine(example, tmp_path_factory):
 
 
 def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
-    rounds = make_worker(example, tmp_path).interleave(
-        {"a": default_engine, "b": default_engine, "c": default_engine}, 4, tmp_path / "confirm"
+    rounds = interleave(
+        make_worker(example, tmp_path).ctx,
+        {"a": default_engine, "b": default_engine, "c": default_engine},
+        4,
+        tmp_path / "confirm",
     )
     assert set(rounds) == {"a", "b", "c"}
     assert all(len(times) == 4 and all(t > 0 for t in times) for times in rounds.values())
@@ -29,8 +33,8 @@ def test_each_engine_is_timed_once_per_round(example, tmp_path, default_engine):
 
 
 def test_every_load_of_every_engine_is_timed_in_every_round(example, tmp_path, default_engine):
-    rounds = make_worker(example, tmp_path).interleave(
-        {"d": default_engine, "c": default_engine}, 3, tmp_path / "confirm", loads=3
+    rounds = interleave(
+        make_worker(example, tmp_path).ctx, {"d": default_engine, "c": default_engine}, 3, tmp_path / "confirm", loads=3
     )
     assert set(rounds) == {"d", "d@2", "d@3", "c", "c@2", "c@3"}
     assert all(len(times) == 3 and all(t > 0 for t in times) for times in rounds.values())
@@ -40,8 +44,11 @@ def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engin
     broken = tmp_path / "broken.ort.tar"
     broken.write_bytes(b"not a tar archive")
     with pytest.raises(RuntimeError, match="confirmation: loading engine broken@primer failed: ReadError"):
-        make_worker(example, tmp_path, timeout=60).interleave(
-            {"ok": default_engine, "broken": broken}, 2, tmp_path / "confirm"
+        interleave(
+            make_worker(example, tmp_path, timeout=60).ctx,
+            {"ok": default_engine, "broken": broken},
+            2,
+            tmp_path / "confirm",
         )
 
 

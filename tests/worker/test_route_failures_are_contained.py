@@ -5,7 +5,7 @@ import os
 
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.search.routes import Route
-from enginewright.worker.batch import Built
+from enginewright.worker.measure import Built, build, load
 from tests.worker.conftest import make_worker
 
 
@@ -25,7 +25,8 @@ def processes_mentioning(text: str) -> list[int]:
 
 
 def test_a_build_over_its_timeout_is_recorded_as_timeout(example, tmp_path):
-    built = make_worker(example, tmp_path, timeout=0.2).build(Route.of({"enable_mem_pattern": "0"}), "stage1", "b0")
+    ctx = make_worker(example, tmp_path, timeout=0.2).ctx
+    built = build(ctx, Route.of({"enable_mem_pattern": "0"}), "stage1", "b0")
     assert built.engine_path is None
     assert built.entry.outcome is Outcome.timeout
     assert "build exceeded" in built.entry.error
@@ -37,7 +38,7 @@ def test_an_engine_that_cannot_load_is_recorded_as_crash_with_the_reason(example
     engine.write_bytes(b"\x00" * 512)
     route = Route.of({"enable_mem_pattern": "0"})
     entry = CacheEntry(target="cpu", route_id=route.id, route=route.canonical, outcome=Outcome.ok)
-    measured, server = make_worker(example, tmp_path, timeout=60).load(Built(route, entry, engine), "route")
+    measured, server = load(make_worker(example, tmp_path, timeout=60).ctx, Built(route, entry, engine), "route")
     assert server is None and measured.outcome is Outcome.crash
     assert "not an onnxruntime engine" in measured.error
     assert measured.timing is None

@@ -1,0 +1,349 @@
+"""One route, measured: built in a child process (`process.run_child`), its engine loaded into a
+serving process (`server.Server`) and checked for accuracy there, and timed: the default's loads
+against each other, a route's loads beside the default's in paired rounds, several kept engines
+interleaved for confirmation. Each step returns the route's entry so far; a failure is the entry's
+outcome, never an exception, unless it is the batch's (the default's own call raised)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import shutil
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from enginewright.api.cache import CacheEntry, Host, Outcome, Versions, now_iso
+from enginewright.backends.base import stats_of
+from enginewright.search.paired import (
+    Spread,
+    compare,
+    engine_of,
+    load_key,
+    round_order,
+    rounds_until,
+    stop_after,
+    summarise_loads,
+)
+from enginewright.search.routes import Route
+from enginewright.worker.context import WorkerContext
+from enginewright.worker.process import run_child
+from enginewright.worker.server import Server, ServerFailed, primer
+
+ROUTE = "route"  # the key a route's engine is loaded by, beside the default's, in the serving process
+
+
+def failed_entry(entry: CacheEntry, outcome: Outcome, error: str | None) -> CacheEntry:
+    """The entry of a route whose step failed: the outcome and its message, finished now."""
+    return entry.model_copy(update={"outcome": outcome, "error": error, "finished_at": now_iso()})
+
+
+@dataclass
+class Built:
+    """A route after its build step: the entry so far, and the engine file (None if it failed)."""
+
+    route: Route
+    entry: CacheEntry
+    engine_path: Path | None
+
+
+def build(ctx: WorkerContext, route: Route, stage: str, batch: str) -> Built:
+    """Build `route` in a child process; the engine file stays in the route's folder."""
+    folder = ctx.workdir / "routes" / route.id
+    shutil.rmtree(folder, ignore_errors=True)
+    engine_path = folder / f"engine{ctx.engine_suffix}"
+    entry = CacheEntry(
+        target=ctx.target,
+        route_id=route.id,
+        route=route.canonical,
+        knobs=route.as_dict,
+        stage=stage,
+        batch=batch,
+        outcome=Outcome.ok,
+        started_at=now_iso(),
+        run=ctx.run,
+        fingerprint=ctx.fingerprint.for_route(route.id) if ctx.fingerprint else None,
+    )
+    result = run_child(
+        ctx.child_request(
+            "build",
+            folder,
+            engine_path,
+            model=str(ctx.model),
+            settings=ctx.settings,
+            input_shapes=ctx.input_shapes,
+            route=route.as_dict,
+            inputs=[str(ctx.accuracy.inputs[0])],
+        ),
+        min(ctx.route_timeout, ctx.time_left()),
+        Outcome.build_failed,
+    )
+    if not result.ok:
+        assert result.outcome is not None  # run_child sets it on every failure
+        return Built(route, failed_entry(entry, result.outcome, result.error), None)
+    engine = engine_path.read_bytes()
+    return Built(
+        route,
+        entry.model_copy(
+            update={
+                "build_seconds": round(result.data["build_seconds"], 3),
+                "engine_sha256": hashlib.sha256(engine).hexdigest(),
+                "engine_size": len(engine),
+            }
+        ),
+        engine_path,
+    )
+
+
+def load(ctx: WorkerContext, built: Built, key: str) -> tuple[CacheEntry, Server | None]:
+    """Load the built engine in a fresh serving process, check its accuracy there, then load it
+    `timing.loads` times more for timing (`load_more`). Returns the entry so far and the warm
+    server (None when loading failed; the entry says why)."""
+    entry = built.entry
+    if built.engine_path is None:
+        return entry, None
+    server = Server(ctx, primer(key), built.engine_path, built.engine_path.parent / "serve", references=True)
+    try:
+        ready = server.start(budget(ctx, entry))
+        load_more(ctx, server, key, built.engine_path, budget(ctx, entry))
+    except ServerFailed as failed:
+        server.close()
+        return failed_entry(entry, failed.outcome, failed.error), None
+    except BaseException:  # anything else (a garbled reply, SIGTERM, Ctrl-C): no process left behind
+        server.close()
+        raise
+    return loaded_entry(ctx, entry, ready), server
+
+
+def load_more(
+    ctx: WorkerContext, server: Server, key: str, engine: Path, timeout: float, loads: int | None = None
+) -> list[str]:
+    """Load `engine` `loads` (default `timing.loads`) more times into `server`, unchecked, as keys
+    `search.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
+    (its `primer`, which the accuracy check ran on) is never timed: on the H200 the first load
+    sat apart from the later loads of the same bytes for its whole life, in one run 2-6% slower
+    than all seven later ones, in another 9% faster (bench/load_effects.py); the default is the
+    first engine of its process, so timing its first load would tilt every route's comparison."""
+    keys = [load_key(key, i) for i in range(loads or ctx.timing.loads)]
+    for k in keys:
+        server.add(k, engine, engine.parent / "serve" / f"load-{k}", timeout, check=False)
+    return keys
+
+
+def loaded_entry(ctx: WorkerContext, entry: CacheEntry, ready: dict) -> CacheEntry:
+    """The entry of an engine that loaded: versions, the host, how it loaded, its accuracy."""
+    versions = Versions.model_validate(ready["versions"])
+    if os.environ.get("NODE_NAME"):
+        versions = versions.model_copy(update={"node": os.environ["NODE_NAME"]})
+    update = {
+        "versions": versions,
+        "host": this_host(),
+        "loss": ready.get("loss"),
+        "load_info": ready.get("load_info"),
+        "objective": ctx.timing.objective.value,
+    }
+    if entry.fingerprint is not None:  # the stack of the process that measured it
+        update["fingerprint"] = entry.fingerprint.measured_with(versions)
+    if not ready.get("passed", True):
+        update.update(outcome=Outcome.accuracy_rejected, error=ready.get("summary"))
+    return entry.model_copy(update=update)
+
+
+def measure_default(ctx: WorkerContext, built: Built, timed: bool = True) -> tuple[CacheEntry, Server | None]:
+    """Load the default engine (its primer, checked, and `timing.loads` timed loads) and, `timed`
+    (for the batch that writes its entry), time its loads against each other for `min_rounds`
+    interleaved rounds. The server stays loaded: every route of the batch is timed against it."""
+    entry, server = load(ctx, built, "default")
+    if server is None or not timed:
+        return entry, server
+    started = time.monotonic()
+    keys = [load_key("default", i) for i in range(ctx.timing.loads)]
+
+    def time_round(index: int) -> dict[str, float]:
+        order = round_order(keys, index)
+        return dict(zip(order, server.interleave(order, budget(ctx, entry))))
+
+    try:
+        times, _ = rounds_until(time_round, lambda t: "enough" if len(t[keys[0]]) >= ctx.timing.min_rounds else None)
+        measurements = server.measurements(budget(ctx, entry), key=keys[0])
+    except ServerFailed as failed:
+        server.close()
+        return failed_entry(entry, failed.outcome, failed.error), None
+    except BaseException:
+        server.close()
+        raise
+    per_round = round_means([times[k] for k in keys])
+    timing = stats_of(per_round, n=len(per_round) * server.calls_of[keys[0]] * len(keys))
+    return entry.model_copy(
+        update={
+            "timing": timing,
+            "baseline_ms": timing.median_ms,
+            "measurements": measurements,
+            "finished_at": now_iso(),
+            "measure_seconds": round(time.monotonic() - started, 3),
+        }
+    ), server
+
+
+def measure_paired(ctx: WorkerContext, built: Built, default: Server, prior: Spread) -> tuple[CacheEntry, Spread]:
+    """Load the route's engine into the default's serving process (a primer, checked, then
+    `timing.loads` timed loads), then time every load of both in paired rounds, each round
+    interleaved in blocks on that process's one thread (`Server.interleave`), until
+    `search.paired.stop_after` places the route on the spread across loads (pooled with `prior`, the
+    loads of the routes measured before it), and unload it. Returns the entry and `prior`, with this
+    route's loads pooled in when it is ok. A rejected route is timed
+    for `min_rounds` rounds only (for the report's time-vs-loss plot). A failure while the route
+    is loaded is the route's — the process is closed with whatever the route left in it, and the
+    batch loads the default again for the next route (a default that then fails to load fails the
+    batch) — unless the serving process says the default's own call raised: that is the batch's."""
+    timing = ctx.timing
+    entry = built.entry
+    if built.engine_path is None:
+        return entry.model_copy(update={"finished_at": now_iso()}), prior
+    limit = time.monotonic() + budget(ctx, entry)  # the whole measurement: load to last round
+    defaults = [load_key("default", i) for i in range(timing.loads)]
+    routes = [load_key(ROUTE, i) for i in range(timing.loads)]
+    keys = [k for pair in zip(defaults, routes) for k in pair]  # D R D@2 R@2 ...: engines alternate
+
+    def left() -> float:
+        remaining = min(limit - time.monotonic(), ctx.time_left())
+        if remaining <= 0:
+            raise ServerFailed(
+                Outcome.timeout,
+                f"measuring exceeded the route's {ctx.route_timeout:.0f}s timeout or the run's deadline",
+            )
+        return remaining
+
+    def time_round(index: int) -> dict[str, float]:
+        order = round_order(keys, index)
+        return dict(zip(order, default.interleave(order, left())))
+
+    def comparison(times: dict[str, list[float]]):
+        return compare([times[k] for k in routes], [times[k] for k in defaults], prior=prior)
+
+    def stop(times: dict[str, list[float]]) -> str | None:
+        count = len(times[routes[0]])
+        if entry.outcome is Outcome.accuracy_rejected:
+            return "rejected" if count >= timing.min_rounds else None
+        if count < timing.min_rounds:
+            return None
+        return stop_after(
+            comparison(times),
+            count,
+            margin=ctx.noise_margin,
+            precision=timing.precision,
+            min_rounds=timing.min_rounds,
+            max_rounds=timing.max_rounds,
+        )
+
+    loaded = []
+    try:
+        entry = loaded_entry(
+            ctx, entry, default.add(primer(ROUTE), built.engine_path, built.engine_path.parent / "serve", left())
+        )
+        loaded.append(primer(ROUTE))
+        loaded += load_more(ctx, default, ROUTE, built.engine_path, left())
+        started = time.monotonic()
+        times, stopped = rounds_until(time_round, stop)
+        calls = default.calls_of[routes[0]]
+        try:
+            measurements = default.measurements(left(), key=routes[0])
+        except ServerFailed as failed:
+            if failed.outcome is not Outcome.timeout:
+                raise
+            default.close()  # the time ran out after the rounds: they still count
+            measurements = None
+    except ServerFailed as failed:
+        default.close()
+        if failed.engine is not None and engine_of(failed.engine) != ROUTE:
+            # The default's own call raised: the batch's failure (the Job's retry, or a rerun of
+            # `tune`, resumes after the routes already written), not the route's.
+            raise RuntimeError(f"the default route's serving process failed: {failed.error}") from None
+        return failed_entry(entry, failed.outcome, failed.error), prior
+    except BaseException:
+        default.close()
+        raise
+    if default.proc is not None:
+        try:
+            for key in loaded:
+                default.drop(key, 60)
+        except ServerFailed:
+            default.close()  # (the batch loads the default again for the next route)
+    result = comparison(times)
+    if entry.outcome is Outcome.ok:
+        prior = prior + Spread.of([times[k] for k in routes])
+    route_rounds = round_means([times[k] for k in routes])
+    return entry.model_copy(
+        update={
+            "timing": stats_of(route_rounds, n=len(route_rounds) * calls * len(routes)),
+            "baseline_ms": result.b_ms,
+            "paired": summarise_loads(result, len(route_rounds), stopped),
+            "measurements": measurements,
+            "measure_seconds": round(time.monotonic() - started, 3),
+            "finished_at": now_iso(),
+        }
+    ), prior
+
+
+def budget(ctx: WorkerContext, entry: CacheEntry) -> float:
+    """Seconds one step of a route's measurement may take: its route timeout less its build."""
+    return max(10.0, min(ctx.route_timeout - (entry.build_seconds or 0), ctx.time_left()))
+
+
+def interleave(
+    ctx: WorkerContext, engines: dict[str, Path], rounds: int, folder: Path, loads: int = 1
+) -> dict[str, list[float]]:
+    """Rounds of every engine, each loaded `loads` times (after an untimed primer of each) into
+    one serving process, the loads taking turns engine by engine (A B C A@2 B@2 C@2 ...), each
+    round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`.
+    Returns per-round times (ms per call) by load key (`search.paired.load_key`)."""
+    names = list(engines)
+    server = Server(ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
+    try:
+        server.start(ctx.route_timeout)
+        for name in names[1:]:
+            server.add(
+                primer(name),
+                engines[name],
+                folder / "serve" / f"primer-{name}",
+                ctx.route_timeout,
+                check=False,
+            )
+        keys = [load_key(name, i) for i in range(loads) for name in names]
+        for key in keys:
+            server.add(key, engines[engine_of(key)], folder / "serve" / f"load-{key}", ctx.route_timeout, check=False)
+        times: dict[str, list[float]] = {key: [] for key in keys}
+        for index in range(rounds):
+            order = round_order(keys, index)
+            for key, ms in zip(order, server.interleave(order, ctx.route_timeout)):
+                times[key].append(ms)
+        return times
+    except ServerFailed as failed:
+        raise RuntimeError(f"confirmation: {failed.error}") from None
+    finally:
+        server.close()
+
+
+def round_means(loads: Sequence[Sequence[float]]) -> list[float]:
+    """Per round, the geometric mean over an engine's loads (ms per call)."""
+    return [math.exp(statistics.fmean(math.log(values[r]) for values in loads)) for r in range(len(loads[0]))]
+
+
+def this_host() -> Host:
+    """The CPU model, CPUs and load of the machine measuring (launch-bound times depend on them)."""
+    model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        load = round(os.getloadavg()[0], 2)
+    except OSError:
+        load = None
+    return Host(cpu_model=model, cpus=len(os.sched_getaffinity(0)), load_average=load)
