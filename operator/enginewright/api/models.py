@@ -294,6 +294,11 @@ class Search(WireModel):
                     "dryRun cannot be combined with mode mixed: its second stage depends on measurements",
                     ".dryRun",
                 ),
+                cel(
+                    "!has(self.seedCache) || !has(self.reuse) || self.reuse != 'none'",
+                    "seedCache needs reuse sameFingerprint: with reuse none nothing is taken from it",
+                    ".seedCache",
+                ),
             ]
         }
     )
@@ -363,6 +368,19 @@ class Search(WireModel):
         "not built again; the default route is always measured fresh, and a reused route "
         "wins only through the confirmation round against it. none: every route is measured.",
     )
+    seed_cache: S3Uri | None = Field(
+        None,
+        description="s3://bucket/key of a trtexec tuning cache (--tuningCacheFile, or what enginewright "
+        "cache export wrote), or a prefix holding such files (*.jsonl) and cache entries "
+        "(entries/*.json, as a tune --cache directory or a run's prefix holds them). Read with the run's "
+        "own store key, after the probe. Entries whose fingerprint is this run's for their route are "
+        "taken as earlier runs' are (spec.search.reuse): never built again, the default always measured "
+        "fresh, a seeded route wins only through the confirmation round. The rest, and every route of a "
+        "trtexec cache (its format records no model or data digest, GPU, CUDA, driver or shapes: no "
+        "fingerprint), are reported as not reusable and measured. Not a prefix of another namespace's "
+        "runs.",
+        json_schema_extra=_S3_URI_RULES,
+    )
     measure_uncompiled: bool = Field(
         True,
         description="Also measure the route that does not compile at all "
@@ -377,6 +395,11 @@ class Search(WireModel):
         if self.dry_run and self.mode is SearchMode.mixed:
             raise ValueError(
                 "spec.search.dryRun cannot be combined with mode mixed: its second stage depends on measurements"
+            )
+        if self.seed_cache and self.reuse is ReuseMode.none:
+            raise ValueError(
+                "spec.search.seedCache needs spec.search.reuse sameFingerprint (got none): with reuse none "
+                "nothing is taken from it; leave seedCache out, or reuse out (its default is sameFingerprint)"
             )
         if twice := duplicated([k.name for k in self.knobs]):
             raise ValueError(f"spec.search.knobs lists a knob twice: {twice}")
@@ -744,6 +767,15 @@ class TargetStatus(WireModel):
         "fingerprint (spec.search.reuse), not built again.",
     )
     reused_from: list[str] = Field(default_factory=list, description="The earlier runs they came from (<run>-<uid8>).")
+    seeded: int = Field(
+        0,
+        description="Routes taken from spec.search.seedCache with this run's fingerprint, not built again "
+        "(each one's entry says where it came from: reusedFrom).",
+    )
+    seed: str | None = Field(
+        None,
+        description="What spec.search.seedCache held: routes seeded, and why the others were not reusable.",
+    )
     message: str | None = Field(None, description="What the target is doing, or how it ended.")
     reason: str | None = Field(
         None,

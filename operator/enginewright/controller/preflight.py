@@ -21,6 +21,38 @@ def check_inputs(run: RunRef, spec: TuningRunSpec, settings: Settings, core, s3,
     with the run's own key, so a run learns nothing its workers could not), the publish bucket and
     catalog model name. Raises Problem naming the field. `s3_as(key id, secret key)` is a store client
     with the run's own key; `s3` has the operator's."""
+    where = f"Secret {run.namespace}/{settings.store_secret}"
+    as_run = run_client(run, settings, core, s3_as)
+    objects = [("spec.model.uri", spec.model.uri)]
+    for i, pair in enumerate(spec.accuracy.pairs):
+        objects += [
+            (f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
+            (f"spec.accuracy.pairs[{i}].references", pair.references),
+        ]
+    for field_path, uri in objects:
+        bucket, key = parse_s3_uri(uri)
+        with store_errors():
+            answer = readable(as_run, bucket, key)
+        if answer == "missing":
+            raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
+        if answer != "yes":
+            raise Problem(
+                "StoreAccessDenied",
+                f"{field_path}: the store refused the credentials of {where} "
+                f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
+                f"secret and its permissions on that bucket",
+            )
+    if spec.search.seed_cache:
+        check_seed(spec.search.seed_cache, as_run, where)
+    if spec.publish.enabled:
+        check_publish_target(run, spec, settings, s3)
+    # No check for a node of each GPU type: pools that scale from zero have none until a pod asks
+    # for one. The Jobs are created, and a pod the scheduler cannot place is reported (`Reconciler._scheduling`).
+
+
+def run_client(run: RunRef, settings: Settings, core, s3_as):
+    """A store client with the run's own key (its namespace's Secret): what its workers can read, it
+    can read. Raises Problem when the Secret is missing or lacks a key."""
     ApiException = api_exception()
     where = f"Secret {run.namespace}/{settings.store_secret}"
     try:
@@ -42,30 +74,30 @@ def check_inputs(run: RunRef, spec: TuningRunSpec, settings: Settings, core, s3,
         base64.b64decode(secret.data[k]).decode(errors="replace")
         for k in (SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY)
     )
-    as_run = s3_as(key_id, secret_key)
-    objects = [("spec.model.uri", spec.model.uri)]
-    for i, pair in enumerate(spec.accuracy.pairs):
-        objects += [
-            (f"spec.accuracy.pairs[{i}].inputs", pair.inputs),
-            (f"spec.accuracy.pairs[{i}].references", pair.references),
-        ]
-    for field_path, uri in objects:
-        bucket, key = parse_s3_uri(uri)
-        with store_errors():
-            answer = readable(as_run, bucket, key)
+    return s3_as(key_id, secret_key)
+
+
+def check_seed(uri: str, as_run, where: str) -> None:
+    """spec.search.seedCache names an object, or a prefix with objects under it, that the run's key
+    can read (what is in them is read after the probe: `controller.seed`)."""
+    bucket, key = parse_s3_uri(uri)
+    with store_errors():
+        answer = readable(as_run, bucket, key)
         if answer == "missing":
-            raise Problem("ObjectNotFound", f"{field_path}: no object {uri} in the store")
-        if answer != "yes":
-            raise Problem(
-                "StoreAccessDenied",
-                f"{field_path}: the store refused the credentials of {where} "
-                f"reading {uri} ({answer}); the worker Jobs use that key: check its access key, "
-                f"secret and its permissions on that bucket",
-            )
-    if spec.publish.enabled:
-        check_publish_target(run, spec, settings, s3)
-    # No check for a node of each GPU type: pools that scale from zero have none until a pod asks
-    # for one. The Jobs are created, and a pod the scheduler cannot place is reported (`Reconciler._scheduling`).
+            try:
+                answer = "yes" if next(S3Store(as_run, bucket).list(key + "/"), None) else "missing"
+            except Exception as exc:
+                if type(exc).__name__ != "S3Error":
+                    raise
+                answer = getattr(exc, "code", None) or "AccessDenied"
+    if answer == "missing":
+        raise Problem("ObjectNotFound", f"spec.search.seedCache: no object {uri} and nothing under {uri}/ in the store")
+    if answer != "yes":
+        raise Problem(
+            "StoreAccessDenied",
+            f"spec.search.seedCache: the store refused the credentials of {where} reading {uri} ({answer}); "
+            f"the seed is read with that key: check its permissions on that bucket",
+        )
 
 
 def check_publish_target(run: RunRef, spec: TuningRunSpec, settings: Settings, s3) -> None:

@@ -24,14 +24,15 @@ from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
 from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
-from enginewright.controller.preflight import check_inputs
+from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
 from enginewright.controller.reuse import copy_reused
 from enginewright.controller.scheduling import waiting
+from enginewright.controller.seed import copy_seeded
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import FINISHED, Emit, run_status, stalled, target_counts, waiting_for_store
 from enginewright.controller.store_reads import list_keys, read_typed
-from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket
+from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError
 from enginewright.store.layout import RunKeys, run_prefix
@@ -80,7 +81,11 @@ class Reconciler:
             return self._stalled(previous, generation, "InvalidSpec", problems, emit, final=True)
         try:
             # What a run names on the operator's credentials: checked on every pass (cheap, no I/O).
-            refusal = image_refusal(spec, self.settings) or bucket_refusal(spec, self.settings)
+            refusal = (
+                image_refusal(spec, self.settings)
+                or bucket_refusal(spec, self.settings)
+                or seed_refusal(spec, run.namespace, self.settings)
+            )
             if refusal:
                 raise Problem(refusal.reason, refusal.message)
             if not any(t.get("stage") not in ("pending", "probing") for t in previous.get("targets") or []):
@@ -182,6 +187,8 @@ class Reconciler:
         if not probe.ok:
             return self._failed(status, "InvalidInput", str(probe.error), emit)
         reused = copy_reused(runs, run.namespace, spec, keys, probe)
+        as_run = lambda bucket: S3Store(run_client(run, self.settings, self.k8s.core, self.k8s.s3_as), bucket)  # noqa: E731
+        seeded = copy_seeded(runs, as_run, spec, keys, probe)
         entries, shard_names, refused = self.cache.aggregate(
             run, target, keys, runs, emit, before.refused if before else []
         )
@@ -207,6 +214,8 @@ class Reconciler:
                 "refused": refused[:20],
                 "reused": len(reused.routes),
                 "reused_from": reused.runs,
+                "seeded": len(seeded.routes) if seeded else 0,
+                "seed": seeded.note if seeded else None,
             }
         )
         if spec.search.dry_run and isinstance(step, RunBatches):

@@ -76,6 +76,17 @@ def pick(
     return chosen
 
 
+def default_route_id(spec: TuningRunSpec, probe: ProbeResult) -> str | None:
+    """The id of this run's default route (never reused: measured fresh); None when the knobs do not
+    plan (the flow reports why)."""
+    pinned = dict(spec.search.pinned)
+    try:
+        space = build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned, spec.search.measure_uncompiled)
+        return baseline(pinned, space).id
+    except PlanError:
+        return None
+
+
 def copy_reused(runs: S3Store, namespace: str, spec: TuningRunSpec, keys: RunKeys, probe: ProbeResult) -> Reused:
     """Copy the entries of earlier runs of this namespace that carry this target's fingerprint (and
     their kept engines, checked against their sha256) into this run's prefix, marked reusedFrom;
@@ -86,12 +97,8 @@ def copy_reused(runs: S3Store, namespace: str, spec: TuningRunSpec, keys: RunKey
     record = read_typed(runs, keys.reused, Reused)
     if isinstance(record, Reused):
         return record
-    pinned = dict(spec.search.pinned)
-    try:
-        default_id = baseline(
-            pinned, build_space(probe.compiler_knobs(), FlowSpec.of(spec).knobs, pinned, spec.search.measure_uncompiled)
-        ).id
-    except PlanError:
+    default_id = default_route_id(spec, probe)
+    if default_id is None:
         return Reused()  # the flow says what is wrong with the knobs
     namespace_prefix = object_key("runs", namespace) + "/"
     have = {key.rsplit("/", 1)[-1].removesuffix(".json") for key in list_keys(runs, keys.entries)}

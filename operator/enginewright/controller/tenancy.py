@@ -7,6 +7,9 @@ privileges the operator grants with its own key, so each is checked against the 
 - `spec.compiler.image`: only the worker images the operator is configured with, or an image
   matching `allowed_images` (globs); anything else runs code next to the namespace's store key.
 - `spec.publish.bucket`: only the catalog bucket, or one of `publish_buckets`.
+- `spec.search.seedCache`: read with the run's own key (as the model is), and never a key of the runs
+  bucket outside `runs/<its namespace>/`: in a shared runs bucket every namespace's key may read
+  it, and another namespace's entries are not this one's to take.
 - `spec.publish.modelName`: when a `model_owners` pattern matches the name, only the namespaces it
   lists may publish it; otherwise the name belongs to the namespace that first published it (the
   index records it as `owner`), and every other namespace is refused.
@@ -19,6 +22,8 @@ from fnmatch import fnmatchcase
 
 from enginewright.api.models import TuningRunSpec
 from enginewright.controller.settings import Settings
+from enginewright.store.keys import object_key
+from enginewright.store.objects import parse_s3_uri
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,22 @@ def bucket_refusal(spec: TuningRunSpec, settings: Settings) -> Refusal | None:
         f"spec.publish.bucket: runs may publish only to {', '.join(allowed)} "
         f"(got {bucket!r}); leave the field out for the catalog bucket, or ask the operator's "
         f"administrators to add the bucket to the Helm value tenancy.publishBuckets",
+    )
+
+
+def seed_refusal(spec: TuningRunSpec, namespace: str, settings: Settings) -> Refusal | None:
+    """A `spec.search.seedCache` in the runs bucket outside this namespace's `runs/<namespace>/`."""
+    if not spec.search.seed_cache:
+        return None
+    bucket, key = parse_s3_uri(spec.search.seed_cache)
+    own = object_key("runs", namespace) + "/"
+    if bucket != settings.runs_bucket or (key + "/").startswith(own):
+        return None
+    return Refusal(
+        "SeedCacheNotAllowed",
+        f"spec.search.seedCache: {spec.search.seed_cache} is in the runs bucket outside this namespace's "
+        f"runs (s3://{bucket}/{own}): a run may seed from its own namespace's runs or from a bucket its "
+        f"store key reads, not from another namespace's runs",
     )
 
 

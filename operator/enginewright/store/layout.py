@@ -5,6 +5,7 @@
     runs/<namespace>/<run>-<uid8>/<gpu-type>/engines/<route-id><ext>    kept engines
     runs/<namespace>/<run>-<uid8>/<gpu-type>/confirm/<name>.json        confirmation rounds
     runs/<namespace>/<run>-<uid8>/<gpu-type>/reused.json                 routes taken from earlier runs
+    runs/<namespace>/<run>-<uid8>/<gpu-type>/seeded.json                 what spec.search.seedCache gave
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/engine<ext>
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/provenance.json
     catalog/<model>/<gpu-product>/<compiler-version>/<model-sha12>-<shapes-hash>/<run-uid>/report.md
@@ -65,6 +66,11 @@ class RunKeys:
     def reused(self) -> str:
         """What this run took from earlier runs (`controller.reuse`), written once those entries are in."""
         return f"{self.prefix}/reused.json"
+
+    @property
+    def seeded(self) -> str:
+        """What this run took from spec.search.seedCache and what it could not (`controller.seed`)."""
+        return f"{self.prefix}/seeded.json"
 
     def request(self, batch: str) -> str:
         """The batch request a Job reads (it grows with the spec: no environment variable holds it)."""
