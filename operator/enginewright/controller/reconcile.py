@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any, Callable
 
 from pydantic import ValidationError
 
 from enginewright import failpoints
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
-from enginewright.api.models import RouteResult, Target, TargetStatus, TuningRunSpec
+from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
@@ -30,7 +29,18 @@ from enginewright.controller.reuse import copy_reused
 from enginewright.controller.scheduling import waiting
 from enginewright.controller.seed import copy_seeded
 from enginewright.controller.settings import Settings
-from enginewright.controller.status import FINISHED, Emit, run_status, stalled, target_counts, waiting_for_store
+from enginewright.controller.status import (
+    FINISHED,
+    Emit,
+    decided_status,
+    run_deadline,
+    run_status,
+    stalled,
+    target_counts,
+    target_done,
+    target_failed,
+    waiting_for_store,
+)
 from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
 from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
@@ -154,7 +164,7 @@ class Reconciler:
         runs = self.runs
         jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
         probe = read_typed(runs, keys.probe, ProbeResult)
-        deadline = self._deadline(spec, meta)
+        deadline = run_deadline(spec, meta)
         out_of_time = deadline is not None and time.time() >= deadline
         status = TargetStatus(
             gpu_type=target.gpu_type, stage="probing", cache_config_maps=before.cache_config_maps if before else []
@@ -341,24 +351,11 @@ class Reconciler:
         return status
 
     @staticmethod
-    def _done(status: TargetStatus, message: str) -> TargetStatus:
-        return status.model_copy(update={"stage": "done", "message": message, "active_jobs": 0})
-
-    @staticmethod
     def _failed(status: TargetStatus, reason: str, message: str, emit: Emit) -> TargetStatus:
-        """The target cannot give a result: its reason is kept (the run's Stalled reason) and said once."""
-        status = status.model_copy(
-            update={"stage": "failed", "reason": reason, "message": f"{reason}: {message}", "active_jobs": 0}
-        )
+        """`status.target_failed`, said once as a Warning event."""
+        status = target_failed(status, reason, message)
         emit("Warning", reason, f"{status.gpu_type}: {status.message}")
         return status
-
-    @staticmethod
-    def _deadline(spec: TuningRunSpec, meta: dict) -> float | None:
-        if spec.search.deadline_seconds is None:
-            return None
-        created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
-        return created + spec.search.deadline_seconds
 
     # ================================================================== how a target ends
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
@@ -379,7 +376,7 @@ class Reconciler:
             exists=False,
         )
         candidates = [r.canonical or "(default)" for b in step.batches for r in b.routes]
-        return self._done(
+        return target_done(
             status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
             f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built (ConfigMap {name})",
         )
@@ -397,27 +394,9 @@ class Reconciler:
         emit: Emit,
     ) -> TargetStatus:
         decision, winner = step.decision, step.winner
-        headline = step.headline()
-        line = step.headline_text()
-        status = status.model_copy(
-            update={
-                "winner": RouteResult(
-                    route_id=winner.route_id,
-                    route=winner.route,
-                    median_ms=winner.median_ms,
-                    speedup=decision.speedup,
-                    speedup_low=headline["low"],
-                    speedup_high=headline["high"],
-                    max_loss=winner.max_loss,
-                ),
-                "speedup": f"{line[:-1]}; winner {winner.route or '(default)'})",
-                "host": headline["host"],
-                "decision": decision.reason,
-                "cut_short": step.cut_short,
-            }
-        )
+        status = decided_status(status, step)
         if not spec.publish.enabled:
-            return self._done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
+            return target_done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
         engine_uri = publish_winner(
             settings=self.settings,
             core=self.k8s.core,
@@ -433,9 +412,11 @@ class Reconciler:
             emit=emit,
         )
         result = (
-            f"kept the default route ({decision.reason})" if decision.default_won else f"winner {winner.route}: {line}"
+            f"kept the default route ({decision.reason})"
+            if decision.default_won
+            else f"winner {winner.route}: {step.headline_text()}"
         )
-        return self._done(
+        return target_done(
             status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
             f"{result}; published {engine_uri}",
         )

@@ -6,10 +6,10 @@ The reconciler writes what these return and posts the event they name."""
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Callable
 
 from enginewright.api.cache import CacheEntry, Outcome
-from enginewright.api.models import RouteResult, TargetStatus
+from enginewright.api.models import RouteResult, TargetStatus, TuningRunSpec
 from enginewright.search.flow import Decided, Step
 
 FINISHED = ("done", "failed")  # a target's stages after which nothing changes
@@ -163,5 +163,49 @@ def target_counts(status: TargetStatus, entries: dict[str, CacheEntry], step: St
             if best
             else None,
             "gpu_seconds": round(sum((e.build_seconds or 0) + e.spent_seconds for e in values if not e.reused), 3),
+        }
+    )
+
+
+def run_deadline(spec: TuningRunSpec, meta: dict[str, Any]) -> float | None:
+    """When the run must stop (epoch seconds): its creation plus `spec.search.deadlineSeconds`; None
+    without one."""
+    if spec.search.deadline_seconds is None:
+        return None
+    created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
+    return created + spec.search.deadline_seconds
+
+
+def target_done(status: TargetStatus, message: str) -> TargetStatus:
+    """The target has its result (`message` says which): no Job of it runs any more."""
+    return status.model_copy(update={"stage": "done", "message": message, "active_jobs": 0})
+
+
+def target_failed(status: TargetStatus, reason: str, message: str) -> TargetStatus:
+    """The target cannot give a result: its reason is kept (the run's Stalled reason)."""
+    return status.model_copy(
+        update={"stage": "failed", "reason": reason, "message": f"{reason}: {message}", "active_jobs": 0}
+    )
+
+
+def decided_status(status: TargetStatus, step: Decided) -> TargetStatus:
+    """`status` with the flow's decision: the winner, its speedup and interval, the host note."""
+    decision, winner = step.decision, step.winner
+    headline = step.headline()
+    return status.model_copy(
+        update={
+            "winner": RouteResult(
+                route_id=winner.route_id,
+                route=winner.route,
+                median_ms=winner.median_ms,
+                speedup=decision.speedup,
+                speedup_low=headline["low"],
+                speedup_high=headline["high"],
+                max_loss=winner.max_loss,
+            ),
+            "speedup": f"{step.headline_text()[:-1]}; winner {winner.route or '(default)'})",
+            "host": headline["host"],
+            "decision": decision.reason,
+            "cut_short": step.cut_short,
         }
     )
