@@ -117,6 +117,12 @@ def main() -> int:
     parser.add_argument("--round-seconds", type=float, help="timing.roundSeconds (default: the product's)")
     parser.add_argument("--max-trials", type=int, default=100000)
     parser.add_argument("--export", type=Path, help="also write aa_loads.json here after every trial")
+    parser.add_argument(
+        "--confirm-candidates-only",
+        action="store_true",
+        help="A/A trials run the confirmation only for a stage-1 candidate, as the product does (the "
+        "`before` rule, which needs it in every trial, is then judged on none of them)",
+    )
     parser.add_argument("--device", default="cuda")
     parser.add_argument(
         "--injection",
@@ -245,13 +251,15 @@ def main() -> int:
             "seconds_per_trial": round((time.monotonic() - began) / max(1, len(trials)), 2),
         }
         for rule in ("after", "sweep_alone", "before"):
+            judged = [t for t in aa if t[rule] is not None]  # `before` needs a confirmation every trial
             result[rule] = {
-                "aa": {"trials": len(aa), "false_winners": sum(t[rule] for t in aa)},
+                "aa": {"trials": len(judged), "false_winners": sum(t[rule] for t in judged)},
                 "power": {"trials": len(power), "found": sum(t[rule] for t in power)},
             }
             r = result[rule]
-            r["aa"]["upper95"] = upper_bound(r["aa"]["false_winners"], len(aa))
+            r["aa"]["upper95"] = upper_bound(r["aa"]["false_winners"], len(judged))
             r["power"]["lower95"] = lower_bound(r["power"]["found"], len(power))
+        result["confirm_candidates_only"] = args.confirm_candidates_only
         result["power_discarded"] = len(discarded)
         # every power trial, by the slowdown its confirmation loads measured: found / trials per bin
         edges = [(-1.0, 0.03), (0.03, 0.04), (0.04, 0.06), (0.06, 1.0)]
@@ -279,6 +287,17 @@ def main() -> int:
         for folder in filter(None, (args.out, args.export)):
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "aa_loads.json").write_text(data)
+
+    def progress() -> None:
+        if len(trials) % 10 == 0:
+            s = summary()
+            bench.say(
+                f"{len(trials)} trials ({s['seconds_per_trial']} s each): A/A false winners "
+                f"{s['after']['aa']['false_winners']}/{s['after']['aa']['trials']} (before "
+                f"{s['before']['aa']['false_winners']}), power {s['after']['power']['found']}/"
+                f"{s['after']['power']['trials']} (discarded {s['power_discarded']}, verified slowdown "
+                f"{s['verified_slowdown_median']})"
+            )
 
     while time.monotonic() - began < args.seconds and len(trials) < args.max_trials:
         power = bool(args.power_every) and (len(trials) + 1) % args.power_every == 0
@@ -311,6 +330,28 @@ def main() -> int:
         )
         _, low_before, high_before = interval(times[r_keys[0]], times[d_keys[0]])
         close(held.values())
+        line = 1.0 - margin
+        candidate = stage1.low < line
+        if args.confirm_candidates_only and not power and not candidate:
+            trials.append(
+                {
+                    "kind": "aa",
+                    "seconds": round(time.monotonic() - started, 2),
+                    "stage1": stage1.wire(),
+                    "candidate": False,
+                    "confirm": None,  # not run: the product confirms candidates only
+                    "after": False,
+                    "sweep_alone": stage1.high < line,
+                    "before": None,
+                    "verified_slowdown": None,
+                    "verified": False,
+                    "verified_per_load": None,
+                    "rounds": None,
+                }
+            )
+            write()
+            progress()
+            continue
         # confirmation: fresh loads of both
         held = {}
         for i in range(confirm_loads):
@@ -330,8 +371,6 @@ def main() -> int:
             per_load = [measured_slowdown(held[load_key("d", i)], 6) for i in range(confirm_loads)]
             verified = statistics.fmean(per_load)
         close(held.values())
-        line = 1.0 - margin
-        candidate = stage1.low < line
         record = {
             "kind": "power" if power else "aa",
             "seconds": round(time.monotonic() - started, 2),
@@ -353,15 +392,7 @@ def main() -> int:
         }
         trials.append(record)
         write()
-        if len(trials) % 10 == 0:
-            s = summary()
-            bench.say(
-                f"{len(trials)} trials ({s['seconds_per_trial']} s each): A/A false winners "
-                f"{s['after']['aa']['false_winners']}/{s['after']['aa']['trials']} (before "
-                f"{s['before']['aa']['false_winners']}), power {s['after']['power']['found']}/"
-                f"{s['after']['power']['trials']} (discarded {s['power_discarded']}, verified slowdown "
-                f"{s['verified_slowdown_median']})"
-            )
+        progress()
     close([primer])
     write()
     s = summary()

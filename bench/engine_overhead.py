@@ -11,6 +11,13 @@ For every workload (fp16 on a GPU, launch-bound; float32 on `--device cpu`) and 
 - `compile`: `torch.compile(module, options=<the route's options>, dynamic=False)` on the original
   module, called in a loop under one `torch.inference_mode()` (as a user would serve it), served by
   the same serving process and timed by CUDA events (the host clock on CPU);
+- `compile-unfused`: the same with PyTorch's fused fast path of `nn.TransformerEncoderLayer` switched
+  off for its calls (`torch.backends.mha.set_fastpath_enabled(False)`): under inference mode
+  `torch.compile` of the encoder layer runs ONE fused native op (`aten._transformer_encoder_layer_fwd`,
+  traced from the fast path), where the exported program the engine is built from holds the layer's
+  unfused ops (export traces with grad on). `compile-unfused` compiles those same ops: the engine's
+  overhead is its ratio to `compile-unfused`; its ratio to `compile` adds the difference of programs
+  (for workloads without such a layer the two baselines are the same program);
 - any `--variant`: another backend class, built and served the same way as `engine`.
 `--layouts`: `shared` loads every key into one serving process and interleaves each round of them
 in blocks, as the product times engines against each other (the compiled module and the engine's
@@ -104,6 +111,7 @@ class TorchCompileBaseline:
         from enginewright.backends.inductor import route_options
 
         spec, device = json.loads(engine), self.device
+        fused = spec.get("fused", True)  # False: PyTorch's fused encoder-layer fast path switched off
         torch.manual_seed(0)
         module = workloads()[spec["workload"]].make().eval().to(device)
         if device == "cuda":
@@ -111,6 +119,7 @@ class TorchCompileBaseline:
         options = route_options(config, spec["route"])
         eager = spec["route"].get("compile") == "false"  # the user's own eager module
         compiled = module if eager else torch.compile(module, backend="inductor", options=options, dynamic=False)
+        fastpath = _fastpath(torch, fused)
 
         class CompiledRunner(Runner):
             def prepare(self, inputs):
@@ -118,7 +127,7 @@ class TorchCompileBaseline:
                 return x.half() if device == "cuda" else x
 
             def run(self, inputs):
-                with torch.inference_mode():
+                with torch.inference_mode(), fastpath():
                     return {"output": compiled(self.prepare(inputs)).float().cpu().numpy()}
 
             def timed_calls(self, objective, inputs, count):
@@ -127,7 +136,7 @@ class TorchCompileBaseline:
                 if objective != "throughput":
                     raise ValueError("this baseline times throughput only")
                 x = self.prepare(inputs)
-                with torch.inference_mode():
+                with torch.inference_mode(), fastpath():
                     if device != "cuda":
                         started = time.perf_counter()
                         for _ in range(count):
@@ -143,6 +152,27 @@ class TorchCompileBaseline:
                 return start.elapsed_time(end)
 
         return CompiledRunner()
+
+
+def _fastpath(torch, enabled: bool):
+    """A context that sets PyTorch's fused fast path of `nn.TransformerEncoderLayer` (and
+    `nn.MultiheadAttention`) for a baseline's calls and puts the process's setting back after, so two
+    baselines in one serving process each keep their own. Under inference mode `torch.compile` of the
+    encoder layer traces the fused path as ONE native op (`aten._transformer_encoder_layer_fwd`),
+    while the exported program an engine is built from holds the layer's unfused ops: a different
+    program. `compile-unfused` is `torch.compile` of the same unfused ops as the engine."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def switched():
+        before = torch.backends.mha.get_fastpath_enabled()
+        torch.backends.mha.set_fastpath_enabled(enabled)
+        try:
+            yield
+        finally:
+            torch.backends.mha.set_fastpath_enabled(before)
+
+    return switched
 
 
 class WithExportHook(InductorBackend):
@@ -176,6 +206,8 @@ def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say
     base.mkdir(parents=True, exist_ok=True)
     spec = base / "compile.json"
     spec.write_text(json.dumps({"workload": workload, "route": route}))
+    unfused = base / "compile-unfused.json"
+    unfused.write_text(json.dumps({"workload": workload, "route": route, "fused": False}))
 
     def attempt(variant):
         try:
@@ -192,14 +224,18 @@ def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say
         + ", ".join(f"{v} {s:.0f}s" for v, (_, s) in builds.items())
         + "".join(f"; {v} FAILED: {why}" for v, why in failed.items())
     )
-    backends = {"compile": "engine_overhead:TorchCompileBaseline", **{v: variants[v] for v in builds}}
-    engines = {"compile": spec, **{v: path for v, (path, _) in builds.items()}}
+    baseline = "engine_overhead:TorchCompileBaseline"
+    backends = {"compile": baseline, "compile-unfused": baseline, **{v: variants[v] for v in builds}}
+    engines = {"compile": spec, "compile-unfused": unfused, **{v: path for v, (path, _) in builds.items()}}
     results = []
     for layout in layouts:
         timer = time_shared if layout == "shared" else time_processes
         times = timer(bench, backends, engines, base / layout, rounds)
         keys = list(times)
         ratios = {key: statistics.median(t / c for t, c in zip(times[key], times["compile"])) for key in keys}
+        unfused_ratios = {
+            key: statistics.median(t / c for t, c in zip(times[key], times["compile-unfused"])) for key in keys
+        }
         results.append(
             {
                 "workload": workload,
@@ -208,6 +244,7 @@ def run_route(bench, route_name: str, variants: dict[str, str], rounds: int, say
                 "rounds": times,
                 "median_ms": {key: statistics.median(times[key]) for key in keys},
                 "ratio_to_compile": ratios,
+                "ratio_to_unfused": unfused_ratios,
                 "build_seconds": {v: round(s, 1) for v, (_, s) in builds.items()},
                 "failed": failed,
             }
@@ -284,9 +321,11 @@ def table(results: list[dict], workload: str = "workload (fp16)") -> str:
         + " | ".join(f"`{k}` ms" for k in keys)
         + " | "
         + " | ".join(f"`{k}` / `compile`" for k in keys if k != "compile")
+        + " | "
+        + " | ".join(f"`{k}` / `compile-unfused`" for k in keys if k not in UNFUSED_SKIP)
         + " |"
     )
-    lines = [head, "|" + " --- |" * (2 + layouts + 2 * len(keys) - 1)]
+    lines = [head, "|" + " --- |" * (2 + layouts + 3 * len(keys) - 3)]
     for r in results:
         lines.append(
             f"| {r['workload']} | {r['route']} | "
@@ -294,9 +333,14 @@ def table(results: list[dict], workload: str = "workload (fp16)") -> str:
             + " | ".join(_cell(r["median_ms"], k, 4) for k in keys)
             + " | "
             + " | ".join(_cell(r["ratio_to_compile"], k, 3) for k in keys if k != "compile")
+            + " | "
+            + " | ".join(_cell(r.get("ratio_to_unfused", {}), k, 3) for k in keys if k not in UNFUSED_SKIP)
             + " |"
         )
     return "\n".join(lines)
+
+
+UNFUSED_SKIP = ("compile", "compile-unfused")  # no column of a baseline over itself or the other baseline
 
 
 def main() -> int:
