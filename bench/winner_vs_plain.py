@@ -109,13 +109,14 @@ def main() -> int:
         figures["plain_ratio_in_interval"] = None
         write(args, figures)
         return 0
-    figures.update(plain_loop(torch, workload, files, summary["winner_route"], args, headline))
+    winner = next(e for e in result.entries if e.route_id == summary["winner_id"])
+    figures.update(plain_loop(torch, workload, files, dict(winner.knobs), args, headline))
     write(args, figures)
     say(began, json.dumps({k: v for k, v in figures.items() if not k.startswith("plain_turns")}))
     return 0
 
 
-def plain_loop(torch, workload, files, winner_route: dict, args, headline: dict) -> dict:
+def plain_loop(torch, workload, files, winner_knobs: dict, args, headline: dict) -> dict:
     """The default and the winner as a user runs them: the workload's module, compiled with each
     route's options (or as it is, for `compile=false`), timed in turns."""
     import numpy as np
@@ -129,7 +130,7 @@ def plain_loop(torch, workload, files, winner_route: dict, args, headline: dict)
     torch.manual_seed(0)
     x = torch.from_numpy(next(iter(np.load(files["inputs"][0]).values()))).to(args.device).to(dtype)
     runs = {}
-    for name, knobs in (("default", {}), ("winner", dict(winner_route))):
+    for name, knobs in (("default", {}), ("winner", winner_knobs)):
         module = workload.make().eval().to(args.device).to(dtype)  # a module of its own: dynamo caches by code
         options = route_options(config, knobs)
         runs[name] = (
@@ -137,7 +138,7 @@ def plain_loop(torch, workload, files, winner_route: dict, args, headline: dict)
         )
     mark = {  # a CUDA-graph route's previous outputs are overwritten: mark each step, as the engine does
         name: compiles(k) and bool(route_options(config, k).get("triton.cudagraphs"))
-        for name, k in (("default", {}), ("winner", dict(winner_route)))
+        for name, k in (("default", {}), ("winner", winner_knobs))
     }
 
     def call(name):
