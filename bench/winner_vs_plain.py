@@ -102,6 +102,16 @@ def main() -> int:
         "speedup": summary["speedup"],
         "times_ms": summary["times"],
     }
+    figures["entries"] = [  # every route's own figures: stage 1's paired interval beside the confirmation's
+        {
+            "route": e.route or "(default)",
+            "stage": e.stage,
+            "median_ms": e.median_ms,
+            "paired": e.paired.wire() if e.paired else None,
+            "host": e.host.wire() if e.host else None,
+        }
+        for e in result.entries
+    ]
     write(args, figures)
     say(began, f"tuned: winner {summary['winner_route']} headline {headline}")
     if summary["winner_id"] == summary["default_id"]:
