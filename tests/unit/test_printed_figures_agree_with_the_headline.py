@@ -105,3 +105,17 @@ def test_the_report_and_the_status_line_carry_the_interval():
     assert "all three measurements" not in md  # other measurements sit in a table of their own, said to be apart
     line = decided().headline_text()
     assert re.fullmatch(r"gpuTime speedup [\d.]+x \(95% [\d.]+-[\d.]+; confirmation round: .*\)", line)
+
+
+def test_a_routes_progress_line_prints_the_times_its_paired_speedup_comes_from():
+    # On the H200 `tune` printed "default route: 0.5883 ms" and then "-compile=false: 0.3340 ms (paired
+    # speedup 0.905x)": the default ran 0.309 ms in that route's own rounds, 0.588 in its solo rounds
+    # a minute before (docs/benchmarks/raw/s11/call7). The line now carries both times of its rounds.
+    from enginewright.worker.batch import describe
+
+    line = describe(WINNER)
+    printed = [float(ms) for ms in re.findall(r"(\d+\.\d+) ms", line)]
+    assert printed == [100.0, 108.0], line
+    speedup = float(re.search(r"paired speedup (\d+\.\d+)x", line).group(1))
+    assert speedup == pytest.approx(printed[1] / printed[0], abs=5e-4)
+    assert "107.28" not in line  # the route's median over rounds of another moment is not beside it

@@ -291,9 +291,15 @@ def describe(entry: CacheEntry) -> str:
         return f"{entry.outcome.value}: {(entry.error or '').splitlines()[0][:200]}"
     parts = [entry.outcome.value]
     if entry.timing:
-        parts.append(f"{entry.timing.median_ms:.4f} ms {entry.objective or ''}".rstrip())
-        if entry.paired:
-            p = entry.paired
+        p = entry.paired
+        if p and p.route_ms and p.default_ms:  # both times from the rounds the speedup comes from
+            parts.append(
+                f"{p.route_ms:.4f} ms {entry.objective or ''} against the default's {p.default_ms:.4f} ms "
+                "in the same rounds".replace("  ", " ")
+            )
+        else:
+            parts.append(f"{entry.timing.median_ms:.4f} ms {entry.objective or ''}".rstrip())
+        if p:
             parts.append(
                 f"(paired speedup {p.speedup:.3f}x, 95% {1 / p.high:.3f}-{1 / p.low:.3f}, "
                 f"{p.rounds} rounds, {p.stopped})"
