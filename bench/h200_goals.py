@@ -1,6 +1,6 @@
 """docs/benchmarks/h200-goals.json from the benchmarks' own result files: the A/A false winners and the
 power of the winner rule (bench/aa_loads.py's aa_loads.json), the engine's per-call time against
-`torch.compile` (bench/engine_overhead.py's overhead.json files), each figure with the command and the
+`torch.compile` of the same program (bench/engine_overhead.py's overhead.json files), each figure with the command and the
 file it came from, and whether each goal of the measurement issue is met. Nothing is typed in by hand:
 a figure that no file holds is written as null, with the command that would produce it.
 
@@ -57,10 +57,13 @@ def pooled(runs: list[dict]) -> dict | None:
     }
 
 
-AA_COMMAND = "python3 bench/aa_loads.py --out /tmp/aa --export $OUT/aa --workload attention --seconds 480"
+AA_COMMAND = (
+    "python3 bench/aa_loads.py --out /tmp/aa --export $OUT/aa --workload attention --injection device "
+    "--seconds 505 --confirm-candidates-only"
+)
 OVERHEAD_COMMAND = (
     "python3 bench/engine_overhead.py --out /tmp/ov --workloads mlp,block "
-    "--routes default,cudagraphs,eager --rounds 7 --layouts shared"
+    "--routes default,cudagraphs --rounds 7 --layouts shared"
 )
 GOALS = {
     "aa_false_winner_rate_max": 0.01,
@@ -110,12 +113,26 @@ def goals(aa: dict | None, overheads: list[dict], revision: str, sources: list[s
         result["aa"] = result["power"] = None
         result["met"] = {"aa": False, "power": False}
     overhead = {f"{w}/{r}": None for w in ("mlp", "block") for r in ("default", "cudagraphs")}
+    fused: dict[str, float] = {}
     for data in overheads:
         for row in data["results"]:
-            ratio = row.get("ratio_to_compile", {}).get("engine")
-            if ratio is not None and row.get("layout", "shared") == "shared":
-                overhead[f"{row['workload']}/{row['route']}"] = ratio
+            if row.get("layout", "shared") != "shared":
+                continue
+            key = f"{row['workload']}/{row['route']}"
+            # The engine against torch.compile of the same program: `compile-unfused` where the run had
+            # it (the encoder layer's fused fast path is another program: bench/engine_overhead.py);
+            # the MLP has no such path, so its two baselines are one program and `compile` is it.
+            same = row.get("ratio_to_unfused", {}).get("engine")
+            if same is not None:
+                overhead[key] = same
+                fused[key] = row["ratio_to_compile"]["engine"]
+            elif row.get("ratio_to_compile", {}).get("engine") is not None and key not in fused:
+                overhead[key] = row["ratio_to_compile"]["engine"]
     result["overhead"] = overhead
+    result["overhead_baseline"] = {
+        key: "compile-unfused (the same unfused ops as the engine)" if key in fused else "compile" for key in overhead
+    }
+    result["overhead_vs_fused_fast_path"] = fused or None
     result["met"]["overhead"] = {k: (v is not None and v <= GOALS["overhead_max"]) for k, v in overhead.items()}
     return result
 

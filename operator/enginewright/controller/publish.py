@@ -126,6 +126,7 @@ def provenance(
             times_ms=decision.times or None,
             host={
                 "note": step.headline()["host"],
+                "moments": step.headline()["moments"],
                 "default": default.host.wire() if default.host else None,
                 "hostCpuMs": {
                     "default": default.measurements.host_cpu_ms if default.measurements else None,

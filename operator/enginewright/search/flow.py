@@ -146,6 +146,32 @@ class Decided:
             "default_ms": times.get(self.default.route_id),
             "winner_ms": times.get(winner.route_id),
             "host": self.host_note(),
+            "moments": self.moments(),
+        }
+
+    def moments(self) -> dict | None:
+        """The winner's speedup as each moment of this run measured it: its sweep's paired rounds (in
+        its batch, minutes before) and the confirmation round, each with its 95% interval across
+        loads, whether the two are `apart` (their intervals do not overlap: the speedup moved between
+        the moments by more than the loads explain), and the `range` both cover. On the H200 a
+        host-bound default moved 0.27-0.59 ms within one run, so its sweep read 2.23x (2.13-2.33) and
+        its confirmation 2.53x (2.52-2.54) a minute later (docs/benchmarks/raw/s11/call7): an
+        interval across loads is about one moment, and this says how far the moments were apart.
+        None unless a confirmed winner of this run's own sweep (a reused route's rounds are of
+        another run)."""
+        decision, paired = self.decision, self.winner.paired
+        if decision.default_won or not decision.confirmed or paired is None or self.winner.reused:
+            return None
+        if decision.low is None or decision.high is None:
+            return None
+        sweep = {"speedup": paired.speedup, "low": 1.0 / paired.high, "high": 1.0 / paired.low}
+        confirmation = {"speedup": decision.speedup, "low": decision.low, "high": decision.high}
+        apart = sweep["high"] < confirmation["low"] or confirmation["high"] < sweep["low"]
+        return {
+            "sweep": sweep,
+            "confirmation": confirmation,
+            "apart": apart,
+            "range": [min(sweep["low"], confirmation["low"]), max(sweep["high"], confirmation["high"])],
         }
 
     def host_note(self) -> str | None:
@@ -173,7 +199,14 @@ class Decided:
         """The headline as one line: `gpuTime speedup 1.283x (95% 1.21-1.36; how)`."""
         h = self.headline()
         interval = f"95% {h['low']:.3f}-{h['high']:.3f}; " if h["low"] is not None and h["high"] is not None else ""
-        return f"{h['name']} {h['speedup']:.3f}x ({interval}{h['measured']})"
+        moved = ""
+        if h["moments"] and h["moments"]["apart"]:
+            sweep = h["moments"]["sweep"]
+            moved = (
+                f"; its sweep measured {sweep['speedup']:.3f}x (95% {sweep['low']:.3f}-{sweep['high']:.3f}) at "
+                "another moment of this run: the speedup moved with the host's state"
+            )
+        return f"{h['name']} {h['speedup']:.3f}x ({interval}{h['measured']}{moved})"
 
     def summary(self) -> dict:
         """The result as plain data, for reports, provenance and the status (unrounded: round when shown)."""
