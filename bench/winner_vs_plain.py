@@ -17,7 +17,8 @@ two routes, measured in the same run?
    built from holds the layer's unfused ops, and under inference mode `torch.compile` of the module
    would otherwise run one fused native op, another program (bench/engine_overhead.py says so too);
 3. the ratio (the median of the per-turn default/winner ratios, with the spread of turns) against the
-   headline's interval: `plain_ratio_in_interval`.
+   headline's interval: `plain_ratio_in_interval`, and against the range of the run's two moments (the
+   winner's sweep and its confirmation, `headline.moments`): `plain_ratio_in_moments_range`.
 
 OUT/winner_vs_plain.json (and --export) holds every figure, written after the tune and at the end.
 """
@@ -193,6 +194,10 @@ def plain_loop(torch, workload, files, winner_knobs: dict, args, headline: dict)
         "plain_ratio_quartiles": [ratios[quarter], ratios[-1 - quarter]],
         "plain_ratio_range": [ratios[0], ratios[-1]],
         "plain_ratio_in_interval": bool(low is not None and low <= ratio <= high),
+        # the range the run's two moments cover (its sweep, its confirmation: `Decided.moments`)
+        "plain_ratio_in_moments_range": (
+            bool(moments["range"][0] <= ratio <= moments["range"][1]) if (moments := headline.get("moments")) else None
+        ),
     }
 
 
