@@ -189,7 +189,7 @@ class WithExportHook(InductorBackend):
 
 def build(bench, backend: str, route: dict, folder: Path) -> tuple[Path, float]:
     """One engine built by the product's build child (`worker.measure.build`); its path and build seconds."""
-    from enginewright.search.routes import Route
+    from enginewright.api.routes import Route
     from enginewright.worker.measure import build as build_route
 
     ctx = replace(bench.context(backend), workdir=folder)

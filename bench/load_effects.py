@@ -167,9 +167,9 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
+    from enginewright.api.routes import Route
     from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.search.routes import Route
     from enginewright.worker.child import Held, load_npz
     from enginewright.worker.measure import build
     from workloads import WORKLOADS, setup as bench_setup

@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator")]
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions, now_iso  # noqa: E402
-from enginewright.search.routes import Route, parse_route  # noqa: E402
+from enginewright.api.routes import Route, parse_route  # noqa: E402
 from enginewright.store import parse_s3_uri, store_from_env  # noqa: E402
 from enginewright.store.layout import RunKeys  # noqa: E402
 from enginewright.worker.batch import Worker  # noqa: E402

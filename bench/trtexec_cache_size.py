@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
             sys.executable,
             "-c",
             (
-                "import sys; from pathlib import Path; from enginewright.store.imports import usable_entries; "
+                "import sys; from pathlib import Path; from enginewright.trtexec.imports import usable_entries; "
                 "e, _ = usable_entries(Path(sys.argv[1]), 'local', sys.argv[2]); print(f'{len(e)} entries')"
             ),
             str(work / "import"),

@@ -173,7 +173,7 @@ class Setup:
 
     def build(self, knobs: dict, name: str, label: str | None = None) -> Path:
         """The route of `knobs`, built by the product's build child: OUT/<name>.inductor.tar."""
-        from enginewright.search.routes import Route
+        from enginewright.api.routes import Route
         from enginewright.worker.measure import build
 
         built = build(self.context(), Route.of(knobs), "bench", "bench")

@@ -32,7 +32,7 @@ def _load_run(path: str):
 def compiler_knobs(name: str, knobs_file: str | None = None):
     """The knob list of a compiler: from `knobs_file` (TensorRT's all_build_routes JSON, as
     `trtexec --helpBuildRoute` prints it) when given, else from the installed compiler."""
-    from enginewright.search.routes import parse_tensorrt_knobs
+    from enginewright.api.routes import parse_tensorrt_knobs
 
     if knobs_file:
         return parse_tensorrt_knobs(Path(knobs_file).read_text())[1]

@@ -146,13 +146,13 @@ def cmd_report(args) -> int:
 
 
 def cmd_cache_import(args) -> int:
-    """A trtexec tuning cache -> an import under OUT/runs/<target>/imports/ (`store.imports`), where
+    """A trtexec tuning cache -> an import under OUT/runs/<target>/imports/ (`trtexec.imports`), where
     `enginewright tune --cache OUT` finds it (target `local`) and does not measure its routes again
     when it tunes with the compiler the file came from."""
     from enginewright.catalog.compatibility import compiler_name
     from enginewright.report import load_entries
-    from enginewright.store.imports import ImportRefused, import_file
     from enginewright.store.keys import safe_segment
+    from enginewright.trtexec.imports import ImportRefused, import_file
 
     source, out = Path(args.file), Path(args.out)
     try:
@@ -223,7 +223,7 @@ def cmd_cache_export(args) -> int:
     routes measured since with its compiler. Otherwise metric, threshold, tolerances and search
     mode come from the options, else the directory's summary.json."""
     from enginewright.report import load_entries
-    from enginewright.store.imports import imports_under
+    from enginewright.trtexec.imports import imports_under
 
     directory = Path(args.directory)
     imports = [i for i in imports_under(directory) if args.compiler in (None, i.compiler)]
@@ -249,7 +249,7 @@ def cmd_cache_export(args) -> int:
 
 def _export_imports(args, imports, entries) -> int:
     """The imported files as they were, then the routes measured since with that compiler."""
-    from enginewright.store.imports import export_imports
+    from enginewright.trtexec.imports import export_imports
 
     out = Path(args.out)
     since = export_imports(out, imports, entries, metric=args.metric)
@@ -269,8 +269,8 @@ def _export_imports(args, imports, entries) -> int:
 
 def _export_entries(args, directory: Path, entries) -> int:
     """Our own entries, written as trtexec writes its cache."""
-    from enginewright.api.cache import export_trtexec, trtexec_files, trtexec_metric
     from enginewright.api.models import Accuracy, Search, default_of
+    from enginewright.trtexec.format import export_trtexec, trtexec_files, trtexec_metric
 
     summary = _json_or_empty(directory / "summary.json")
     options = summary.get("options", {})
@@ -327,7 +327,7 @@ def _knob_file(path: str | None):
 
 def _knob_file_with_version(path: str | None):
     """(tuner version, knobs) from TensorRT's knob JSON; (None, None) without one."""
-    from enginewright.search.routes import parse_tensorrt_knobs
+    from enginewright.api.routes import parse_tensorrt_knobs
 
     return parse_tensorrt_knobs(Path(path).read_text()) if path else (None, None)
 

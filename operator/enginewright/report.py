@@ -469,8 +469,8 @@ def render(
     """(Re)write report.md and report.png in `directory` from `entries` (default: the cache entries
     found under `directory`)."""
     from enginewright.api.models import Search, default_of
+    from enginewright.api.routes import route_id
     from enginewright.search.flow import sweep_decision
-    from enginewright.search.routes import route_id
 
     entries = list(entries) if entries is not None else load_entries(directory)
     if not entries:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from enginewright.api.cache import CacheEntry
+from enginewright.api.routes import Route, parse_route
 from enginewright.search.paired import load_key
-from enginewright.search.routes import Route, parse_route
 from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
 from tests.conftest import get_json, wait_for
 

@@ -7,8 +7,8 @@ same measurements, and the index lists the winner once."""
 import json
 
 from enginewright.api.models import TuningRunSpec
+from enginewright.api.routes import Knob
 from enginewright.search.flow import Decided, FlowSpec, Observed, next_step
-from enginewright.search.routes import Knob
 from tests.faults.conftest import cached_entries, job_creations, wait_killed
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
 

@@ -7,7 +7,7 @@ tenants never read each other's entries, even in one bucket. reuse: none measure
 import json
 
 from enginewright.api.cache import CacheEntry
-from enginewright.search.routes import route_id
+from enginewright.api.routes import route_id
 from enginewright.store.layout import RunKeys, run_prefix
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition

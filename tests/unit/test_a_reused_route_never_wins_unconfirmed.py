@@ -2,8 +2,8 @@
 through a confirmation round against that fresh default: its reused number alone never wins."""
 
 from enginewright.api.cache import Paired, TimingStats
+from enginewright.api.routes import Knob, Route
 from enginewright.search.flow import Decided, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
-from enginewright.search.routes import Knob, Route
 from tests.unit.test_reuse_needs_the_same_fingerprint import ROUTE, base, entry
 
 KNOBS = [Knob("max_autotune", ("0", "1"), "0")]

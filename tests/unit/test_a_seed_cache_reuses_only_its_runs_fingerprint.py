@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from enginewright.api.models import TuningRunSpec
+from enginewright.api.routes import Route, route_id
 from enginewright.controller.seed import (
     DEFAULT_NOT_REUSABLE,
     TRTEXEC_NOT_REUSABLE,
@@ -19,8 +20,7 @@ from enginewright.controller.seed import (
 )
 from enginewright.controller.settings import Settings
 from enginewright.controller.tenancy import seed_refusal
-from enginewright.search.routes import Route, route_id
-from enginewright.store.imports import import_file
+from enginewright.trtexec.imports import import_file
 from tests.unit.test_reuse_needs_the_same_fingerprint import ROUTE, base, entry
 
 WRITER = Path(__file__).parents[1] / "trtexec_writer"

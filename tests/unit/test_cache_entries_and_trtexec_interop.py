@@ -7,17 +7,9 @@ import math
 
 from hypothesis import given, strategies as st
 
-from enginewright.api.cache import (
-    CacheEntry,
-    Outcome,
-    TimingStats,
-    Versions,
-    export_trtexec,
-    import_trtexec,
-    parse_trtexec_route,
-    trtexec_files,
-)
-from enginewright.search.routes import Route, parse_tensorrt_knobs, route_id
+from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions
+from enginewright.api.routes import Route, parse_tensorrt_knobs, route_id
+from enginewright.trtexec.format import export_trtexec, import_trtexec, parse_trtexec_route, trtexec_files
 
 KNOB_JSON = json.dumps(
     {

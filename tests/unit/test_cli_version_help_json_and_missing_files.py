@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from enginewright import __version__
+from enginewright.api.routes import route_id
 from enginewright.cli import build_parser
-from enginewright.search.routes import route_id
 from enginewright.store.layout import CatalogKeys
 from enginewright.store.objects import LocalStore
 

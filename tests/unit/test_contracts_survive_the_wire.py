@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 from enginewright.api.cache import Versions
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, IndexEntry, KnobInfo, ProbeResult, Provenance
+from enginewright.api.routes import Knob
 from enginewright.catalog.compatibility import Offer
 from enginewright.search.flow import FlowSpec, Observed, RunBatches, next_step
-from enginewright.search.routes import Knob
 
 EAGER = Knob("compile", ("true", "false"), "true", "false: run the program eagerly", exclusive=True)
 FREEZING = Knob("freezing", ("false", "true"), "false")

@@ -35,7 +35,7 @@ def test_route_strings_parse_back_and_complete_with_the_defaults():
 
 
 def test_the_canonical_string_is_tunes():
-    from enginewright.search.routes import canonical_route
+    from enginewright.api.routes import canonical_route
 
     defaults = {name: default for name, default, _ in mc.KNOBS}
     config = {**defaults, "session.intra_op.allow_spinning": "0", "execution_mode": "parallel"}

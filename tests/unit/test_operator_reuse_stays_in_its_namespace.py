@@ -2,8 +2,8 @@
 namespace for its GPU type, only entries with its fingerprint, never the default route's, never an
 entry that was itself a copy, and the newest of a route."""
 
+from enginewright.api.routes import Route, route_id
 from enginewright.controller.reuse import entry_keys, pick, source_run
-from enginewright.search.routes import Route, route_id
 from tests.unit.test_reuse_needs_the_same_fingerprint import ROUTE, base, entry
 
 NS = "runs/team-a/"

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
+from enginewright.api.routes import Knob, Route
 from enginewright.search.paired import interval, stop_reason, summarise
 from enginewright.search.planners import SpaceKnob, build_space, improving_values, plan_full, plan_mixed_stage2
-from enginewright.search.routes import Knob, Route
 from enginewright.search.winner import confirm, twin
 
 RULE = {"margin": 0.03, "precision": 0.01, "min_rounds": 5, "max_rounds": 30}

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from enginewright.search.routes import route_id
+from enginewright.api.routes import route_id
 
 
 def plan(*args):

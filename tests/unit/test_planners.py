@@ -4,6 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
+from enginewright.api.routes import Knob
 from enginewright.search.planners import (
     PlanError,
     build_space,
@@ -16,7 +17,6 @@ from enginewright.search.planners import (
     plan_mixed_stage2,
     plan_stage1,
 )
-from enginewright.search.routes import Knob
 
 KNOBS = [
     Knob("a", ("on", "off"), "on"),
@@ -77,7 +77,7 @@ def test_full_over_budget_is_refused_with_the_field_name():
 
 
 def entry(knobs, median, baseline=10.0, outcome=Outcome.ok, batch="stage1-b000"):
-    from enginewright.search.routes import Route
+    from enginewright.api.routes import Route
 
     route = Route.of(knobs)
     timing = TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=10) if median else None

@@ -3,8 +3,8 @@ the others by name; every speedup is computed from the measured times and rounde
 tiny losses to a floor, and keeps the default's marker visible under the winner's."""
 
 from enginewright.api.cache import CacheEntry, Measurements, Outcome, Paired, TimingStats, Versions
+from enginewright.api.routes import Route, route_id
 from enginewright.report import HEADER, figure, headline, markdown, summary_rows
-from enginewright.search.routes import Route, route_id
 
 DEFAULT_ID = route_id("")
 

@@ -11,8 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
 from enginewright.api.cache import CacheEntry, Outcome, Paired, TimingStats, Versions  # noqa: E402
+from enginewright.api.routes import Route, route_id  # noqa: E402
 from enginewright.report import figure, markdown  # noqa: E402
-from enginewright.search.routes import Route, route_id  # noqa: E402
 
 DEFAULT_ID = route_id("")
 

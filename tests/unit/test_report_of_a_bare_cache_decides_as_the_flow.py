@@ -3,8 +3,8 @@ marks the winner the flow's own rule gives for the sweep: a reused route's numbe
 there either."""
 
 from enginewright.api.cache import Paired, TimingStats
+from enginewright.api.routes import Route
 from enginewright.report import render
-from enginewright.search.routes import Route
 from tests.unit.test_reuse_needs_the_same_fingerprint import ROUTE, base, entry
 
 

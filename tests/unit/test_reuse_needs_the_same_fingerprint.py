@@ -10,7 +10,7 @@ import pytest
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats, Versions
 from enginewright.api.fingerprint import Fingerprint, fingerprint_of
-from enginewright.search.routes import Route, route_id
+from enginewright.api.routes import Route, route_id
 from enginewright.store import LocalStore
 from enginewright.worker.batch import Worker
 from enginewright.worker.context import Accuracy, WorkerContext

@@ -3,7 +3,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from enginewright.search.routes import Route, canonical_route, parse_route, parse_tensorrt_knobs, route_id
+from enginewright.api.routes import Route, canonical_route, parse_route, parse_tensorrt_knobs, route_id
 
 names = st.from_regex(r"[a-z][a-z0-9_:.]{0,15}", fullmatch=True)
 values = st.from_regex(r"[a-z0-9]{1,6}", fullmatch=True)

@@ -4,9 +4,9 @@ a target's counts from its cache entries."""
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.models import RouteResult, TargetStatus
+from enginewright.api.routes import Route
 from enginewright.controller.status import condition, is_true, run_status, stalled, target_counts, waiting_for_store
 from enginewright.search.flow import Failed
-from enginewright.search.routes import Route
 
 
 def target(gpu: str, stage: str, **fields) -> TargetStatus:

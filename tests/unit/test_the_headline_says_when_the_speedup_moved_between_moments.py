@@ -7,9 +7,9 @@ in the sweep and 2.53x (2.52-2.54) in the confirmation (docs/benchmarks/raw/s11/
 import pytest
 
 from enginewright.api.cache import CacheEntry, Outcome, Paired, TimingStats
+from enginewright.api.routes import Route
 from enginewright.search.flow import Decided
 from enginewright.search.paired import load_key
-from enginewright.search.routes import Route
 from enginewright.search.winner import confirm
 
 

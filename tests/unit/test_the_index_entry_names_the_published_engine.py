@@ -4,11 +4,11 @@ feature discovery's labels."""
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import IndexEntry, ProbeResult
+from enginewright.api.routes import Route
 from enginewright.controller.jobs import RunRef
 from enginewright.controller.publish import gpu_facts, index_entry
 from enginewright.search.flow import Decided
 from enginewright.search.paired import load_key
-from enginewright.search.routes import Route
 from enginewright.search.winner import confirm
 from enginewright.store.layout import CatalogKeys
 

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from enginewright.api.cache import Outcome, TrtexecCache
-from enginewright.search.routes import Route, route_id
-from enginewright.store.imports import imports_under
+from enginewright.api.cache import Outcome
+from enginewright.api.routes import Route, route_id
+from enginewright.trtexec.format import TrtexecCache
+from enginewright.trtexec.imports import imports_under
 
 WRITTEN = Path(__file__).resolve().parents[1] / "trtexec_writer"
 CACHES = ["fast.jsonl", "mixed.jsonl", "odd-values.jsonl", "header-only.jsonl"]

@@ -4,6 +4,7 @@ step, and a step already done is never asked for again."""
 import pytest
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
+from enginewright.api.routes import Knob, Route
 from enginewright.search.flow import (
     Decided,
     Failed,
@@ -16,7 +17,6 @@ from enginewright.search.flow import (
     next_step,
 )
 from enginewright.search.planners import PlanError
-from enginewright.search.routes import Knob, Route
 
 KNOBS = [Knob("a", ("on", "off"), "on"), Knob("b", ("x", "y", "z"), "x"), Knob("c", ("0", "1"), "0")]
 DEFAULT = Route()

@@ -5,7 +5,7 @@ batch, idle while later groups build)."""
 import json
 
 from enginewright.api.cache import Outcome
-from enginewright.search.routes import Route
+from enginewright.api.routes import Route
 from tests.worker.conftest import recording_worker
 from tests.worker.interval_backend import SLOW_BUILD
 

@@ -5,7 +5,7 @@ always the kept engine's (a rebuild gives other bytes, and the catalog publishes
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 
-from enginewright.search.routes import Route
+from enginewright.api.routes import Route
 from tests.worker.conftest import make_worker
 
 

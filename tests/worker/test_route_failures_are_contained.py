@@ -4,7 +4,7 @@ outcome and message; its child process is gone afterwards."""
 import os
 
 from enginewright.api.cache import CacheEntry, Outcome
-from enginewright.search.routes import Route
+from enginewright.api.routes import Route
 from enginewright.worker.measure import Built, build, load
 from tests.worker.conftest import make_worker
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from enginewright.api.cache import Outcome
-from enginewright.search.routes import Route
+from enginewright.api.routes import Route
 from tests.worker.conftest import recording_worker
 from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED
 

@@ -8,10 +8,11 @@ import json
 import subprocess
 import sys
 
-from enginewright.api.cache import CacheEntry, import_trtexec
+from enginewright.api.cache import CacheEntry
+from enginewright.api.routes import Route, route_id
 from enginewright.backends import get_backend
-from enginewright.search.routes import Route, route_id
-from enginewright.store.imports import imports_under
+from enginewright.trtexec.format import import_trtexec
+from enginewright.trtexec.imports import imports_under
 from tests.worker.conftest import tune_args
 
 KNOBS = get_backend("onnxruntime").knobs()

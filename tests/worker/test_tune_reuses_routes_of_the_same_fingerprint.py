@@ -11,7 +11,7 @@ import pytest
 from onnx import numpy_helper
 
 from enginewright.api.cache import CacheEntry
-from enginewright.search.routes import route_id
+from enginewright.api.routes import route_id
 from tests.worker.conftest import run_tune
 
 # --save-all-engines and a tiny noise margin: every route keeps its engine and stays a candidate, so

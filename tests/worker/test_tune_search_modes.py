@@ -6,7 +6,7 @@ import re
 import pytest
 
 from enginewright.api.cache import CacheEntry
-from enginewright.search.routes import route_id
+from enginewright.api.routes import route_id
 from enginewright.search.winner import could_win
 from tests.worker.conftest import run_tune
 

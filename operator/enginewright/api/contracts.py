@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field
 from enginewright.api.cache import Versions
 from enginewright.api.fingerprint import Fingerprint
 from enginewright.api.models import TuningRunSpec, WireModel
-from enginewright.search.routes import Knob
+from enginewright.api.routes import Knob
 
 
 class BatchRequest(WireModel):
@@ -55,7 +55,7 @@ class BatchRequest(WireModel):
 
 
 class KnobInfo(WireModel):
-    """One compiler knob as the probe saw it (`search.routes.Knob` on the wire, `exclusive` included)."""
+    """One compiler knob as the probe saw it (`api.routes.Knob` on the wire, `exclusive` included)."""
 
     name: str
     values: list[str] | None = Field(None, description="None: open-ended, swept only with values the user gives.")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Mapping
 import numpy as np
 
 from enginewright.api.cache import Measurements, TimingStats, Versions
-from enginewright.search.routes import Knob
+from enginewright.api.routes import Knob
 
 if TYPE_CHECKING:
     from enginewright.accuracy.signature import Signature

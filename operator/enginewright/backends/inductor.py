@@ -49,8 +49,8 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
+from enginewright.api.routes import Knob
 from enginewright.backends.base import OBJECTIVES, Backend, BackendUnavailable, BuildRequest, Runner, cuda_timed_calls
-from enginewright.search.routes import Knob
 
 # Candidate knobs: name -> explicit values for non-boolean options (booleans sweep false/true).
 CANDIDATES: dict[str, tuple[str, ...] | None] = {

@@ -18,8 +18,8 @@ from typing import Mapping
 import numpy as np
 
 from enginewright.api.cache import Versions
+from enginewright.api.routes import Knob
 from enginewright.backends.base import Backend, BuildRequest, Runner, onnx_signature
-from enginewright.search.routes import Knob
 
 _LEVELS = {
     "disable": "ORT_DISABLE_ALL",

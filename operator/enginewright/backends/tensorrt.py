@@ -2,7 +2,7 @@
 
 NOT EXECUTED ANYWHERE YET: TensorRT's builder libraries cannot be installed on any machine this
 project has (the registry's tensorrt-*-libs packages are stubs that download from an unreachable
-index). Only the pure parts below (`parse_tensorrt_knobs` in `search.routes`, `build_route_string`,
+index). Only the pure parts below (`parse_tensorrt_knobs` in `api.routes`, `build_route_string`,
 `builder_settings`, `profile_shapes`) are tested. Nothing in the project simulates a TensorRT result.
 
 Build: ONNX parser -> strongly typed network (TensorRT 11 has no FP16/INT8 builder flags) -> one
@@ -23,6 +23,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from enginewright.api.cache import Versions
+from enginewright.api.routes import Knob, canonical_route, parse_tensorrt_knobs
 from enginewright.backends.base import (
     OBJECTIVES,
     Backend,
@@ -32,7 +33,6 @@ from enginewright.backends.base import (
     cuda_timed_calls,
     onnx_signature,
 )
-from enginewright.search.routes import Knob, canonical_route, parse_tensorrt_knobs
 
 # Base settings a TuningRun may pin for every route (IBuilderConfig attributes / flags).
 INT_SETTINGS = {

@@ -3,7 +3,7 @@ ours copied into the store, can stand for in this run, under the rules of reuse 
 
 The seed is one object (`s3://bucket/key`) or, when there is no object at that key, the objects under
 `key/`. Its trtexec files (`*.jsonl`) are read as `enginewright cache import` reads them
-(`api.cache.TrtexecCache`, with an `import.json` beside it giving the options it was imported with);
+(`trtexec.format.TrtexecCache`, with an `import.json` beside it giving the options it was imported with);
 its cache entries (`entries/*.json`, as a `tune --cache` directory or a run's prefix holds them) are
 read as entries. Everything is read with the run's own store key, and `controller.tenancy` refuses a
 seed in another namespace's runs.
@@ -32,16 +32,17 @@ from typing import Callable, Iterable, Iterator
 
 from pydantic import Field, ValidationError
 
-from enginewright.api.cache import CacheEntry, TrtexecCache
+from enginewright.api.cache import CacheEntry
 from enginewright.api.contracts import ProbeResult
 from enginewright.api.fingerprint import Fingerprint
 from enginewright.api.models import ReuseMode, TuningRunSpec, WireModel
 from enginewright.controller.errors import Problem, StoreUnavailable, store_errors
 from enginewright.controller.reuse import default_route_id
 from enginewright.controller.store_reads import list_keys, read_typed
-from enginewright.store.imports import CACHE_FILE, META_FILE
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import MissingObject, S3Store, parse_s3_uri
+from enginewright.trtexec.format import TrtexecCache
+from enginewright.trtexec.imports import CACHE_FILE, META_FILE
 
 SEED_TAG = "seedCache"
 """How a seeded entry's reusedFrom begins: `seedCache <seed uri>: <entry uri>`."""

@@ -19,6 +19,7 @@ from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import Confirm, Search, default_of
+from enginewright.api.routes import Knob, Route
 from enginewright.search.planners import (
     Batch,
     build_space,
@@ -27,7 +28,6 @@ from enginewright.search.planners import (
     plan_mixed_stage2,
     plan_stage1,
 )
-from enginewright.search.routes import Knob, Route
 from enginewright.search.winner import Decision, choose_winner, confirm, could_win, noise_margin, rank_candidates
 
 

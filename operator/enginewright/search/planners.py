@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from enginewright.search.routes import Knob, Route
+from enginewright.api.routes import Knob, Route
 
 
 class PlanError(ValueError):

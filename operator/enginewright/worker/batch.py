@@ -20,10 +20,10 @@ from typing import Sequence
 
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Outcome
+from enginewright.api.routes import Route
 from enginewright.search.paired import (
     Spread,
 )
-from enginewright.search.routes import Route
 from enginewright.worker.context import WorkerContext
 from enginewright.worker.measure import Built, build, interleave, load, measure_default, measure_paired
 from enginewright.worker.server import Server

@@ -30,7 +30,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from enginewright.api.contracts import BatchRequest, ConfirmationResult, KnobInfo, ProbeResult
-from enginewright.search.routes import Route, parse_route
+from enginewright.api.routes import Route, parse_route
 
 log = logging.getLogger("enginewright.worker")
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from enginewright.api.cache import CacheEntry, Host, Outcome, Versions, now_iso
+from enginewright.api.routes import Route
 from enginewright.backends.base import stats_of
 from enginewright.search.paired import (
     Spread,
@@ -28,7 +29,6 @@ from enginewright.search.paired import (
     stop_after,
     summarise_loads,
 )
-from enginewright.search.routes import Route
 from enginewright.worker.context import WorkerContext
 from enginewright.worker.process import run_child
 from enginewright.worker.server import Server, ServerFailed, primer

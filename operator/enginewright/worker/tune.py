@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from enginewright.api.cache import CacheEntry, export_trtexec, trtexec_files
+from enginewright.api.cache import CacheEntry
 from enginewright.api.models import (
     Accuracy as AccuracySpec,
     Compiler,
@@ -38,6 +38,7 @@ from enginewright.search.flow import (
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
+from enginewright.trtexec.format import export_trtexec, trtexec_files
 from enginewright.worker.batch import Worker
 from enginewright.worker.context import Accuracy, WorkerContext, context_fingerprint
 
@@ -199,7 +200,7 @@ def _tune(
 ) -> TuneResult:
     from enginewright.backends import get_backend
     from enginewright.catalog.compatibility import compiler_name
-    from enginewright.store.imports import export_imports, imports_under, usable_entries
+    from enginewright.trtexec.imports import export_imports, imports_under, usable_entries
 
     began = time.monotonic()
     backend = get_backend(opts.backend, **opts.backend_options)

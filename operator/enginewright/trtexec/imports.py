@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from enginewright.api.cache import CacheEntry, TrtexecCache, now_iso
+from enginewright.api.cache import CacheEntry, now_iso
 from enginewright.api.models import Accuracy as AccuracySpec, Search, default_of
 from enginewright.store.keys import safe_segment
+from enginewright.trtexec.format import TrtexecCache
 
 CACHE_FILE = "trtexec.jsonl"
 META_FILE = "import.json"
@@ -204,8 +205,8 @@ def export_imports(
     one whole, the iteration lines of the others after it; then, as trtexec's writer lays them out
     with `iter` counting on, the `entries` measured since with that compiler that the imports do not
     hold. Returns how many of those were written."""
-    from enginewright.api.cache import export_trtexec, trtexec_metric
     from enginewright.catalog.compatibility import compiler_name
+    from enginewright.trtexec.format import export_trtexec, trtexec_metric
 
     first, compiler = imports[0], imports[0].compiler
     shutil.copyfile(first.path, out)
