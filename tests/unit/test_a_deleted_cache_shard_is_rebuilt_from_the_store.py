@@ -11,7 +11,7 @@ import pytest
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.models import Target
 from enginewright.controller.cache import ConfigMapCache
-from enginewright.controller.jobs import RunRef
+from enginewright.controller.children import RunRef
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key
 from enginewright.search.routes import Route

@@ -4,7 +4,7 @@ feature discovery's labels."""
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import IndexEntry, ProbeResult
-from enginewright.controller.jobs import RunRef
+from enginewright.controller.children import RunRef
 from enginewright.controller.publish import gpu_facts, index_entry
 from enginewright.search.flow import Decided
 from enginewright.search.paired import load_key

@@ -38,8 +38,8 @@ from enginewright.api.contracts import (
     TimingFacts,
 )
 from enginewright.api.models import Target, TuningRunSpec
+from enginewright.controller.children import RunRef
 from enginewright.controller.errors import Problem, PublishError, PublishRefused, api_exception, store_errors
-from enginewright.controller.jobs import RunRef
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import Emit, now
 from enginewright.controller.tenancy import claimed, model_refusal

@@ -17,12 +17,21 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from enginewright import failpoints
-from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
+from enginewright.api.contracts import ConfirmationResult, ProbeResult
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
+from enginewright.controller.children import RunRef, selector
+from enginewright.controller.dry_run import plan_config_map, planned
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
-from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
+from enginewright.controller.jobs import (
+    WorkerJobs,
+    batches_to_start,
+    confirm_request,
+    job_state,
+    probe_request,
+    sweep_request,
+)
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
 from enginewright.controller.reuse import copy_reused
@@ -180,15 +189,7 @@ class Reconciler:
                     f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}",
                     emit,
                 )
-            request = BatchRequest(
-                target=target.gpu_type,
-                mode="probe",
-                stage="probe",
-                batch="probe",
-                bucket=self.settings.runs_bucket,
-                prefix=keys.prefix,
-                spec=spec,
-            )
+            request = probe_request(spec, target, keys, self.settings.runs_bucket)
             self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
             status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
@@ -255,22 +256,10 @@ class Reconciler:
     ) -> TargetStatus:
         """A Job for each batch that has none, while fewer than `spec.search.parallelism` run."""
         failpoints.hit(f"planned-{step.stage}")
-        active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
-        room = max(0, spec.search.parallelism - active)
-        for batch in [b for b in step.batches if b.name not in jobs][:room]:
-            request = BatchRequest(
-                target=target.gpu_type,
-                stage=batch.stage,
-                batch=batch.name,
-                bucket=self.settings.runs_bucket,
-                prefix=keys.prefix,
-                routes=[r.canonical for r in batch.routes],
-                default_route=step.default.canonical,
-                deadline=deadline,
-                spec=spec,
-            )
+        start, active = batches_to_start(step, jobs, spec.search.parallelism)
+        for batch in start:
+            request = sweep_request(spec, target, keys, self.settings.runs_bucket, batch, step, deadline)
             self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
-            active += 1
         return status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
 
     def _confirm(
@@ -285,18 +274,7 @@ class Reconciler:
         status: TargetStatus,
     ) -> TargetStatus:
         """The confirmation round's Job: the candidates' kept engines against the default's."""
-        request = BatchRequest(
-            target=target.gpu_type,
-            mode="confirm",
-            stage="confirm",
-            batch=step.name,
-            bucket=self.settings.runs_bucket,
-            prefix=keys.prefix,
-            routes=[e.route for e in step.candidates],
-            default_route=step.default.route,
-            deadline=deadline,
-            spec=spec,
-        )
+        request = confirm_request(spec, target, keys, self.settings.runs_bucket, step, deadline)
         self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
         return status.model_copy(
             update={
@@ -359,27 +337,9 @@ class Reconciler:
 
     # ================================================================== how a target ends
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
-        lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
-        name = child_name(run.name, "plan", target.gpu_type, limit=253)
-        apply_config_map(
-            self.k8s.core,
-            run,
-            {
-                "metadata": {
-                    "name": name,
-                    "namespace": run.namespace,
-                    "labels": labels(run, target.gpu_type, component="plan"),
-                    "ownerReferences": [run.owner_reference()],
-                },
-                "data": {"routes.txt": "\n".join(lines) + "\n"},
-            },
-            exists=False,
-        )
-        candidates = [r.canonical or "(default)" for b in step.batches for r in b.routes]
-        return target_done(
-            status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
-            f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built (ConfigMap {name})",
-        )
+        plan = plan_config_map(run, target.gpu_type, step)
+        apply_config_map(self.k8s.core, run, plan, exists=False)
+        return planned(status, step, plan["metadata"]["name"])
 
     def _decided(
         self,
