@@ -17,7 +17,7 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from enginewright import failpoints
-from enginewright.api.contracts import ConfirmationResult, ProbeResult
+from enginewright.api.contracts import ProbeResult
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
@@ -32,17 +32,15 @@ from enginewright.controller.jobs import (
     probe_request,
     sweep_request,
 )
+from enginewright.controller.observe import TargetObservation, observe_target, previous_target
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
-from enginewright.controller.reuse import copy_reused
 from enginewright.controller.scheduling import waiting
-from enginewright.controller.seed import copy_seeded
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import (
     FINISHED,
     Emit,
     decided_status,
-    run_deadline,
     run_status,
     stalled,
     target_counts,
@@ -50,11 +48,10 @@ from enginewright.controller.status import (
     target_failed,
     waiting_for_store,
 )
-from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
-from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
+from enginewright.search.flow import Decided, Failed, FlowSpec, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError
-from enginewright.store.layout import RunKeys, run_prefix
+from enginewright.store.layout import RunKeys
 from enginewright.store.objects import S3Store
 
 
@@ -158,90 +155,81 @@ class Reconciler:
     ) -> TargetStatus:
         """Observe the target (its Jobs, probe, cache entries, confirmation rounds), ask the flow for
         its next step, and act on it; returns the target's status."""
-        before = next(
-            (
-                TargetStatus.model_validate(t)
-                for t in previous.get("targets") or []
-                if t.get("gpuType") == target.gpu_type
-            ),
-            None,
-        )
+        before = previous_target(previous, target.gpu_type)
         if before and before.stage in FINISHED:
             return before
         # ---------------------------------------------------------------- observe
-        keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
-        runs = self.runs
-        jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
-        probe = read_typed(runs, keys.probe, ProbeResult)
-        deadline = run_deadline(spec, meta)
-        out_of_time = deadline is not None and time.time() >= deadline
+        seen = observe_target(
+            run,
+            spec,
+            target,
+            meta,
+            before,
+            runs=self.runs,
+            jobs=self.jobs,
+            cache=self.cache,
+            seed_store=lambda bucket: S3Store(run_client(run, self.settings, self.k8s.core, self.k8s.s3_as), bucket),
+            emit=emit,
+        )
+        keys, jobs, probe = seen.keys, seen.jobs, seen.probe
         status = TargetStatus(
             gpu_type=target.gpu_type, stage="probing", cache_config_maps=before.cache_config_maps if before else []
         )
-        if probe is None:
-            job = jobs.get("probe")
-            if job is not None and job_state(job) != "active":
-                return self._failed(
-                    status,
-                    "ProbeFailed",
-                    f"the probe Job {job['metadata']['name']} ended "
-                    f"({job_state(job)}) without writing {keys.probe}: "
-                    f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}",
-                    emit,
-                )
-            request = probe_request(spec, target, keys, self.settings.runs_bucket)
-            self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
-            status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
-            return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
-        if isinstance(probe, str):
-            return self._failed(status, "InvalidProbe", probe, emit)
-        if not probe.ok:
-            return self._failed(status, "InvalidInput", str(probe.error), emit)
-        reused = copy_reused(runs, run.namespace, spec, keys, probe)
-        as_run = lambda bucket: S3Store(run_client(run, self.settings, self.k8s.core, self.k8s.s3_as), bucket)  # noqa: E731
-        seeded = copy_seeded(runs, as_run, spec, keys, probe)
-        entries, shard_names, refused = self.cache.aggregate(
-            run, target, keys, runs, emit, before.refused if before else []
-        )
-        confirmations = {}
-        for key in list_keys(runs, keys.confirmations):
-            result = read_typed(runs, key, ConfirmationResult)
-            if isinstance(result, ConfirmationResult):
-                confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result.rounds
-        given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
+        if not isinstance(probe, ProbeResult) or not probe.ok:
+            return self._probe(run, spec, target, seen, status, before, emit)
         # ---------------------------------------------------------------- ask the flow
         try:
-            step = next_step(
-                FlowSpec.of(spec), Observed(probe.compiler_knobs(), entries, confirmations, given_up, out_of_time)
-            )
+            step = next_step(FlowSpec.of(spec), seen.observed(probe))
         except PlanError as exc:
             return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
         # ---------------------------------------------------------------- act
-        status = target_counts(status, entries, step).model_copy(
-            update={
-                "cache_config_maps": shard_names,
-                "refused": refused[:20],
-                "reused": len(reused.routes),
-                "reused_from": reused.runs,
-                "seeded": len(seeded.routes) if seeded else 0,
-                "seed": seeded.note if seeded else None,
-            }
-        )
+        status = seen.recorded(target_counts(status, seen.entries, step))
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
-            status = self._run_batches(run, spec, target, keys, step, jobs, deadline, status)
+            status = self._run_batches(run, spec, target, keys, step, jobs, seen.deadline, status)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(step, RunConfirmation):
-            status = self._confirm(run, spec, target, keys, step, jobs, deadline, status)
+            status = self._confirm(run, spec, target, keys, step, jobs, seen.deadline, status)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
-        if out_of_time:
+        if seen.out_of_time:
             self.jobs.stop_active(run, jobs)
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
+
+    def _probe(
+        self,
+        run: RunRef,
+        spec: TuningRunSpec,
+        target: Target,
+        seen: TargetObservation,
+        status: TargetStatus,
+        before: TargetStatus | None,
+        emit: Emit,
+    ) -> TargetStatus:
+        """A target without a usable probe result: its probe Job (made once), or why it failed."""
+        probe, jobs = seen.probe, seen.jobs
+        if isinstance(probe, str):
+            return self._failed(status, "InvalidProbe", probe, emit)
+        if probe is not None:
+            return self._failed(status, "InvalidInput", str(probe.error), emit)
+        job = jobs.get("probe")
+        if job is not None and job_state(job) != "active":
+            name = job["metadata"]["name"]
+            return self._failed(
+                status,
+                "ProbeFailed",
+                f"the probe Job {name} ended ({job_state(job)}) without writing {seen.keys.probe}: "
+                f"{self.jobs.last_words(run.namespace, name)}",
+                emit,
+            )
+        request = probe_request(spec, target, seen.keys, self.settings.runs_bucket)
+        self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, seen.deadline)
+        status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
+        return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
 
     def _run_batches(
         self,
