@@ -1,10 +1,11 @@
 """What the reconciler asks Jobs for (pure, `controller.jobs`): batches without a Job, only as many as
 fit beside the sweep Jobs still running (the probe's Job never counts), each request naming its
-routes and the step's default route."""
+routes and the step's default route; and what the target then says runs (`controller.status`)."""
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
-from enginewright.api.models import TuningRunSpec
+from enginewright.api.models import TargetStatus, TuningRunSpec
 from enginewright.controller.jobs import batches_to_start, confirm_request, probe_request, sweep_request
+from enginewright.controller.status import confirming, sweeping
 from enginewright.search.flow import RunBatches, RunConfirmation
 from enginewright.search.planners import Batch
 from enginewright.search.routes import Route
@@ -74,3 +75,15 @@ def entry(knobs):
         baseline_ms=1.0,
         timing=TimingStats(median_ms=1.0, mean_ms=1.0, p90_ms=1.0, min_ms=1.0, n=5),
     )
+
+
+def test_the_target_says_what_runs():
+    status = TargetStatus(gpu_type="cpu", stage="probing")
+    sweeping_now = sweeping(status, STEP, 3)
+    assert (sweeping_now.stage, sweeping_now.active_jobs, sweeping_now.message) == ("stage1", 3, STEP.note)
+    step = RunConfirmation(
+        name="c", candidates=(entry({"x": "1"}), entry({"x": "2"})), default=entry({}), rounds=4, planned=5
+    )
+    now = confirming(status, step)
+    assert (now.stage, now.active_jobs) == ("confirming", 1)
+    assert now.message == "confirming 2 candidate(s) against the default over 4 interleaved rounds"

@@ -40,12 +40,15 @@ from enginewright.controller.settings import Settings
 from enginewright.controller.status import (
     FINISHED,
     Emit,
+    confirming,
     decided_status,
+    published,
     run_status,
     stalled,
+    sweeping,
     target_counts,
-    target_done,
     target_failed,
+    unpublished,
     waiting_for_store,
 )
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
@@ -189,10 +192,11 @@ class Reconciler:
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
-            status = self._run_batches(run, spec, target, keys, step, jobs, seen.deadline, status)
+            status = sweeping(status, step, self._run_batches(run, spec, target, seen, step))
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(step, RunConfirmation):
-            status = self._confirm(run, spec, target, keys, step, jobs, seen.deadline, status)
+            self._confirm(run, spec, target, seen, step)
+            status = confirming(status, step)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if seen.out_of_time:
             self.jobs.stop_active(run, jobs)
@@ -232,45 +236,26 @@ class Reconciler:
         return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
 
     def _run_batches(
-        self,
-        run: RunRef,
-        spec: TuningRunSpec,
-        target: Target,
-        keys: RunKeys,
-        step: RunBatches,
-        jobs: dict,
-        deadline: float | None,
-        status: TargetStatus,
-    ) -> TargetStatus:
-        """A Job for each batch that has none, while fewer than `spec.search.parallelism` run."""
+        self, run: RunRef, spec: TuningRunSpec, target: Target, seen: TargetObservation, step: RunBatches
+    ) -> int:
+        """A Job for each batch that has none, while fewer than `spec.search.parallelism` run; returns
+        how many run now."""
         failpoints.hit(f"planned-{step.stage}")
-        start, active = batches_to_start(step, jobs, spec.search.parallelism)
+        start, active = batches_to_start(step, seen.jobs, spec.search.parallelism)
         for batch in start:
-            request = sweep_request(spec, target, keys, self.settings.runs_bucket, batch, step, deadline)
-            self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
-        return status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+            request = sweep_request(spec, target, seen.keys, self.settings.runs_bucket, batch, step, seen.deadline)
+            self.jobs.ensure(
+                run, spec, target, batch.stage, batch.name, request, len(batch.routes), seen.jobs, seen.deadline
+            )
+        return active
 
     def _confirm(
-        self,
-        run: RunRef,
-        spec: TuningRunSpec,
-        target: Target,
-        keys: RunKeys,
-        step: RunConfirmation,
-        jobs: dict,
-        deadline: float | None,
-        status: TargetStatus,
-    ) -> TargetStatus:
+        self, run: RunRef, spec: TuningRunSpec, target: Target, seen: TargetObservation, step: RunConfirmation
+    ) -> None:
         """The confirmation round's Job: the candidates' kept engines against the default's."""
-        request = confirm_request(spec, target, keys, self.settings.runs_bucket, step, deadline)
-        self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
-        return status.model_copy(
-            update={
-                "stage": "confirming",
-                "active_jobs": 1,
-                "message": f"confirming {len(step.candidates)} candidate(s) against the default "
-                f"over {step.rounds} interleaved rounds",
-            }
+        request = confirm_request(spec, target, seen.keys, self.settings.runs_bucket, step, seen.deadline)
+        self.jobs.ensure(
+            run, spec, target, "confirm", step.name, request, len(step.candidates), seen.jobs, seen.deadline
         )
 
     def _scheduling(
@@ -286,27 +271,10 @@ class Reconciler:
         if found is None:
             return status
         wait = self.settings.unschedulable_seconds
-        said = (
-            f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
-            f"{found.seconds:.0f}s): {found.message}"
-        )
         if found.give_up(wait):
             self.jobs.stop_active(run, jobs)
-            return self._failed(
-                status,
-                "Unschedulable",
-                f"{said}; gave up after {wait:.0f}s (the operator's "
-                f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
-                f"nodeSelector, tolerations and resources against the cluster's node pools",
-                emit,
-            )
-        limit = f"gives up after {wait:.0f}s without a node" if wait > 0 else "waits without a time limit"
-        status = status.model_copy(
-            update={
-                "reason": "Unschedulable",
-                "message": f"{said}; waiting for a node (a pool scaling up, or GPUs freed): {limit}",
-            }
-        )
+            return self._failed(status, "Unschedulable", found.gave_up(wait), emit)
+        status = status.model_copy(update={"reason": "Unschedulable", "message": found.waiting_for(wait)})
         if before is None or before.reason != "Unschedulable":
             emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
         return status
@@ -341,10 +309,9 @@ class Reconciler:
         status: TargetStatus,
         emit: Emit,
     ) -> TargetStatus:
-        decision, winner = step.decision, step.winner
         status = decided_status(status, step)
         if not spec.publish.enabled:
-            return target_done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
+            return unpublished(status, step)
         engine_uri = publish_winner(
             settings=self.settings,
             core=self.k8s.core,
@@ -359,12 +326,4 @@ class Reconciler:
             step=step,
             emit=emit,
         )
-        result = (
-            f"kept the default route ({decision.reason})"
-            if decision.default_won
-            else f"winner {winner.route}: {step.headline_text()}"
-        )
-        return target_done(
-            status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
-            f"{result}; published {engine_uri}",
-        )
+        return published(status, step, engine_uri)
