@@ -9,7 +9,8 @@ Every step is idempotent: a publication interrupted anywhere repeats cleanly.
 
 Who may publish under a model name is the caller's to decide (`admit`, given the model's index under
 the index's lock, so the check and the index write see the same index); the operator's rules are
-`controller.tenancy`'s. Nothing here knows Kubernetes or the operator.
+`controller.tenancy`'s. Nothing here calls Kubernetes or knows the operator (`gpu_facts` is given the
+GPU feature discovery labels its caller read off the measuring node).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ from enginewright.search.flow import Decided
 from enginewright.store.layout import CatalogKeys
 from enginewright.store.objects import MissingObject
 
+# One writer of a model's index at a time in this process (the operator runs as one replica): the
+# admission and the index write must see the same index.
 _index_locks: dict[str, threading.Lock] = defaultdict(threading.Lock)
 
 

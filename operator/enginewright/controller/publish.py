@@ -125,7 +125,7 @@ def publish_winner(
         published_at=published_at,
     )
 
-    def admit(index: dict) -> dict:
+    def admit(index: dict) -> dict:  # the operator's tenancy rules, under the index's lock
         refusal = model_refusal(run.namespace, catalog.model, catalog_store.uri(catalog.index), index, settings)
         if refusal:
             raise PublishRefused(refusal.reason, refusal.message)
