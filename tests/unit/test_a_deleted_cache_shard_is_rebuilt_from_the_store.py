@@ -12,7 +12,7 @@ from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.models import Target
 from enginewright.api.routes import Route
 from enginewright.controller.cache import ConfigMapCache
-from enginewright.controller.jobs import RunRef
+from enginewright.controller.children import RunRef
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key
 from enginewright.store.layout import RunKeys

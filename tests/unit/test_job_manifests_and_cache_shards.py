@@ -4,7 +4,8 @@ cache shards that never exceed their limit and never place an entry twice, kstat
 from hypothesis import given, strategies as st
 
 from enginewright.api.models import TuningRunSpec
-from enginewright.controller.jobs import RunRef, child_name, job_manifest, job_name, job_state
+from enginewright.controller.children import RunRef, child_name
+from enginewright.controller.jobs import job_manifest, job_name, job_state
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import place, size_of
 from enginewright.controller.status import conditions
@@ -129,7 +130,7 @@ def test_conditions_follow_kstatus_and_keep_transition_times():
 
 
 def test_a_selector_selects_exactly_the_labels_its_children_carry():
-    from enginewright.controller.jobs import selector
+    from enginewright.controller.children import selector
 
     job = job_manifest(RUN, SPEC, SPEC.targets[0], "stage1", "stage1-b000", "s3://b/k", "0" * 64, Settings(), 600)
     wanted = dict(pair.split("=", 1) for pair in selector(RUN, "NVIDIA-H200").split(","))

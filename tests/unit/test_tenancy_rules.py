@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from enginewright.api.models import TuningRunSpec
 from enginewright.catalog.fetch import model_digest_problem
 from enginewright.catalog.reader import owned_entries
-from enginewright.controller.jobs import RunRef, is_ours, labels
+from enginewright.controller.children import RunRef, is_ours, labels
 from enginewright.controller.settings import Settings
 from enginewright.controller.tenancy import bucket_refusal, catalog_owner, claimed, image_refusal, model_refusal
 

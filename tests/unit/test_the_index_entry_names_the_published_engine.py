@@ -1,12 +1,11 @@
-"""What publishing records in the model's `index.json` (pure, `controller.publish`): the engine, its
+"""What publishing records in the model's `index.json` (pure, `catalog.writer`): the engine, its
 digest, route and confirmed speedup, the run, and the measuring node's compute capability from GPU
 feature discovery's labels."""
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import IndexEntry, ProbeResult
 from enginewright.api.routes import Route
-from enginewright.controller.jobs import RunRef
-from enginewright.controller.publish import gpu_facts, index_entry
+from enginewright.catalog.writer import gpu_facts, index_entry
 from enginewright.search.flow import Decided
 from enginewright.search.paired import load_key
 from enginewright.search.winner import confirm
@@ -58,7 +57,8 @@ def test_the_index_entry_names_the_engine_the_route_the_run_and_the_gpu():
         step=step,
         probe=ProbeResult(ok=True, model_sha256="cd" * 32),
         engine_uri="s3://catalog/e.onnx",
-        run=RunRef("r", "team-a", "uid-1"),
+        run="team-a/r",
+        run_uid="uid-1",
         node=node,
         published_at="2026-12-01T00:00:00Z",
     )

@@ -55,6 +55,20 @@ def test_the_longest_waiting_pod_gives_the_message_and_the_time():
     assert found.give_up(30) and not found.give_up(60) and not found.give_up(0)  # 0: never
 
 
+def test_the_target_says_which_pods_wait_how_long_it_waits_and_what_to_check():
+    found = waiting([pod("a", unschedulable_since=T0 - 50, message="0/3 nodes: Insufficient nvidia.com/gpu")], T0)
+    said = "1 pod(s) cannot be scheduled (a, unschedulable for 50s): 0/3 nodes: Insufficient nvidia.com/gpu"
+    assert (
+        found.waiting_for(600)
+        == f"{said}; waiting for a node (a pool scaling up, or GPUs freed): gives up after 600s without a node"
+    )
+    assert found.waiting_for(0).endswith(": waits without a time limit")
+    assert found.gave_up(30).startswith(
+        f"{said}; gave up after 30s (the operator's scheduling.unschedulableTimeoutSeconds)"
+    )
+    assert "nodeSelector, tolerations and resources" in found.gave_up(30)
+
+
 def test_a_target_with_a_pod_on_a_node_does_not_give_up():
     found = waiting([pod("a", unschedulable_since=T0 - 500), pod("b", node="n1", phase="Running")], T0)
     assert found.placed == 1 and not found.give_up(30)

@@ -5,8 +5,8 @@
 | `BatchRequest` | controller (`controller/jobs.py`) | worker Job (`worker/job.py`) | `<prefix>/requests/<batch>.json`, named (with its sha256) in the Job's env |
 | `ProbeResult` | worker Job, probe mode | controller | `<prefix>/probe.json` |
 | `ConfirmationResult` | worker Job, confirm mode | controller | `<prefix>/confirm/<batch>.json` |
-| `Provenance` | controller (`controller/publish.py`) | `catalog/` (`fetch`, `list`) | `<folder>/provenance.json` |
-| `CatalogIndex` / `IndexEntry` | controller | `catalog/` | `catalog/<model>/index.json` |
+| `Provenance` | controller, through `catalog/writer.py` | `catalog/` (`fetch`, `list`) | `<folder>/provenance.json` |
+| `CatalogIndex` / `IndexEntry` | controller, through `catalog/writer.py` | `catalog/reader.py` | `catalog/<model>/index.json` |
 | `MeasuredRoutes` | controller (`report.measured_routes`) | `catalog/site.py` | `<folder>/routes.json` |
 
 Cache entries have their own model (`api.cache.CacheEntry`). The serving process's JSON lines

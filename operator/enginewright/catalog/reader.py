@@ -18,8 +18,16 @@ from pathlib import Path
 from typing import BinaryIO
 
 from enginewright.catalog.compatibility import NotInCatalog, Offer
-from enginewright.store.keys import unescape_segment
-from enginewright.store.layout import CATALOG, INDEX, PROVENANCE, ROUTES, in_folder, model_index
+from enginewright.store.layout import (
+    CATALOG,
+    PROVENANCE,
+    ROUTES,
+    catalog_key,
+    entry_engine,
+    in_folder,
+    indexed_model,
+    model_index,
+)
 from enginewright.store.objects import LocalStore, MissingObject, S3Store
 
 CHUNK = 1 << 20
@@ -48,20 +56,15 @@ class Catalog:
 
     def key(self, path: str) -> str:
         """Key of a path relative to the catalog folder (`layout.site_page`, `layout.model_index`)."""
-        return f"{self.prefix}/{path}" if self.prefix else path
+        return catalog_key(self.prefix, path)
 
     def index_key(self, model: str) -> str:
         return self.key(model_index(model))
 
     def models(self) -> list[str]:
         """Every model that has an index, by name."""
-        base = f"{self.prefix}/" if self.prefix else ""
-        names = []
-        for key in self.store.list(base):
-            rest = key[len(base) :].split("/")
-            if len(rest) == 2 and rest[1] == INDEX:
-                names.append(unescape_segment(rest[0]))
-        return sorted(names)
+        found = (indexed_model(self.prefix, key) for key in self.store.list(self.key("")))
+        return sorted(model for model in found if model is not None)
 
     def index_doc(self, model: str) -> dict:
         try:
@@ -74,7 +77,7 @@ class Catalog:
 
     @staticmethod
     def engine_key(entry: dict) -> str:
-        return f"{entry['folder']}/{entry['engine'].rsplit('/', 1)[-1]}"
+        return entry_engine(entry["folder"], entry["engine"])
 
     @staticmethod
     def provenance_key(entry: dict) -> str:

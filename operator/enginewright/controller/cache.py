@@ -17,8 +17,8 @@ from enginewright.api.cache import CacheEntry
 from enginewright.api.models import Target
 from enginewright.api.names import ANNOTATION_SHARD
 from enginewright.controller import metrics
+from enginewright.controller.children import RunRef, child_name, is_ours, labels, selector
 from enginewright.controller.errors import Problem, api_exception
-from enginewright.controller.jobs import RunRef, child_name, is_ours, labels, selector
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
 from enginewright.controller.status import Emit

@@ -1,8 +1,8 @@
 """What a reconcile pass raises, and how the answers of the API server and the store are told apart.
 
 `Problem` is the user's to fix (the run is Stalled with its reason); `StoreUnavailable` is the store
-being away (the pass is retried); `PublishError` and `PublishRefused` are what publishing says before
-it becomes a Problem; anything else the store or the API server answered passes through.
+being away (the pass is retried); `PublishError` and `PublishRefused` (`catalog.writer`) are what
+publishing says before it becomes a Problem; anything else the store or the API server answered passes through.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from contextlib import contextmanager
 
-from enginewright.controller.tenancy import Refusal
+from enginewright.catalog.writer import PublishError, PublishRefused
 from enginewright.store.objects import MissingObject
 
 
@@ -24,18 +24,6 @@ class Problem(Exception):
 
 class StoreUnavailable(Exception):
     """The object store did not answer; the pass is retried."""
-
-
-class PublishError(RuntimeError):
-    """The engine cannot be published as measured (its bytes differ from the measured digest)."""
-
-
-class PublishRefused(RuntimeError):
-    """The run's namespace may not publish under this catalog model name."""
-
-    def __init__(self, refusal: Refusal):
-        super().__init__(refusal.message)
-        self.refusal = refusal
 
 
 def api_exception():

@@ -13,7 +13,7 @@ import kopf
 
 from enginewright.api.names import FINALIZER, GROUP, KIND, LABEL_COMPONENT, PLURAL, VERSION
 from enginewright.controller import metrics
-from enginewright.controller.jobs import RunRef
+from enginewright.controller.children import RunRef
 from enginewright.controller.reconcile import Clients, Reconciler
 from enginewright.controller.settings import Settings
 

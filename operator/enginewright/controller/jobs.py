@@ -1,7 +1,7 @@
-"""A run's worker Jobs: first the manifests (pure: no API calls), then `WorkerJobs`, which lists,
-creates, adopts, stops and expires them through the API server.
+"""A run's worker Jobs: first what each runs and its manifest (pure: no API calls), then `WorkerJobs`,
+which lists, creates, adopts, stops and expires them through the API server.
 
-Names are deterministic (`<run>-<target>-<stage>-<batch>`, shortened with a hash to 63 characters),
+Names are deterministic (`<run>-<target>-<batch>`, shortened with a hash to 63 characters, `controller.children`),
 so a retried create answers 409 instead of making a twin; the spec hash annotation lets the
 controller adopt an existing Job only when it is the one it would have created.
 """
@@ -11,31 +11,24 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import time
-from dataclasses import dataclass
 
 from enginewright import failpoints
 from enginewright.api.contracts import BatchRequest
 from enginewright.api.models import Target, TuningRunSpec
 from enginewright.api.names import (
     ANNOTATION_SPEC_HASH,
-    API_VERSION,
     GPU_RESOURCE,
-    KIND,
     LABEL_BATCH,
-    LABEL_COMPONENT,
-    LABEL_MANAGED_BY,
-    LABEL_RUN,
-    LABEL_STAGE,
-    LABEL_TARGET,
-    MANAGED_BY,
     SECRET_ACCESS_KEY_ID,
     SECRET_SECRET_ACCESS_KEY,
 )
 from enginewright.controller import metrics
+from enginewright.controller.children import RunRef, child_name, labels, selector
 from enginewright.controller.errors import Problem, api_exception, api_reason, store_errors
 from enginewright.controller.settings import Settings
+from enginewright.search.flow import RunBatches, RunConfirmation
+from enginewright.search.planners import Batch
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import S3Store
 
@@ -44,83 +37,70 @@ log = logging.getLogger("enginewright.controller")
 WORKDIR = "/var/lib/enginewright"  # an emptyDir: the root filesystem is read-only
 
 
-@dataclass(frozen=True)
-class RunRef:
-    """The TuningRun a child object belongs to."""
-
-    name: str
-    namespace: str
-    uid: str
-
-    def owner_reference(self) -> dict:
-        return {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-
-
-def slug(text: str) -> str:
-    """Lower-case DNS-label characters: NVIDIA-H200 -> nvidia-h200."""
-    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "x"
-
-
-def child_name(*parts: str, limit: int = 63) -> str:
-    """`part-part-...` as a DNS label of at most `limit` characters; too long -> cut + 8-hex hash."""
-    name = "-".join(slug(p) for p in parts)
-    if len(name) <= limit:
-        return name
-    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
-    return f"{name[: limit - 9].rstrip('-')}-{digest}"
-
-
-def label_value(text: str) -> str:
-    return text if len(text) <= 63 else child_name(text)
-
-
 def spec_hash(job_spec: dict) -> str:
     return hashlib.sha256(json.dumps(job_spec, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def labels(
-    run: RunRef,
-    target: str | None = None,
-    stage: str | None = None,
-    batch: str | None = None,
-    component: str = "worker",
-) -> dict[str, str]:
-    out = {LABEL_RUN: label_value(run.name), LABEL_COMPONENT: component, LABEL_MANAGED_BY: MANAGED_BY}
-    if target is not None:
-        out[LABEL_TARGET] = slug(target)
-    if stage is not None:
-        out[LABEL_STAGE] = stage
-    if batch is not None:
-        out[LABEL_BATCH] = label_value(batch)
-    return out
-
-
-def selector(run: RunRef, target: str | None = None, component: str = "worker") -> str:
-    """Label selector of a run's children (of one target when given), from the labels they carry."""
-    wanted = labels(run, target, component=component)
-    wanted.pop(LABEL_MANAGED_BY)
-    return ",".join(f"{k}={v}" for k, v in wanted.items())
-
-
-def is_ours(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
-    """Whether a child object (plain-dict metadata) is this run's to adopt: it names the run as its
-    controlling owner (by uid) and carries the labels the operator gives it. Anything else of the same
-    name is someone else's and is never replaced."""
-    owned = any(o.get("uid") == run.uid and o.get("controller") for o in metadata.get("ownerReferences") or [])
-    have = metadata.get("labels") or {}
-    return owned and all(have.get(k) == v for k, v in wanted_labels.items())
 
 
 def job_name(run: RunRef, target: str, batch: str) -> str:
     """`<run>-<target>-<batch>`; batch names carry their stage (stage1-b000, probe, confirm-1a2b3c4d)."""
     return child_name(run.name, target, batch)
+
+
+def probe_request(spec: TuningRunSpec, target: Target, keys: RunKeys, bucket: str) -> BatchRequest:
+    """The probe's request: check the run's inputs on a node of the target's type and write the
+    compiler's knobs and versions."""
+    return BatchRequest(
+        target=target.gpu_type, mode="probe", stage="probe", batch="probe", bucket=bucket, prefix=keys.prefix, spec=spec
+    )
+
+
+def sweep_request(
+    spec: TuningRunSpec,
+    target: Target,
+    keys: RunKeys,
+    bucket: str,
+    batch: Batch,
+    step: RunBatches,
+    deadline: float | None,
+) -> BatchRequest:
+    """One batch's request: build and measure its routes, each against the step's default route."""
+    return BatchRequest(
+        target=target.gpu_type,
+        stage=batch.stage,
+        batch=batch.name,
+        bucket=bucket,
+        prefix=keys.prefix,
+        routes=[r.canonical for r in batch.routes],
+        default_route=step.default.canonical,
+        deadline=deadline,
+        spec=spec,
+    )
+
+
+def confirm_request(
+    spec: TuningRunSpec, target: Target, keys: RunKeys, bucket: str, step: RunConfirmation, deadline: float | None
+) -> BatchRequest:
+    """The confirmation round's request: the candidates' kept engines against the default's, interleaved."""
+    return BatchRequest(
+        target=target.gpu_type,
+        mode="confirm",
+        stage="confirm",
+        batch=step.name,
+        bucket=bucket,
+        prefix=keys.prefix,
+        routes=[e.route for e in step.candidates],
+        default_route=step.default.route,
+        deadline=deadline,
+        spec=spec,
+    )
+
+
+def batches_to_start(step: RunBatches, jobs: dict[str, dict], parallelism: int) -> tuple[list[Batch], int]:
+    """The step's batches that have no Job yet, as many as fit beside the sweep Jobs still running
+    (at most `parallelism` at once), and how many will then be running."""
+    active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
+    start = [b for b in step.batches if b.name not in jobs][: max(0, parallelism - active)]
+    return start, active + len(start)
 
 
 def active_deadline(spec: TuningRunSpec, routes: int, seconds_left: float | None) -> int:

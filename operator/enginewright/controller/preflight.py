@@ -7,8 +7,8 @@ import base64
 
 from enginewright.api.models import TuningRunSpec
 from enginewright.api.names import SECRET_ACCESS_KEY_ID, SECRET_SECRET_ACCESS_KEY
+from enginewright.controller.children import RunRef
 from enginewright.controller.errors import Problem, api_exception, store_errors
-from enginewright.controller.jobs import RunRef
 from enginewright.controller.settings import Settings
 from enginewright.controller.store_reads import read_json
 from enginewright.controller.tenancy import model_refusal, publish_bucket

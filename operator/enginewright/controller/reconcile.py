@@ -17,35 +17,44 @@ from typing import Any, Callable
 from pydantic import ValidationError
 
 from enginewright import failpoints
-from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeResult
+from enginewright.api.contracts import ProbeResult
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
+from enginewright.controller.children import RunRef, selector
+from enginewright.controller.dry_run import plan_config_map, planned
 from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
-from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
+from enginewright.controller.jobs import (
+    WorkerJobs,
+    batches_to_start,
+    confirm_request,
+    job_state,
+    probe_request,
+    sweep_request,
+)
+from enginewright.controller.observe import TargetObservation, observe_target, previous_target
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
-from enginewright.controller.reuse import copy_reused
 from enginewright.controller.scheduling import waiting
-from enginewright.controller.seed import copy_seeded
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import (
     FINISHED,
     Emit,
+    confirming,
     decided_status,
-    run_deadline,
+    published,
     run_status,
     stalled,
+    sweeping,
     target_counts,
-    target_done,
     target_failed,
+    unpublished,
     waiting_for_store,
 )
-from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
-from enginewright.search.flow import Decided, Failed, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
+from enginewright.search.flow import Decided, Failed, FlowSpec, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import PlanError
-from enginewright.store.layout import RunKeys, run_prefix
+from enginewright.store.layout import RunKeys
 from enginewright.store.objects import S3Store
 
 
@@ -149,162 +158,104 @@ class Reconciler:
     ) -> TargetStatus:
         """Observe the target (its Jobs, probe, cache entries, confirmation rounds), ask the flow for
         its next step, and act on it; returns the target's status."""
-        before = next(
-            (
-                TargetStatus.model_validate(t)
-                for t in previous.get("targets") or []
-                if t.get("gpuType") == target.gpu_type
-            ),
-            None,
-        )
+        before = previous_target(previous, target.gpu_type)
         if before and before.stage in FINISHED:
             return before
         # ---------------------------------------------------------------- observe
-        keys = RunKeys(run_prefix(run.namespace, run.name, run.uid, target.gpu_type))
-        runs = self.runs
-        jobs = self.jobs.of_target(run, target)  # before the store: a finished Job's entries are already there
-        probe = read_typed(runs, keys.probe, ProbeResult)
-        deadline = run_deadline(spec, meta)
-        out_of_time = deadline is not None and time.time() >= deadline
+        seen = observe_target(
+            run,
+            spec,
+            target,
+            meta,
+            before,
+            runs=self.runs,
+            jobs=self.jobs,
+            cache=self.cache,
+            seed_store=lambda bucket: S3Store(run_client(run, self.settings, self.k8s.core, self.k8s.s3_as), bucket),
+            emit=emit,
+        )
+        keys, jobs, probe = seen.keys, seen.jobs, seen.probe
         status = TargetStatus(
             gpu_type=target.gpu_type, stage="probing", cache_config_maps=before.cache_config_maps if before else []
         )
-        if probe is None:
-            job = jobs.get("probe")
-            if job is not None and job_state(job) != "active":
-                return self._failed(
-                    status,
-                    "ProbeFailed",
-                    f"the probe Job {job['metadata']['name']} ended "
-                    f"({job_state(job)}) without writing {keys.probe}: "
-                    f"{self.jobs.last_words(run.namespace, job['metadata']['name'])}",
-                    emit,
-                )
-            request = BatchRequest(
-                target=target.gpu_type,
-                mode="probe",
-                stage="probe",
-                batch="probe",
-                bucket=self.settings.runs_bucket,
-                prefix=keys.prefix,
-                spec=spec,
-            )
-            self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, deadline)
-            status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
-            return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
-        if isinstance(probe, str):
-            return self._failed(status, "InvalidProbe", probe, emit)
-        if not probe.ok:
-            return self._failed(status, "InvalidInput", str(probe.error), emit)
-        reused = copy_reused(runs, run.namespace, spec, keys, probe)
-        as_run = lambda bucket: S3Store(run_client(run, self.settings, self.k8s.core, self.k8s.s3_as), bucket)  # noqa: E731
-        seeded = copy_seeded(runs, as_run, spec, keys, probe)
-        entries, shard_names, refused = self.cache.aggregate(
-            run, target, keys, runs, emit, before.refused if before else []
-        )
-        confirmations = {}
-        for key in list_keys(runs, keys.confirmations):
-            result = read_typed(runs, key, ConfirmationResult)
-            if isinstance(result, ConfirmationResult):
-                confirmations[key.rsplit("/", 1)[-1].removesuffix(".json")] = result.rounds
-        given_up = frozenset(batch for batch, job in jobs.items() if job_state(job) != "active" and batch != "probe")
+        if not isinstance(probe, ProbeResult) or not probe.ok:
+            return self._probe(run, spec, target, seen, status, before, emit)
         # ---------------------------------------------------------------- ask the flow
         try:
-            step = next_step(
-                FlowSpec.of(spec), Observed(probe.compiler_knobs(), entries, confirmations, given_up, out_of_time)
-            )
+            step = next_step(FlowSpec.of(spec), seen.observed(probe))
         except PlanError as exc:
             return self._failed(status, "InvalidKnobs", str(exc), emit)
         if before and before.stage == "stage1" and not (isinstance(step, RunBatches) and step.stage == "stage1"):
             failpoints.hit("stage1-done")
         # ---------------------------------------------------------------- act
-        status = target_counts(status, entries, step).model_copy(
-            update={
-                "cache_config_maps": shard_names,
-                "refused": refused[:20],
-                "reused": len(reused.routes),
-                "reused_from": reused.runs,
-                "seeded": len(seeded.routes) if seeded else 0,
-                "seed": seeded.note if seeded else None,
-            }
-        )
+        status = seen.recorded(target_counts(status, seen.entries, step))
         if spec.search.dry_run and isinstance(step, RunBatches):
             return self._dry_run(run, target, step, status)
         if isinstance(step, RunBatches):
-            status = self._run_batches(run, spec, target, keys, step, jobs, deadline, status)
+            status = sweeping(status, step, self._run_batches(run, spec, target, seen, step))
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
         if isinstance(step, RunConfirmation):
-            status = self._confirm(run, spec, target, keys, step, jobs, deadline, status)
+            self._confirm(run, spec, target, seen, step)
+            status = confirming(status, step)
             return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
-        if out_of_time:
+        if seen.out_of_time:
             self.jobs.stop_active(run, jobs)
         if isinstance(step, Failed):
             return self._failed(status, step.reason, step.message, emit)
         return self._decided(run, spec, target, meta, keys, probe, step, status, emit)
 
-    def _run_batches(
+    def _probe(
         self,
         run: RunRef,
         spec: TuningRunSpec,
         target: Target,
-        keys: RunKeys,
-        step: RunBatches,
-        jobs: dict,
-        deadline: float | None,
+        seen: TargetObservation,
         status: TargetStatus,
+        before: TargetStatus | None,
+        emit: Emit,
     ) -> TargetStatus:
-        """A Job for each batch that has none, while fewer than `spec.search.parallelism` run."""
-        failpoints.hit(f"planned-{step.stage}")
-        active = sum(job_state(j) == "active" for b, j in jobs.items() if b != "probe")
-        room = max(0, spec.search.parallelism - active)
-        for batch in [b for b in step.batches if b.name not in jobs][:room]:
-            request = BatchRequest(
-                target=target.gpu_type,
-                stage=batch.stage,
-                batch=batch.name,
-                bucket=self.settings.runs_bucket,
-                prefix=keys.prefix,
-                routes=[r.canonical for r in batch.routes],
-                default_route=step.default.canonical,
-                deadline=deadline,
-                spec=spec,
+        """A target without a usable probe result: its probe Job (made once), or why it failed."""
+        probe, jobs = seen.probe, seen.jobs
+        if isinstance(probe, str):
+            return self._failed(status, "InvalidProbe", probe, emit)
+        if probe is not None:
+            return self._failed(status, "InvalidInput", str(probe.error), emit)
+        job = jobs.get("probe")
+        if job is not None and job_state(job) != "active":
+            name = job["metadata"]["name"]
+            return self._failed(
+                status,
+                "ProbeFailed",
+                f"the probe Job {name} ended ({job_state(job)}) without writing {seen.keys.probe}: "
+                f"{self.jobs.last_words(run.namespace, name)}",
+                emit,
             )
-            self.jobs.ensure(run, spec, target, batch.stage, batch.name, request, len(batch.routes), jobs, deadline)
-            active += 1
-        return status.model_copy(update={"stage": step.stage, "active_jobs": active, "message": step.note})
+        request = probe_request(spec, target, seen.keys, self.settings.runs_bucket)
+        self.jobs.ensure(run, spec, target, "probe", "probe", request, 1, jobs, seen.deadline)
+        status = status.model_copy(update={"message": "probing the compiler on a node of this type"})
+        return self._scheduling(run, target, jobs, self._moved(status, before, emit), before, emit)
+
+    def _run_batches(
+        self, run: RunRef, spec: TuningRunSpec, target: Target, seen: TargetObservation, step: RunBatches
+    ) -> int:
+        """A Job for each batch that has none, while fewer than `spec.search.parallelism` run; returns
+        how many run now."""
+        failpoints.hit(f"planned-{step.stage}")
+        start, active = batches_to_start(step, seen.jobs, spec.search.parallelism)
+        for batch in start:
+            request = sweep_request(spec, target, seen.keys, self.settings.runs_bucket, batch, step, seen.deadline)
+            self.jobs.ensure(
+                run, spec, target, batch.stage, batch.name, request, len(batch.routes), seen.jobs, seen.deadline
+            )
+        return active
 
     def _confirm(
-        self,
-        run: RunRef,
-        spec: TuningRunSpec,
-        target: Target,
-        keys: RunKeys,
-        step: RunConfirmation,
-        jobs: dict,
-        deadline: float | None,
-        status: TargetStatus,
-    ) -> TargetStatus:
+        self, run: RunRef, spec: TuningRunSpec, target: Target, seen: TargetObservation, step: RunConfirmation
+    ) -> None:
         """The confirmation round's Job: the candidates' kept engines against the default's."""
-        request = BatchRequest(
-            target=target.gpu_type,
-            mode="confirm",
-            stage="confirm",
-            batch=step.name,
-            bucket=self.settings.runs_bucket,
-            prefix=keys.prefix,
-            routes=[e.route for e in step.candidates],
-            default_route=step.default.route,
-            deadline=deadline,
-            spec=spec,
-        )
-        self.jobs.ensure(run, spec, target, "confirm", step.name, request, len(step.candidates), jobs, deadline)
-        return status.model_copy(
-            update={
-                "stage": "confirming",
-                "active_jobs": 1,
-                "message": f"confirming {len(step.candidates)} candidate(s) against the default "
-                f"over {step.rounds} interleaved rounds",
-            }
+        request = confirm_request(spec, target, seen.keys, self.settings.runs_bucket, step, seen.deadline)
+        self.jobs.ensure(
+            run, spec, target, "confirm", step.name, request, len(step.candidates), seen.jobs, seen.deadline
         )
 
     def _scheduling(
@@ -320,27 +271,10 @@ class Reconciler:
         if found is None:
             return status
         wait = self.settings.unschedulable_seconds
-        said = (
-            f"{len(found.pods)} pod(s) cannot be scheduled ({found.pods[0]}, unschedulable for "
-            f"{found.seconds:.0f}s): {found.message}"
-        )
         if found.give_up(wait):
             self.jobs.stop_active(run, jobs)
-            return self._failed(
-                status,
-                "Unschedulable",
-                f"{said}; gave up after {wait:.0f}s (the operator's "
-                f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
-                f"nodeSelector, tolerations and resources against the cluster's node pools",
-                emit,
-            )
-        limit = f"gives up after {wait:.0f}s without a node" if wait > 0 else "waits without a time limit"
-        status = status.model_copy(
-            update={
-                "reason": "Unschedulable",
-                "message": f"{said}; waiting for a node (a pool scaling up, or GPUs freed): {limit}",
-            }
-        )
+            return self._failed(status, "Unschedulable", found.gave_up(wait), emit)
+        status = status.model_copy(update={"reason": "Unschedulable", "message": found.waiting_for(wait)})
         if before is None or before.reason != "Unschedulable":
             emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
         return status
@@ -359,27 +293,9 @@ class Reconciler:
 
     # ================================================================== how a target ends
     def _dry_run(self, run: RunRef, target: Target, step: RunBatches, status: TargetStatus) -> TargetStatus:
-        lines = [f"{b.name} {r.id} {r.canonical or '(default)'}" for b in step.batches for r in b.routes]
-        name = child_name(run.name, "plan", target.gpu_type, limit=253)
-        apply_config_map(
-            self.k8s.core,
-            run,
-            {
-                "metadata": {
-                    "name": name,
-                    "namespace": run.namespace,
-                    "labels": labels(run, target.gpu_type, component="plan"),
-                    "ownerReferences": [run.owner_reference()],
-                },
-                "data": {"routes.txt": "\n".join(lines) + "\n"},
-            },
-            exists=False,
-        )
-        candidates = [r.canonical or "(default)" for b in step.batches for r in b.routes]
-        return target_done(
-            status.model_copy(update={"candidates": candidates[:64], "planned": len(candidates)}),
-            f"dry run: {len(candidates)} routes in {len(step.batches)} Job(s) would be built (ConfigMap {name})",
-        )
+        plan = plan_config_map(run, target.gpu_type, step)
+        apply_config_map(self.k8s.core, run, plan, exists=False)
+        return planned(status, step, plan["metadata"]["name"])
 
     def _decided(
         self,
@@ -393,10 +309,9 @@ class Reconciler:
         status: TargetStatus,
         emit: Emit,
     ) -> TargetStatus:
-        decision, winner = step.decision, step.winner
         status = decided_status(status, step)
         if not spec.publish.enabled:
-            return target_done(status, f"winner {winner.route or '(default)'}; {decision.reason} (publishing disabled)")
+            return unpublished(status, step)
         engine_uri = publish_winner(
             settings=self.settings,
             core=self.k8s.core,
@@ -411,12 +326,4 @@ class Reconciler:
             step=step,
             emit=emit,
         )
-        result = (
-            f"kept the default route ({decision.reason})"
-            if decision.default_won
-            else f"winner {winner.route}: {step.headline_text()}"
-        )
-        return target_done(
-            status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
-            f"{result}; published {engine_uri}",
-        )
+        return published(status, step, engine_uri)

@@ -26,6 +26,28 @@ class Waiting:
         """Nothing of the target runs and it has waited long enough (a wait of 0: never give up)."""
         return wait_seconds > 0 and self.placed == 0 and self.seconds >= wait_seconds
 
+    def said(self) -> str:
+        """Which pods wait and what the scheduler says of the one that has waited longest."""
+        return (
+            f"{len(self.pods)} pod(s) cannot be scheduled ({self.pods[0]}, unschedulable for "
+            f"{self.seconds:.0f}s): {self.message}"
+        )
+
+    def waiting_for(self, wait_seconds: float) -> str:
+        """The target's message while it waits for a node (a wait of 0: without a time limit)."""
+        limit = (
+            f"gives up after {wait_seconds:.0f}s without a node" if wait_seconds > 0 else "waits without a time limit"
+        )
+        return f"{self.said()}; waiting for a node (a pool scaling up, or GPUs freed): {limit}"
+
+    def gave_up(self, wait_seconds: float) -> str:
+        """The target's failure message once it gave up, with what to check."""
+        return (
+            f"{self.said()}; gave up after {wait_seconds:.0f}s (the operator's "
+            f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
+            f"nodeSelector, tolerations and resources against the cluster's node pools"
+        )
+
 
 def _seconds(stamp: str | None) -> float | None:
     if not stamp:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.models import RouteResult, TargetStatus, TuningRunSpec
-from enginewright.search.flow import Decided, Step
+from enginewright.search.flow import Decided, RunBatches, RunConfirmation, Step
 
 FINISHED = ("done", "failed")  # a target's stages after which nothing changes
 
@@ -185,6 +185,44 @@ def target_failed(status: TargetStatus, reason: str, message: str) -> TargetStat
     """The target cannot give a result: its reason is kept (the run's Stalled reason)."""
     return status.model_copy(
         update={"stage": "failed", "reason": reason, "message": f"{reason}: {message}", "active_jobs": 0}
+    )
+
+
+def sweeping(status: TargetStatus, step: RunBatches, active_jobs: int) -> TargetStatus:
+    """The target building and measuring the step's batches (`active_jobs` of them running)."""
+    return status.model_copy(update={"stage": step.stage, "active_jobs": active_jobs, "message": step.note})
+
+
+def confirming(status: TargetStatus, step: RunConfirmation) -> TargetStatus:
+    """The target in its confirmation round (one Job)."""
+    return status.model_copy(
+        update={
+            "stage": "confirming",
+            "active_jobs": 1,
+            "message": f"confirming {len(step.candidates)} candidate(s) against the default "
+            f"over {step.rounds} interleaved rounds",
+        }
+    )
+
+
+def unpublished(status: TargetStatus, step: Decided) -> TargetStatus:
+    """The decided target done without publishing (spec.publish.enabled false)."""
+    return target_done(
+        status, f"winner {step.winner.route or '(default)'}; {step.decision.reason} (publishing disabled)"
+    )
+
+
+def published(status: TargetStatus, step: Decided, engine_uri: str) -> TargetStatus:
+    """The decided target done with its engine in the catalog at `engine_uri`."""
+    decision, winner = step.decision, step.winner
+    result = (
+        f"kept the default route ({decision.reason})"
+        if decision.default_won
+        else f"winner {winner.route}: {step.headline_text()}"
+    )
+    return target_done(
+        status.model_copy(update={"engine_uri": engine_uri, "engine_sha256": winner.engine_sha256}),
+        f"{result}; published {engine_uri}",
     )
 
 

@@ -36,8 +36,11 @@ def safe_segment(name: str) -> str:
 
 
 def unescape_segment(segment: str) -> str:
-    """The name `safe_segment` escaped (for names that were not shortened)."""
-    return re.sub(rb"%([0-9A-F]{2})", lambda m: bytes([int(m.group(1), 16)]), segment.encode()).decode()
+    """The name `safe_segment` escaped. A shortened one gives its first part and `~digest`, where
+    the cut may have split a character's bytes: that character reads as U+FFFD instead of raising
+    (a catalog listing met a long non-ASCII model name and stopped with a UnicodeDecodeError)."""
+    raw = re.sub(rb"%([0-9A-F]{2})", lambda m: bytes([int(m.group(1), 16)]), segment.encode())
+    return raw.decode(errors="replace")
 
 
 def object_key(*names: str) -> str:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from enginewright.store.keys import object_key, safe_segment
+from enginewright.store.keys import object_key, safe_segment, unescape_segment
 
 LOCAL_PREFIX = "runs/local"  # `enginewright tune`'s single target
 CATALOG = "catalog"  # the folder holding the model folders
@@ -91,7 +91,7 @@ class CatalogKeys:
     @property
     def folder(self) -> str:
         return object_key(
-            "catalog",
+            CATALOG,
             self.model,
             self.gpu_product,
             self.compiler_version,
@@ -120,12 +120,32 @@ class CatalogKeys:
 
 
 def index_key(model: str) -> str:
-    return object_key(CATALOG, model, INDEX)
+    """Key of a model's index in the operator's catalog folder."""
+    return catalog_key(CATALOG, model_index(model))
+
+
+def catalog_key(prefix: str, path: str) -> str:
+    """Key of `path` (relative to a catalog folder: `model_index`, `site_page`) in the catalog folder
+    `prefix` (`CATALOG` as the operator publishes; '' when the bucket or directory is the folder)."""
+    return f"{prefix}/{path}" if prefix else path
+
+
+def indexed_model(prefix: str, key: str) -> str | None:
+    """The model whose index `key` is, in the catalog folder `prefix`; None for any other key."""
+    base = catalog_key(prefix, "")
+    parts = key[len(base) :].split("/") if key.startswith(base) else []
+    return unescape_segment(parts[0]) if len(parts) == 2 and parts[1] == INDEX else None
 
 
 def in_folder(folder: str, name: str) -> str:
     """Key of one of an engine folder's files (`folder` as an index entry records it)."""
     return f"{folder}/{name}"
+
+
+def entry_engine(folder: str, engine_uri: str) -> str:
+    """Key of an index entry's engine: the file its URI names, in the entry's folder (the URI may be
+    of another store: a copy of the bucket, or a local directory)."""
+    return in_folder(folder, engine_uri.rsplit("/", 1)[-1])
 
 
 def site_page(model: str | None = None) -> str:

@@ -1,0 +1,91 @@
+"""A run's child objects (its Jobs, its cache and plan ConfigMaps): the run they belong to, their
+deterministic names and labels, and whether one found under a name is the run's to adopt. Pure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from enginewright.api.names import (
+    API_VERSION,
+    KIND,
+    LABEL_BATCH,
+    LABEL_COMPONENT,
+    LABEL_MANAGED_BY,
+    LABEL_RUN,
+    LABEL_STAGE,
+    LABEL_TARGET,
+    MANAGED_BY,
+)
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """The TuningRun a child object belongs to."""
+
+    name: str
+    namespace: str
+    uid: str
+
+    def owner_reference(self) -> dict:
+        return {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+
+def slug(text: str) -> str:
+    """Lower-case DNS-label characters: NVIDIA-H200 -> nvidia-h200."""
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-") or "x"
+
+
+def child_name(*parts: str, limit: int = 63) -> str:
+    """`part-part-...` as a DNS label of at most `limit` characters; too long -> cut + 8-hex hash."""
+    name = "-".join(slug(p) for p in parts)
+    if len(name) <= limit:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:8]
+    return f"{name[: limit - 9].rstrip('-')}-{digest}"
+
+
+def label_value(text: str) -> str:
+    return text if len(text) <= 63 else child_name(text)
+
+
+def labels(
+    run: RunRef,
+    target: str | None = None,
+    stage: str | None = None,
+    batch: str | None = None,
+    component: str = "worker",
+) -> dict[str, str]:
+    out = {LABEL_RUN: label_value(run.name), LABEL_COMPONENT: component, LABEL_MANAGED_BY: MANAGED_BY}
+    if target is not None:
+        out[LABEL_TARGET] = slug(target)
+    if stage is not None:
+        out[LABEL_STAGE] = stage
+    if batch is not None:
+        out[LABEL_BATCH] = label_value(batch)
+    return out
+
+
+def selector(run: RunRef, target: str | None = None, component: str = "worker") -> str:
+    """Label selector of a run's children (of one target when given), from the labels they carry."""
+    wanted = labels(run, target, component=component)
+    wanted.pop(LABEL_MANAGED_BY)
+    return ",".join(f"{k}={v}" for k, v in wanted.items())
+
+
+def is_ours(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
+    """Whether a child object (plain-dict metadata) is this run's to adopt: it names the run as its
+    controlling owner (by uid) and carries the labels the operator gives it. Anything else of the same
+    name is someone else's and is never replaced."""
+    owned = any(o.get("uid") == run.uid and o.get("controller") for o in metadata.get("ownerReferences") or [])
+    have = metadata.get("labels") or {}
+    return owned and all(have.get(k) == v for k, v in wanted_labels.items())

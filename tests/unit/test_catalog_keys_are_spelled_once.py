@@ -1,0 +1,53 @@
+"""The catalog's keys, spelled once in `store.layout` for its writer and its reader: a path in a
+catalog folder (or in a bucket that is the folder), the model an index key belongs to (escaped names
+included), and an index entry's engine in its folder."""
+
+from hypothesis import given, strategies as st
+
+from enginewright.store.keys import MAX_SEGMENT_BYTES, safe_segment
+from enginewright.store.layout import (
+    CATALOG,
+    CatalogKeys,
+    catalog_key,
+    entry_engine,
+    index_key,
+    indexed_model,
+    model_index,
+    site_page,
+)
+
+
+def test_a_path_in_a_catalog_folder_and_in_a_bucket_that_is_the_folder():
+    assert catalog_key("catalog", "m/index.json") == "catalog/m/index.json"
+    assert catalog_key("", "m/index.json") == "m/index.json"
+    assert catalog_key("team/catalog", site_page()) == "team/catalog/index.html"
+
+
+@given(st.text(min_size=1, max_size=60).filter(lambda m: "~" not in safe_segment(m)))  # '~': shortened
+def test_the_model_of_an_index_key_is_the_name_it_was_written_for(model):
+    for prefix in (CATALOG, "", "a/b"):
+        assert indexed_model(prefix, catalog_key(prefix, model_index(model))) == model
+    assert index_key(model) == catalog_key(CATALOG, model_index(model))
+
+
+def test_other_keys_are_no_model():
+    assert indexed_model("catalog", "catalog/m/index.html") is None  # the model's site page
+    assert indexed_model("catalog", "catalog/index.json") is None
+    assert indexed_model("catalog", "catalog/m/NVIDIA-H200/ort/x/uid/provenance.json") is None
+    assert indexed_model("catalog", "elsewhere/m/index.json") is None
+
+
+def test_an_entry_engine_is_the_file_its_uri_names_in_its_folder():
+    keys = CatalogKeys("m", "NVIDIA-H200", "onnxruntime-1.20.1", "cd" * 32, "0123456789ab", "uid-1")
+    uri = f"s3://other-copy/{keys.engine('.onnx')}"
+    assert entry_engine(keys.folder, uri) == keys.engine(".onnx")
+    assert keys.folder.startswith(f"{CATALOG}/m/") and keys.index == index_key("m")
+
+
+def test_a_shortened_model_name_is_listed_not_a_crash():
+    # found by the property above: the escape of a long non-ASCII name is cut inside a character
+    model = "::::::\x80" + "\u0800" * 26
+    key = index_key(model)
+    assert len(safe_segment(model)) <= MAX_SEGMENT_BYTES and "~" in safe_segment(model)
+    listed = indexed_model(CATALOG, key)
+    assert listed is not None and listed.startswith("::::::") and "~" in listed
