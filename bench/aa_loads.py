@@ -1,5 +1,5 @@
 """False winners and power of the winner rule with loads as the unit, measured with the product's own
-measuring code (`child.interleaved_round`, `search.paired.compare` / `stop_after`, `search.winner.confirm`).
+measuring code (`rounds.interleaved_round`, `measure.paired.compare` / `stop_after`, `search.winner.confirm`).
 
     python bench/aa_loads.py --out OUT [--workload attention] [--seconds 480] [--slowdown 0.05]
         [--loads 2] [--confirm-loads 3] [--confirm-rounds 5] [--power-every 3] [--export DIR]
@@ -134,9 +134,8 @@ def main() -> int:
     import torch
 
     from enginewright.api.models import Confirm, Search
-    from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.search.paired import (
+    from enginewright.measure.paired import (
         compare,
         interval,
         load_key,
@@ -145,8 +144,10 @@ def main() -> int:
         stop_after,
         summarise_loads,
     )
+    from enginewright.measure.rounds import Held, interleaved_round
+    from enginewright.measure.timing import calls_per_round, warm_up
     from enginewright.search.winner import confirm, confirm_by_rounds, twin
-    from enginewright.worker.child import Held, interleaved_round, load_npz
+    from enginewright.worker.child import load_npz
     from workloads import setup as bench_setup
 
     bench = bench_setup(args.out, args.workload, args.device, args.objective, REPO)

@@ -25,7 +25,7 @@ turns between the layouts until `--seconds`:
   of its route copies) and the confirmation round in another (its `D`, `T` and a route copy), as the
   product runs stage 1 in the batch's process and the confirmation in a fresh one.
 
-Stage 1 is the worker's paired rounds (`search.paired.alternate` with its stopping rule; in the
+Stage 1 is the worker's paired rounds (`measure.paired.alternate` with its stopping rule; in the
 processes layout whole rounds one after the other, `one_after_the_other`); the route is
 a stage-1 candidate when its paired interval reaches below the noise-margin line. The confirmation
 round is timed for every trial (rotating order, `--confirm-rounds` rounds) and judged by the
@@ -239,7 +239,7 @@ def main() -> int:
 
     import torch
 
-    from enginewright.search.paired import alternate, one_after_the_other, round_order, stop_reason, summarise
+    from enginewright.measure.paired import alternate, one_after_the_other, round_order, stop_reason, summarise
     from enginewright.search.winner import confirm, twin
     from enginewright.worker.context import measuring_cpus
     from enginewright.worker.server import Server

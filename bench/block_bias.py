@@ -4,7 +4,7 @@
 
 Found on the H200 (bench/loads_bias.py, docs/benchmarks/raw/s9/call1): the attention block's
 CUDA-graph route read 0.157-0.158 ms in rounds of its own in every process, and 0.174-0.198 ms in
-`child.interleaved_round`, even with no other engine in the process (one held load, ten blocks of
+`rounds.interleaved_round`, even with no other engine in the process (one held load, ten blocks of
 itself). The confirmation decides and records on interleaved rounds, so the recorded time of a
 winner overstates what it costs served. This takes one load of each route (the workload's default
 and, on CUDA, `triton.cudagraphs=true`) in one process and times it, the conditions taking turns
@@ -12,7 +12,7 @@ within every repetition (A B C D E F, then B C D E F A, ...), each condition a r
 number of calls:
 
 - `round`: `Held.round` (what a round of its own is);
-- `interleaved`: `child.interleaved_round([held])` as the product runs it;
+- `interleaved`: `rounds.interleaved_round([held])` as the product runs it;
 - `no_wait`: the same with `wait_quiet` made a no-op (does waiting for quiet threads idle the GPU?),
   and how many blocks waited;
 - `no_proc`: the same with neither the CPU-time reads nor the wait (is reading /proc the cost?);
@@ -49,10 +49,11 @@ def main() -> int:
     parser.add_argument("--round-seconds", type=float, default=0.05)
     parser.add_argument("--export", type=Path, help="also write block_bias.json here as results come")
     args = parser.parse_args()
-    from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
+    from enginewright.measure.rounds import Held, interleaved_round
+    from enginewright.measure.timing import calls_per_round, warm_up
     from enginewright.worker import child as child_module
-    from enginewright.worker.child import Held, interleaved_round, load_npz
+    from enginewright.worker.child import load_npz
     from workloads import setup
 
     bench = setup(args.out, args.workload, args.device, "gpuTime", REPO)

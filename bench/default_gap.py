@@ -7,8 +7,8 @@ One variable at a time, the default engine and the CUDA-graph route's engine of 
 built by the product's build child:
 - `in-process, 1 load each`: each engine loaded once into this process; per turn, taking turns:
   `plain` (200 calls of `run_prepared` back to back, one CUDA event pair around them), `throughput`
-  and `gpuTime` rounds (`child.Held.round`, the product's round), and one `interleaved` round of the
-  two (`child.interleaved_round`, the product's confirmation round) in gpuTime;
+  and `gpuTime` rounds (`rounds.Held.round`, the product's round), and one `interleaved` round of the
+  two (`rounds.interleaved_round`, the product's confirmation round) in gpuTime;
 - `in-process, 5 loads each`: the same after four more loads of each (the confirmation's layout);
 - `server`: the product's serving process (`worker.server.Server`) holding one load of each, its
   `time` (gpuTime rounds) and `interleave` replies.
@@ -37,9 +37,10 @@ def main() -> int:
     import torch
 
     from engine_overhead import workloads as overhead_workloads
-    from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.worker.child import Held, interleaved_round, load_npz
+    from enginewright.measure.rounds import Held, interleaved_round
+    from enginewright.measure.timing import calls_per_round, warm_up
+    from enginewright.worker.child import load_npz
     from enginewright.worker.server import Server
     from workloads import WORKLOADS, setup as bench_setup
 

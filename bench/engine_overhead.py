@@ -281,7 +281,7 @@ def time_processes(bench, backends: dict, engines: dict, folder: Path, rounds: i
 def time_shared(bench, backends: dict, engines: dict, folder: Path, rounds: int) -> dict[str, list[float]]:
     """Every key loaded into one serving process, each round of them interleaved in blocks on its
     thread, in the worker's order (`round_order`): the product's layout."""
-    from enginewright.search.paired import round_order
+    from enginewright.measure.paired import round_order
 
     held = server(bench, backends["compile"], "compile", engines["compile"], folder)
     try:

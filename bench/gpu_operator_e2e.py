@@ -21,7 +21,7 @@ label this machine's GPU (from NVML / nvidia-smi, `enginewright.catalog.this_mac
 2. waits for Ready, writing the status, the Jobs and pods (with the node each ran on) to OUT as it goes;
 3. `enginewright fetch --gpu auto` (or `--gpu cpu`) from the catalog into OUT/fetched;
 4. serves the fetched engine in a fresh process (bench/gpu_operator_e2e.py serve): reproduces the
-   references, and times it as the worker timed it (the product's rounds: `child.Held.round`, the
+   references, and times it as the worker timed it (the product's rounds: `rounds.Held.round`, the
    run's objective and round length, after a primer load) and in a plain loop of CUDA-event timed
    calls; compares both with the time the run recorded for that engine (the provenance's
    `timing.timesMs` of the winner, else `winnerMs`);
@@ -276,8 +276,8 @@ def serve(argv: list[str]) -> int:
     from enginewright.accuracy.metrics import loss
     from enginewright.api.contracts import Provenance
     from enginewright.backends import get_backend
-    from enginewright.backends.base import calls_per_round, warm_up
-    from enginewright.worker.child import Held
+    from enginewright.measure.rounds import Held
+    from enginewright.measure.timing import calls_per_round, warm_up
 
     dest, model, device = Path(argv[0]), Path(argv[1]), argv[2]
     provenance = Provenance.model_validate_json((dest / "provenance.json").read_text())

@@ -8,7 +8,7 @@ with the product's own loading and timing code, in one process.
 Phases, each written to OUT/load_effects.json as soon as it ends:
 - `loads`: per route, the engine (built by the product's build child) loaded `--loads` times into
   this process (`InductorBackend.load`, as the serving process loads engines) and timed in
-  `--rounds` rounds interleaved block by block over all loads (`child.interleaved_round`, the
+  `--rounds` rounds interleaved block by block over all loads (`rounds.interleaved_round`, the
   product's timing, `round_order` rotation). Per load: the geometric mean of its per-round ratio to
   load 0 with a 95% interval (paired by round: what an interleaved comparison sees), and its median
   over all rounds. The between-load spread is the standard deviation of the loads' mean log times,
@@ -134,8 +134,8 @@ def analyse(times: dict[str, list[float]], rng: random.Random) -> dict:
 
 
 def timed_rounds(held: list, objective: str, inputs: dict, round_seconds: float, rounds: int) -> tuple[dict, list]:
-    from enginewright.search.paired import round_order
-    from enginewright.worker.child import interleaved_round
+    from enginewright.measure.paired import round_order
+    from enginewright.measure.rounds import interleaved_round
 
     keys = [h.key for h in held]
     times = {k: [] for k in keys}
@@ -168,9 +168,10 @@ def main() -> int:
     import torch
 
     from enginewright.api.routes import Route
-    from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.worker.child import Held, load_npz
+    from enginewright.measure.rounds import Held
+    from enginewright.measure.timing import calls_per_round, warm_up
+    from enginewright.worker.child import load_npz
     from enginewright.worker.measure import build
     from workloads import WORKLOADS, setup as bench_setup
 

@@ -13,9 +13,9 @@ default, and on CUDA `triton.cudagraphs=true`) and each N in --holds, in a FRESH
 the worker does), then N loads are held: the probe load of the route plus N-1 others (alternately the
 other route's and this route's, as a confirmation process holds them). Then, in that process:
 
-- `alone`: the probe load timed for --rounds rounds (`child.Held.round`, the product's rounds and
+- `alone`: the probe load timed for --rounds rounds (`rounds.Held.round`, the product's rounds and
   objective), the others loaded but idle;
-- `interleaved`: every held load timed in interleaved rounds (`child.interleaved_round`, as the
+- `interleaved`: every held load timed in interleaved rounds (`rounds.interleaved_round`, as the
   confirmation does), the probe's times reported;
 - `alone_after`: the probe alone again (did something change for the process's life?).
 
@@ -99,10 +99,11 @@ def main() -> int:
 
 def child(argv: list[str]) -> int:
     """One process: the primer, N held loads, the probe timed alone, interleaved with all, alone again."""
-    from enginewright.backends.base import calls_per_round, warm_up
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.search.paired import round_order
-    from enginewright.worker.child import Held, interleaved_round, load_npz
+    from enginewright.measure.paired import round_order
+    from enginewright.measure.rounds import Held, interleaved_round
+    from enginewright.measure.timing import calls_per_round, warm_up
+    from enginewright.worker.child import load_npz
 
     probe_engine, other_engine, n, rounds, inputs_path, device, work = argv
     n, rounds = int(n), int(rounds)

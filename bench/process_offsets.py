@@ -148,8 +148,8 @@ def copies_child(
     in rotating rounds, as the serving processes are; print one JSON line."""
     import numpy as np
 
-    from enginewright.backends.base import calls_per_round, time_round, warm_up
     from enginewright.backends.inductor import InductorBackend
+    from enginewright.measure.timing import calls_per_round, time_round, warm_up
 
     data = np.load(sample)
     inputs = {name: data[name] for name in data.files}
@@ -261,7 +261,7 @@ def main() -> int:
         """One serving process holding the default D, its twin T and copies R0.. of the same engine;
         each copy's ratio to D, measured two ways in turn: rounds one engine after the other
         (Server.time) and rounds interleaved in blocks (Server.interleave)."""
-        from enginewright.search.paired import interval
+        from enginewright.measure.paired import interval
 
         server = Server(ctx, "D", engine, out / "serve" / "pairs", references=False)
         copies = ["T", *[f"R{i}" for i in range(args.processes - 2)]]

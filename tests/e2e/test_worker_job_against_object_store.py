@@ -12,7 +12,7 @@ import yaml
 
 from enginewright.api.cache import CacheEntry
 from enginewright.api.routes import Route, parse_route
-from enginewright.search.paired import load_key
+from enginewright.measure.paired import load_key
 from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
 from tests.conftest import get_json, wait_for
 

@@ -6,8 +6,8 @@ from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.models import TargetStatus, TuningRunSpec
 from enginewright.api.routes import Route
 from enginewright.controller.status import published, run_deadline, target_done, target_failed, unpublished
+from enginewright.measure.paired import load_key
 from enginewright.search.flow import Decided
-from enginewright.search.paired import load_key
 from enginewright.search.winner import confirm
 
 

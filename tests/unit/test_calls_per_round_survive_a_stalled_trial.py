@@ -4,7 +4,8 @@ engine slower than a round costs two calls to find out."""
 
 import time
 
-from enginewright.backends.base import Runner, calls_per_round
+from enginewright.backends.base import Runner
+from enginewright.measure.timing import calls_per_round
 
 
 class Engine(Runner):

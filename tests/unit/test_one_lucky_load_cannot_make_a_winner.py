@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from enginewright.search.paired import Spread, by_engine, compare, load_key, stop_after
+from enginewright.measure.paired import Spread, by_engine, compare, load_key, stop_after
 from enginewright.search.winner import confirm
 
 RULE = {"margin": 0.03, "precision": 0.01, "min_rounds": 5, "max_rounds": 30}

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from enginewright.api.routes import Knob, Route
-from enginewright.search.paired import interval, stop_reason, summarise
+from enginewright.measure.paired import interval, stop_reason, summarise
 from enginewright.search.planners import SpaceKnob, build_space, improving_values, plan_full, plan_mixed_stage2
 from enginewright.search.winner import confirm, twin
 
@@ -169,7 +169,7 @@ def test_the_sweep_names_a_winner_only_when_the_whole_interval_clears_the_margin
 
 
 def test_rounds_alternate_which_engine_goes_first_until_the_rule_stops_them():
-    from enginewright.search.paired import alternate
+    from enginewright.measure.paired import alternate
 
     firsts = []
     route_ms, default_ms, reason = alternate(
@@ -180,7 +180,7 @@ def test_rounds_alternate_which_engine_goes_first_until_the_rule_stops_them():
 
 
 def test_engines_in_processes_of_their_own_take_whole_rounds_in_turn():
-    from enginewright.search.paired import alternate, one_after_the_other
+    from enginewright.measure.paired import alternate, one_after_the_other
 
     order = []
     route_ms, default_ms, _ = alternate(
@@ -192,7 +192,7 @@ def test_engines_in_processes_of_their_own_take_whole_rounds_in_turn():
 
 
 def test_interleaved_rounds_vary_who_goes_first_and_who_follows_whom():
-    from enginewright.search.paired import round_order
+    from enginewright.measure.paired import round_order
 
     three = [tuple(round_order(["a", "b", "c"], i)) for i in range(6)]
     assert len(set(three)) == 6  # every order once in six rounds: each engine follows each other one

@@ -9,9 +9,9 @@ import pytest
 
 from enginewright.api.cache import CacheEntry, Outcome, Paired, TimingStats
 from enginewright.api.routes import Route
+from enginewright.measure.paired import load_key
 from enginewright.report import HEADER, headline, markdown, summary_rows
 from enginewright.search.flow import Decided
-from enginewright.search.paired import load_key
 from enginewright.search.winner import confirm
 
 

@@ -6,8 +6,8 @@ from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import IndexEntry, ProbeResult
 from enginewright.api.routes import Route
 from enginewright.catalog.writer import gpu_facts, index_entry
+from enginewright.measure.paired import load_key
 from enginewright.search.flow import Decided
-from enginewright.search.paired import load_key
 from enginewright.search.winner import confirm
 from enginewright.store.layout import CatalogKeys
 

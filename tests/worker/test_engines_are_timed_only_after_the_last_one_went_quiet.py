@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from enginewright.worker.quiet import cpu_nanoseconds, wait_quiet
+from enginewright.measure.quiet import cpu_nanoseconds, wait_quiet
 
 
 def test_an_idle_process_is_quiet_at_once_and_a_spinning_one_is_not():

@@ -6,7 +6,7 @@ import threading
 import time
 
 from enginewright.backends.base import Runner
-from enginewright.worker.child import Held, interleaved_round
+from enginewright.measure.rounds import Held, interleaved_round
 
 
 class Engine(Runner):

@@ -36,7 +36,7 @@ class TimingStats(WireModel):
 
 class Paired(WireModel):
     """The route timed against the default in paired rounds on one device: several loads of each in
-    one serving process, every round interleaving all of them block by block (`search.paired`)."""
+    one serving process, every round interleaving all of them block by block (`measure.paired`)."""
 
     ratio: float = Field(
         description="Route/default: the route's geometric-mean time over its loads and "

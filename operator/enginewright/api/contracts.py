@@ -121,7 +121,7 @@ class ProbeResult(WireModel):
 
 class ConfirmationResult(WireModel):
     """One confirmation round: per-round milliseconds of each engine it timed. Keys of `rounds` are
-    opaque strings chosen by the worker (`search.paired.load_key`: one per load of each engine); the
+    opaque strings chosen by the worker (`measure.paired.load_key`: one per load of each engine); the
     flow reads them and decides (`search.flow.next_step`), the worker does not."""
 
     batch: str

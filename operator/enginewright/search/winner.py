@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry
-from enginewright.search.paired import Spread, by_engine, compare
+from enginewright.measure.paired import Spread, by_engine, compare
+from enginewright.measure.stats import t_cdf, t_quantile  # noqa: F401  (re-exported)
 from enginewright.search.planners import clearly_faster, entry_speedup
-from enginewright.search.stats import t_cdf, t_quantile  # noqa: F401  (re-exported)
 
 
 @dataclass
@@ -114,7 +114,7 @@ def twin(default_id: str) -> str:
 def confirm(rounds: Mapping[str, Sequence[float]], default_id: str, margin: float) -> Decision:
     """Decide from an interleaved confirmation round.
 
-    `rounds[key][i]` is a load's time in round i, keys `search.paired.load_key(route_id, n)`; every
+    `rounds[key][i]` is a load's time in round i, keys `measure.paired.load_key(route_id, n)`; every
     load was measured in every round, interleaved on one device. Each engine (the default and each
     candidate) was loaded several times: a candidate is confirmed when its geometric-mean time over
     its loads is below (1 - margin) times the default's, AND the one-sided Student-t upper bound of

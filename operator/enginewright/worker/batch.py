@@ -3,7 +3,7 @@
 Each route is built in a child process; its engine bytes (the bytes that are measured are the bytes
 that get kept and published) are then loaded into the serving process that holds the default route's
 engine for the whole batch, and the two are timed there in paired rounds, interleaved block by block
-on one thread (`search.paired`, `child.interleaved_round`). Every entry is written to the store the moment it is known,
+on one thread (`measure.paired`, `rounds.interleaved_round`). Every entry is written to the store the moment it is known,
 and routes that already have an entry are skipped, so a killed worker loses at most the route in
 flight. One route's steps are `measure.py`'s; the default route's life in a batch is `DefaultRoute`.
 """
@@ -21,7 +21,7 @@ from typing import Sequence
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.routes import Route
-from enginewright.search.paired import (
+from enginewright.measure.paired import (
     Spread,
 )
 from enginewright.worker.context import WorkerContext

@@ -18,8 +18,7 @@ from typing import Sequence
 
 from enginewright.api.cache import CacheEntry, Host, Outcome, Versions, now_iso
 from enginewright.api.routes import Route
-from enginewright.backends.base import stats_of
-from enginewright.search.paired import (
+from enginewright.measure.paired import (
     Spread,
     compare,
     engine_of,
@@ -29,6 +28,7 @@ from enginewright.search.paired import (
     stop_after,
     summarise_loads,
 )
+from enginewright.measure.timing import stats_of
 from enginewright.worker.context import WorkerContext
 from enginewright.worker.process import run_child
 from enginewright.worker.server import Server, ServerFailed, primer
@@ -122,7 +122,7 @@ def load_more(
     ctx: WorkerContext, server: Server, key: str, engine: Path, timeout: float, loads: int | None = None
 ) -> list[str]:
     """Load `engine` `loads` (default `timing.loads`) more times into `server`, unchecked, as keys
-    `search.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
+    `measure.paired.load_key(key, i)`; returns those keys. The first load of an engine in a process
     (its `primer`, which the accuracy check ran on) is never timed: on the H200 the first load
     sat apart from the later loads of the same bytes for its whole life, in one run 2-6% slower
     than all seven later ones, in another 9% faster (bench/load_effects.py); the default is the
@@ -192,7 +192,7 @@ def measure_paired(ctx: WorkerContext, built: Built, default: Server, prior: Spr
     """Load the route's engine into the default's serving process (a primer, checked, then
     `timing.loads` timed loads), then time every load of both in paired rounds, each round
     interleaved in blocks on that process's one thread (`Server.interleave`), until
-    `search.paired.stop_after` places the route on the spread across loads (pooled with `prior`, the
+    `measure.paired.stop_after` places the route on the spread across loads (pooled with `prior`, the
     loads of the routes measured before it), and unload it. Returns the entry and `prior`, with this
     route's loads pooled in when it is ok. A rejected route is timed
     for `min_rounds` rounds only (for the report's time-vs-loss plot). A failure while the route
@@ -299,7 +299,7 @@ def interleave(
     """Rounds of every engine, each loaded `loads` times (after an untimed primer of each) into
     one serving process, the loads taking turns engine by engine (A B C A@2 B@2 C@2 ...), each
     round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`.
-    Returns per-round times (ms per call) by load key (`search.paired.load_key`)."""
+    Returns per-round times (ms per call) by load key (`measure.paired.load_key`)."""
     names = list(engines)
     server = Server(ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
     try:

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import IO, Sequence
 
 from enginewright.api.cache import Measurements, Outcome
+from enginewright.measure.quiet import wait_quiet
 from enginewright.worker.context import WorkerContext
 from enginewright.worker.process import child_command, how_it_ended, kill_group
-from enginewright.worker.quiet import wait_quiet
 
 log = logging.getLogger("enginewright.worker")
 
@@ -118,7 +118,7 @@ class Server:
         return self._timing(key, reply["ms"], reply["calls"])
 
     def interleave(self, keys: Sequence[str], timeout: float) -> list[float]:
-        """One round of engines of this process, interleaved in blocks (`child.interleaved_round`):
+        """One round of engines of this process, interleaved in blocks (`rounds.interleaved_round`):
         milliseconds per call of each, in the order of `keys`."""
         reply = self._timed({"op": "interleave", "keys": list(keys)}, timeout)
         return [self._timing(key, ms, calls) for key, ms, calls in zip(keys, reply["ms"], reply["calls"])]

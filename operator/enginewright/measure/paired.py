@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from enginewright.api.cache import Paired
-from enginewright.search.stats import t_quantile
+from enginewright.measure.stats import t_quantile
 
 LEVEL = 0.95  # two-sided confidence of the ratio's interval
 
