@@ -73,19 +73,30 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-def wait_for(predicate, timeout: float, what: str, interval: float = 0.1):
-    """Poll `predicate` until it returns a truthy value or `timeout` seconds pass."""
+def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, detail=None):
+    """Poll `predicate` until it returns a truthy value (returned) or `timeout` seconds pass: the one
+    bounded wait of the tests. An exception from `predicate` means "not yet" (the thing polled is not
+    up yet), except an AssertionError: a test's own verdict (a pod that failed, a run that stalled)
+    ends the wait at once. On timeout the error names `what`, the last exception, and `detail()`
+    when given (the state to show: a run's status, the Jobs)."""
     deadline = time.monotonic() + timeout
     last_error = None
-    while time.monotonic() < deadline:
+    while True:
         try:
             value = predicate()
             if value:
                 return value
+        except AssertionError:
+            raise
         except Exception as exc:  # the thing polled is not up yet
             last_error = exc
+        if time.monotonic() >= deadline:
+            break
         time.sleep(interval)
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_error}" if last_error else ""))
+    shown = f"\n{detail()}" if detail else ""
+    raise TimeoutError(
+        f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_error}" if last_error else "") + shown
+    )
 
 
 @dataclass

@@ -7,8 +7,9 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.cluster.harness import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,11 +33,12 @@ def test_keep_holds_the_operator_and_the_cluster_until_ctrl_c(tmp_path):
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
     try:
-        deadline = time.monotonic() + 180
-        while "Ctrl-C (or SIGTERM) stops them all" not in log.read_text():
-            assert demo.poll() is None, log.read_text()[-3000:]
-            assert time.monotonic() < deadline, log.read_text()[-3000:]
-            time.sleep(0.5)
+
+        def holding() -> bool:
+            assert demo.poll() is None, log.read_text()[-3000:]  # the demo exited: stop waiting
+            return "Ctrl-C (or SIGTERM) stops them all" in log.read_text()
+
+        wait_for(holding, 180, "the demo to hold its components", interval=0.5, detail=lambda: log.read_text()[-3000:])
         text = log.read_text()
         operator_pid = int(re.search(r"the operator \(pid (\d+)", text).group(1))
         kubeconfig = re.search(r"export KUBECONFIG=(\S+)", text).group(1)

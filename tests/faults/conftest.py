@@ -5,13 +5,13 @@ these runs."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from pathlib import Path
 
 import pytest
 
 from enginewright.api.cache import CacheEntry
+from tests.cluster.harness import wait_for
 from tests.cluster.operator_process import OperatorProcess, create_store_secret, start_operator
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, example_in_store  # noqa: F401 (fixture)
@@ -69,10 +69,13 @@ def operators(cluster, tmp_path):
 
 
 def wait_killed(operator: OperatorProcess, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while operator.process.poll() is None:
-        assert time.monotonic() < deadline, f"the operator was not killed in {timeout}s:\n{operator.log_text()[-2000:]}"
-        time.sleep(0.2)
+    wait_for(
+        lambda: operator.process.poll() is not None,
+        timeout,
+        "the operator to be killed",
+        interval=0.2,
+        detail=lambda: operator.log_text()[-2000:],
+    )
     assert operator.process.returncode == -9, operator.log_text()[-2000:]
 
 

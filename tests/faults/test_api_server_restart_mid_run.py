@@ -3,6 +3,7 @@ run completes."""
 
 import time
 
+from tests.cluster.harness import wait_for
 from tests.faults.conftest import cached_entries
 from tests.operator.conftest import apply, manifest, run_status, wait_condition
 
@@ -15,10 +16,13 @@ def test_api_server_restart(cluster, operators, fault_namespace):
         "restarted", knobs=KNOBS, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4}
     )
     apply(cluster, fault_namespace, doc)
-    deadline = time.monotonic() + 180
-    while (run_status(cluster, fault_namespace, "restarted").get("targets") or [{}])[0].get("stage") != "stage1":
-        assert time.monotonic() < deadline, run_status(cluster, fault_namespace, "restarted")
-        time.sleep(0.3)
+    wait_for(
+        lambda: (run_status(cluster, fault_namespace, "restarted").get("targets") or [{}])[0].get("stage") == "stage1",
+        180,
+        "the run's stage 1",
+        interval=0.3,
+        detail=lambda: run_status(cluster, fault_namespace, "restarted"),
+    )
     cluster.stop_process("kube-apiserver")
     time.sleep(10)  # the outage itself, not a wait for a condition
     cluster.start_process("kube-apiserver")

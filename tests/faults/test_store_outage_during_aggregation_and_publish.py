@@ -5,6 +5,7 @@ leaves provenance without its engine or an index entry without both, and complet
 import json
 import time
 
+from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.faults.conftest import cached_entries
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, run_status, wait_condition
@@ -37,16 +38,22 @@ def test_store_outages(cluster, operators, fault_namespace, s3, tmp_path):
     )
     apply(cluster, fault_namespace, doc)
     prefix = f"runs/{fault_namespace}/outage-"
-    deadline = time.monotonic() + 180
-    while not any("/entries/" in o.object_name for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)):
-        assert time.monotonic() < deadline, run_status(cluster, fault_namespace, "outage")
-        time.sleep(0.3)
+    wait_for(
+        lambda: any("/entries/" in o.object_name for o in s3.list_objects(RUNS_BUCKET, prefix=prefix, recursive=True)),
+        180,
+        "a first entry in the store",
+        interval=0.3,
+        detail=lambda: run_status(cluster, fault_namespace, "outage"),
+    )
     during_aggregation = outage(cluster, fault_namespace, "outage")
 
-    deadline = time.monotonic() + 240
-    while not marker.exists():
-        assert time.monotonic() < deadline, run_status(cluster, fault_namespace, "outage")
-        time.sleep(0.2)
+    wait_for(
+        marker.exists,
+        240,
+        "the publish failpoint",
+        interval=0.2,
+        detail=lambda: run_status(cluster, fault_namespace, "outage"),
+    )
     during_publish = outage(cluster, fault_namespace, "outage")
 
     status = wait_condition(cluster, fault_namespace, "outage", "Ready", 240)

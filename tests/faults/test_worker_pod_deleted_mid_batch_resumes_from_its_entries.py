@@ -2,8 +2,8 @@
 entries were written, and the run completes without measuring them again."""
 
 import json
-import time
 
+from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.faults.conftest import cached_entries
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
@@ -33,10 +33,7 @@ def test_deleted_worker_pod_resumes(cluster, operators, fault_namespace, s3):
             if "/entries/" in o.object_name
         }
 
-    deadline = time.monotonic() + 180
-    while len(before := written()) < 2:
-        assert time.monotonic() < deadline, "no entries were written"
-        time.sleep(0.3)
+    before = wait_for(lambda: found if len(found := written()) >= 2 else None, 180, "two entries written", 0.3)
     job = "resumed-cpu-stage1-b000"
     pods = get_json(cluster, "pods", "-n", fault_namespace, "-l", f"job-name={job}")["items"]
     running = [p["metadata"]["name"] for p in pods if p["status"].get("phase") == "Running"]

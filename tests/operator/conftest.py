@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.cluster.harness import wait_for
 from tests.cluster.operator_process import OperatorProcess, create_store_secret, start_operator, upload_example
 from tests.conftest import get_json
 
@@ -108,18 +108,22 @@ def condition(status: dict, kind: str) -> dict:
 
 def wait_condition(cluster, namespace: str, name: str, kind: str, timeout: float) -> dict:
     """Poll until condition `kind` is True; fail early (with the status) when the run stalls instead."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def reached() -> dict | None:
         status = run_status(cluster, namespace, name)
         if condition(status, kind).get("status") == "True":
             return status
         if kind != "Stalled" and condition(status, "Stalled").get("status") == "True":
             raise AssertionError(f"{namespace}/{name} stalled: {json.dumps(status, indent=1)[:3000]}")
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{namespace}/{name}: {kind} not reached in {timeout:.0f}s: {json.dumps(status, indent=1)[:3000]}"
-            )
-        time.sleep(0.5)
+        return None
+
+    return wait_for(
+        reached,
+        timeout,
+        f"{namespace}/{name}: {kind}",
+        interval=0.5,
+        detail=lambda: json.dumps(run_status(cluster, namespace, name), indent=1)[:3000],
+    )
 
 
 def events(cluster, namespace: str, name: str) -> list[dict]:

@@ -1,9 +1,8 @@
 """dryRun plans and stops; a deadline stops launching and decides from what was measured, saying
 so; deleting a run stops its Jobs and leaves published engines in the catalog."""
 
-import time
-
 from enginewright.api.names import LABEL_STAGE
+from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, apply, condition, jobs, manifest, run_status, wait_condition
 
@@ -48,15 +47,21 @@ def test_deleting_a_run_stops_its_jobs_and_keeps_published_engines(cluster, oper
     engine = wait_condition(cluster, run_namespace, "kept", "Ready", 300)["targets"][0]["engineUri"]
     slow = {"warmupIterations": 2, "roundSeconds": 0.5, "minRounds": 5, "maxRounds": 5}
     apply(cluster, run_namespace, manifest("busy", mode="full", knobs=KNOBS, timing=slow))
-    deadline = time.monotonic() + 120
-    while not any(j["metadata"]["labels"][LABEL_STAGE] == "stage1" for j in jobs(cluster, run_namespace)):
-        assert time.monotonic() < deadline, run_status(cluster, run_namespace, "busy")
-        time.sleep(0.5)
+    wait_for(
+        lambda: any(j["metadata"]["labels"][LABEL_STAGE] == "stage1" for j in jobs(cluster, run_namespace)),
+        120,
+        "a stage-1 Job",
+        interval=0.5,
+        detail=lambda: run_status(cluster, run_namespace, "busy"),
+    )
     cluster.kubectl("delete", "trun", "busy", "kept", "-n", run_namespace, "--wait=true", "--timeout=60s")
-    deadline = time.monotonic() + 60
-    while jobs(cluster, run_namespace):
-        assert time.monotonic() < deadline, [j["metadata"]["name"] for j in jobs(cluster, run_namespace)]
-        time.sleep(0.5)
+    wait_for(
+        lambda: not jobs(cluster, run_namespace),
+        60,
+        "the deleted runs' Jobs to go",
+        interval=0.5,
+        detail=lambda: [j["metadata"]["name"] for j in jobs(cluster, run_namespace)],
+    )
     key = engine.removeprefix(f"s3://{RUNS_BUCKET}/")
     assert s3.stat_object(RUNS_BUCKET, key).size > 0
     assert s3.stat_object(RUNS_BUCKET, key.rsplit("/", 1)[0] + "/provenance.json").size > 0

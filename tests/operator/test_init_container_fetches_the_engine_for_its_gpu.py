@@ -9,11 +9,11 @@ store endpoint, the GPU product given instead of read from NVML, the node type p
 import copy
 import re
 import sys
-import time
 from pathlib import Path
 
 import yaml
 
+from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, apply, manifest, wait_condition
 
@@ -67,20 +67,33 @@ def test_the_init_container_fetches_the_engine_published_for_its_nodes_gpu(clust
     assert "deployment.apps/mlp-inference created (server dry run)" in checked.stdout
     apply(cluster, run_namespace, example_for_this_cluster(cluster, "NVIDIA-H200"))
     logs = cluster.workdir / "pods" / "logs"
-    deadline = time.monotonic() + 180
-    while True:
+    seen: dict = {}
+
+    def serving() -> bool:
         pods = get_json(cluster, "pods", "-n", run_namespace, "-l", "app.kubernetes.io/name=mlp-inference")["items"]
-        pod = pods[0] if pods else None
+        pod = seen["pod"] = pods[0] if pods else None
         served = logs / f"{run_namespace}_{pod['metadata']['name']}_inference.log" if pod else None
         if served and served.exists() and "serving" in served.read_text():
-            break
-        fetch_log = logs / f"{run_namespace}_{pod['metadata']['name']}_fetch-engine.log" if pod else None
-        said = fetch_log.read_text() if fetch_log and fetch_log.exists() else "(no fetch log)"
+            return True
         if pod and (pod.get("status") or {}).get("phase") == "Failed":
-            raise AssertionError(f"the pod failed: {pod['status']}\n{said}")
-        assert time.monotonic() < deadline, f"the inference container never served: {pod and pod.get('status')}\n{said}"
-        time.sleep(0.5)
+            raise AssertionError(f"the pod failed: {pod['status']}\n{fetch_said()}")
+        return False
 
+    def fetch_said() -> str:
+        pod = seen.get("pod")
+        fetch_log = logs / f"{run_namespace}_{pod['metadata']['name']}_fetch-engine.log" if pod else None
+        return fetch_log.read_text() if fetch_log and fetch_log.exists() else "(no fetch log)"
+
+    wait_for(
+        serving,
+        180,
+        "the inference container to serve",
+        interval=0.5,
+        detail=lambda: f"{seen.get('pod') and seen['pod'].get('status')}\n{fetch_said()}",
+    )
+
+    pod = seen["pod"]
+    served = logs / f"{run_namespace}_{pod['metadata']['name']}_inference.log"
     node = get_json(cluster, "node", pod["spec"]["nodeName"])
     assert node["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H200"
     (init,) = pod["status"]["initContainerStatuses"]

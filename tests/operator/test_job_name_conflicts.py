@@ -3,8 +3,8 @@ when it is this run's (same owner, same spec hash), and stops with a clear reaso
 same name belongs to someone else."""
 
 import json
-import time
 
+from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.operator.conftest import apply, condition, manifest, run_status, wait_condition
 
@@ -41,10 +41,15 @@ def test_a_create_that_answers_409_adopts_the_runs_own_job(cluster, operator, ru
         "adopt", knobs=KNOB, timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4}
     )
     apply(cluster, run_namespace, doc)
-    deadline = time.monotonic() + 120
-    while cluster.kubectl("get", "job", "adopt-cpu-stage1-b000", "-n", run_namespace, check=False).returncode:
-        assert time.monotonic() < deadline, run_status(cluster, run_namespace, "adopt")
-        time.sleep(0.3)
+    wait_for(
+        lambda: (
+            cluster.kubectl("get", "job", "adopt-cpu-stage1-b000", "-n", run_namespace, check=False).returncode == 0
+        ),
+        120,
+        "the stage-1 Job",
+        interval=0.3,
+        detail=lambda: run_status(cluster, run_namespace, "adopt"),
+    )
     # The operator finds its Jobs by label: without it, it creates the Job again, gets 409, and adopts.
     cluster.kubectl("label", "job", "adopt-cpu-stage1-b000", "-n", run_namespace, "tuning.enginewright.io/run-")
     status = wait_condition(cluster, run_namespace, "adopt", "Ready", 240)

@@ -6,6 +6,7 @@ refusal: Stalled with its reason, a Warning Event, no Job, nothing written to th
 import json
 import uuid
 
+from tests.cluster.harness import wait_for
 from tests.operator.conftest import (
     PUBLISH_BUCKETS,
     RUNS_BUCKET,
@@ -79,22 +80,21 @@ def test_an_allowed_bucket_that_does_not_exist_stalls_with_store_bucket_missing(
 def test_two_namespaces_racing_for_a_new_name_leave_one_owner(cluster, operator, s3, run_namespace, other_namespace):
     """Neither run finds an index at its pre-flight check; the check is repeated when publishing,
     under the index's lock, so the second to publish is refused and the index has one owner."""
-    import time
 
     from tests.operator.conftest import run_status
 
     model = f"race-{uuid.uuid4().hex[:6]}"
     for namespace in (run_namespace, other_namespace):
         apply(cluster, namespace, manifest("racer", knobs=KNOB, publish={"modelName": model}))
-    deadline = time.monotonic() + 300
-    while True:
+
+    def both_ended() -> dict | None:
         states = {ns: run_status(cluster, ns, "racer") for ns in (run_namespace, other_namespace)}
-        ready = [ns for ns, s in states.items() if condition(s, "Ready").get("status") == "True"]
-        stalled = [ns for ns, s in states.items() if condition(s, "Stalled").get("status") == "True"]
-        if len(ready) + len(stalled) == 2:
-            break
-        assert time.monotonic() < deadline, states
-        time.sleep(0.5)
+        ended = [s for s in states.values() if "True" in (condition(s, c).get("status") for c in ("Ready", "Stalled"))]
+        return states if len(ended) == 2 else None
+
+    states = wait_for(both_ended, 300, "both racers Ready or Stalled", interval=0.5)
+    ready = [ns for ns, s in states.items() if condition(s, "Ready").get("status") == "True"]
+    stalled = [ns for ns, s in states.items() if condition(s, "Stalled").get("status") == "True"]
     assert len(ready) == 1 and len(stalled) == 1, states
     assert condition(states[stalled[0]], "Stalled")["reason"] == "CatalogModelTaken", states[stalled[0]]
     published = index(s3, model)
@@ -106,7 +106,6 @@ def test_two_namespaces_racing_for_a_new_name_leave_one_owner(cluster, operator,
 def test_a_publish_bucket_removed_while_the_run_tunes_stalls_when_publishing(cluster, operator, s3, run_namespace):
     """The bucket passed the pre-flight check and is gone by the time the winner is published: the
     run stalls with StoreBucketMissing (not a traceback every pass)."""
-    import time
 
     from tests.operator.conftest import run_status
 
@@ -122,12 +121,15 @@ def test_a_publish_bucket_removed_while_the_run_tunes_stalls_when_publishing(clu
             timing={"warmupIterations": 2, "roundSeconds": 0.1, "minRounds": 4, "maxRounds": 4},
         ),
     )
-    deadline = time.monotonic() + 120
-    while not any(
-        t.get("stage") == "stage1" for t in run_status(cluster, run_namespace, "vanish").get("targets") or []
-    ):
-        assert time.monotonic() < deadline, run_status(cluster, run_namespace, "vanish")
-        time.sleep(0.3)
+    wait_for(
+        lambda: any(
+            t.get("stage") == "stage1" for t in run_status(cluster, run_namespace, "vanish").get("targets") or []
+        ),
+        120,
+        "the run's stage 1",
+        interval=0.3,
+        detail=lambda: run_status(cluster, run_namespace, "vanish"),
+    )
     s3.remove_bucket(bucket)  # empty: nothing is published before the decision
     stall = condition(wait_condition(cluster, run_namespace, "vanish", "Stalled", 240), "Stalled")
     assert stall["reason"] == "StoreBucketMissing" and bucket in stall["message"], stall
