@@ -3,7 +3,7 @@
     python bench/gpu_tuning.py run --workloads resnet50,encoder --out OUT [--gpus 0,1] [--export $OUT]
     python bench/gpu_tuning.py docs RESULTS.json... --docs docs   # writes docs/benchmarks.md
 
-`run` tunes each workload with the product's own flow (`enginewright.worker.tune`):
+`run` tunes each workload with the product's own flow (`enginewright.cli.tune`):
   1. mixed search over KNOBS (its stage 1 is exactly the fast search; the fast winner is read from
      stage 1 with the same noise-margin rule), with the confirmation round;
   2. full search over the three knobs of FULL_KNOBS (every combination), sharing the cache;
@@ -65,9 +65,9 @@ def cost_seconds(entries) -> float:
 def run_workload(name: str, out: Path, say) -> dict:
     import torch
 
+    from enginewright.cli.tune import TuneOptions, tune
     from enginewright.search.winner import choose_winner, noise_margin
     from enginewright.worker.batch import Worker
-    from enginewright.worker.tune import TuneOptions, tune
     from workloads import WORKLOADS, prepare
 
     workload = next(w for w in WORKLOADS if w.name == name)
@@ -309,8 +309,8 @@ def aa_verdicts(rounds: dict[str, list[float]], window: int) -> dict:
 def cmd_noise(args) -> int:
     """Small check of the confirmation measurement: default vs `triton.cudagraphs=true`, side by
     side, and the A/A test, for one workload (as the confirmation round times them)."""
+    from enginewright.cli.tune import TuneOptions, tune
     from enginewright.worker.batch import Worker
-    from enginewright.worker.tune import TuneOptions, tune
     from workloads import WORKLOADS, prepare
 
     out = Path(args.out)
@@ -520,7 +520,7 @@ def cmd_docs(args) -> int:
         ),
         "```",
         "",
-        f"Each workload is tuned with the product's own flow (`enginewright.worker.tune`, the same as "
+        f"Each workload is tuned with the product's own flow (`enginewright.cli.tune`, the same as "
         f"`enginewright tune`). Knobs: fast and mixed over {', '.join(TABLES_RUN['knobs'])} (mixed: at most "
         f"{TABLES_RUN['max_routes']} routes, so stage 2 tries the best predicted combinations first); full over "
         f"{', '.join(FULL_KNOBS)} (8 routes). Mixed and full share one cache, so a route either needs is "

@@ -5,7 +5,7 @@ two routes, measured in the same run?
         [--turns 41] [--calls 200] [--export DIR] [--device cuda|cpu]
 
 1. exports the workload (bench/engine_overhead.py's `block`, a transformer encoder layer 8x256x1024,
-   by default; fp16 on a GPU) and tunes it with the product's own flow (`enginewright.worker.tune`,
+   by default; fp16 on a GPU) and tunes it with the product's own flow (`enginewright.cli.tune`,
    as `enginewright tune` does): mixed search over `--knobs`, the product's default timing and
    confirmation; the headline speedup and its 95% interval across loads come from its summary;
 2. in this same process, right after, the plain loop a user would write for the same two routes:
@@ -60,7 +60,7 @@ def main() -> int:
 
     from engine_overhead import workloads as overhead_workloads
     from enginewright.backends.inductor import InductorBackend
-    from enginewright.worker.tune import TuneOptions, tune
+    from enginewright.cli.tune import TuneOptions, tune
     from workloads import WORKLOADS, prepare
 
     known = {**{w.name: w for w in WORKLOADS}, **overhead_workloads()}

@@ -5,10 +5,10 @@ from pathlib import Path
 
 from enginewright.api.models import Accuracy, Confirm, Metric, Search, TuningRunSpec, default_of
 from enginewright.cli import build_parser
+from enginewright.cli.tune import TuneOptions
 from enginewright.search.flow import FlowSpec
 from enginewright.worker.child import ChildRequest
 from enginewright.worker.context import Accuracy as WorkerAccuracy, WorkerContext
-from enginewright.worker.tune import TuneOptions
 
 
 def spec() -> TuningRunSpec:

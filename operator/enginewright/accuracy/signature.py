@@ -2,7 +2,7 @@
 signature (names, dtypes, shapes) before anything is built. Pure: it reads `.shape` and `.dtype`.
 
 One function, `mismatches`, used by the probe (`worker/job.py`: a bad file stalls the run with
-`InvalidInput` naming the tensor, before any tuning Job) and by `enginewright tune` (`worker/tune.py`:
+`InvalidInput` naming the tensor, before any tuning Job) and by `enginewright tune` (`cli/tune.py`:
 it stops before building and says what the model expects).
 
 Rules, per reference pair:

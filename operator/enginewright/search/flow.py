@@ -49,7 +49,7 @@ class FlowSpec:
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
-        """From a `TuningRunSpec` (or `tune`'s options as one: `worker.tune.TuneOptions.spec`); the one
+        """From a `TuningRunSpec` (or `tune`'s options as one: `cli.tune.TuneOptions.spec`); the one
         place a spec becomes a flow."""
         search = spec.search
         return cls(

@@ -93,7 +93,7 @@ class WorkerContext:
         **local,
     ) -> WorkerContext:
         """The context of a worker that runs `spec` (a `TuningRunSpec`, or `tune`'s options as one:
-        `worker.tune.TuneOptions.spec`): the compiler, timing and search settings come from the spec,
+        `cli.tune.TuneOptions.spec`): the compiler, timing and search settings come from the spec,
         where it runs from the caller; `local` sets the fields only `tune` uses (seeds, reuse, ...)."""
         compiler, search = spec.compiler, spec.search
         return cls(

@@ -1,5 +1,5 @@
 """The reference pairs' .npz files read and checked against a model's signature before anything is
-built: the probe's check (worker/job.py) and `enginewright tune`'s (worker/tune.py) are this one."""
+built: the probe's check (worker/job.py) and `enginewright tune`'s (cli/tune.py) are this one."""
 
 from __future__ import annotations
 

@@ -375,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
     site.add_argument("--out", required=True, help="directory for index.html and <model>/index.html")
     site.set_defaults(func=cmd_catalog_site)
 
-    from enginewright import commands
+    from enginewright.cli import commands
 
     commands.register(sub)
     return parser

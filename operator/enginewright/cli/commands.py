@@ -32,8 +32,8 @@ def cmd_tune(args) -> int:
     from enginewright import report
     from enginewright.api.models import Timing
     from enginewright.backends import BACKENDS, BackendUnavailable, misfit
+    from enginewright.cli.tune import TuneError, TuneOptions, tune
     from enginewright.search.planners import PlanError
-    from enginewright.worker.tune import TuneError, TuneOptions, tune
 
     if not Path(args.model).is_file():
         print(f"enginewright tune: {args.model}: no such model file", file=sys.stderr)
