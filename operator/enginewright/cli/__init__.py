@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(func=cmd_fetch)
 
     catalog = sub.add_parser("catalog", help="the engine catalog: coverage and digests")
-    actions = catalog.add_subparsers(dest="action", required=True)
+    actions = catalog.add_subparsers(dest="action", required=True, help="what to do with the catalog")
     listing = actions.add_parser("list", help="per model: GPU products x compiler versions (speedup, loss, date, run)")
     _add_catalog_argument(listing)
     listing.add_argument("--model", help="one model (default: every model in the catalog)")

@@ -506,7 +506,7 @@ def register(sub) -> None:
     rep.set_defaults(func=cmd_report)
 
     cache = sub.add_parser("cache", help="trtexec's tuning cache (--tuningCacheFile) in and out")
-    actions = cache.add_subparsers(dest="cache_command", required=True)
+    actions = cache.add_subparsers(dest="cache_command", required=True, help="import or export a trtexec tuning cache")
     imp = actions.add_parser("import", help="trtexec JSON Lines -> cache entries that `tune --cache DIR` reuses")
     imp.add_argument("file", help="trtexec --tuningCacheFile (JSON Lines)")
     imp.add_argument("--out", required=True, help="cache directory (entries land in OUT/runs/TARGET/entries/)")
@@ -534,11 +534,14 @@ def register(sub) -> None:
     exp = actions.add_parser("export", help="cache entries under DIR -> trtexec JSON Lines")
     exp.add_argument("directory", help="a `tune --out` directory, a cache directory or an import")
     exp.add_argument("--out", required=True, help="file to write (JSON Lines)")
-    exp.add_argument("--metric", choices=metrics)
-    exp.add_argument("--threshold", type=float)
-    exp.add_argument("--atol", type=float)
-    exp.add_argument("--rtol", type=float)
-    exp.add_argument("--search", choices=[m.value for m in SearchMode])
+    given = "(default: the directory's summary.json, else the imported header's)"
+    exp.add_argument("--metric", choices=metrics, help=f"the header's accuracy_algorithm {given}")
+    exp.add_argument("--threshold", type=float, help=f"the header's accuracy_parameter.epsilon {given}")
+    exp.add_argument("--atol", type=float, help=f"the header's accuracy_parameter.atol {given}")
+    exp.add_argument("--rtol", type=float, help=f"the header's accuracy_parameter.rtol {given}")
+    exp.add_argument(
+        "--search", choices=[m.value for m in SearchMode], help=f"the header's searching_algorithm {given}"
+    )
     exp.add_argument(
         "--knobs",
         help="TensorRT knob JSON (trtexec --helpBuildRoute) for default_build_route "
