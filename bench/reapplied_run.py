@@ -12,8 +12,8 @@ manifest applied three times under one name: `first`; deleted and applied again 
 uid), the engine builds its worker Jobs did (their pods' own lines "[<batch>] N routes (default
 included), built ..."), the routes it measured itself and the ones it took from an earlier run (its
 entries in the store, with or without `reusedFrom`), and what its status says (`reused`, the winner,
-the decision). OUT gets `summary.json` (from these measurements only), `table.md` and the raw
-per-run records.
+the decision). OUT gets `summary.json` (from these measurements only), `table.md`, the raw
+per-run records (`runs.jsonl`), the operator's log and each Job's pod log (`logs/<repetition>-<run>/`).
 
 Builds are counted from the worker pods' logs, not from the entries: every batch builds the default
 route once more as its own baseline (`worker/batch.py`), so a run of k batches builds the default k
@@ -51,20 +51,22 @@ KNOBS = [
     {"name": "enable_cpu_mem_arena", "values": ["0"]},
     {"name": "session.intra_op.allow_spinning", "values": ["0"]},
 ]
+RECONCILE_INTERVAL = "1"  # seconds: the harness's operator default (the shipped default is 3)
 ROUTES_PER_JOB = 2  # several batches, so the default's rebuild as each batch's baseline shows
 BATCH_LINE = re.compile(r"^\[(?P<batch>[^\]]+)\] (?P<builds>\d+) routes \(default included\), built ", re.M)
 
 
-def tuning_run(namespace: str, reuse: str | None) -> dict:
+def tuning_run(namespace: str, reuse: str | None, search_changes: dict) -> dict:
     """The benchmark's manifest: the operator tests' example run (short timing, confirmation round of
-    the top 2 over 3 rounds of 2 loads), mixed search over `KNOBS`; `reuse` None leaves the field
-    out (its default, sameFingerprint)."""
+    the top 2 over 3 rounds of 2 loads), mixed search over `KNOBS`, `search_changes` set in
+    spec.search; `reuse` None leaves the field out (its default, sameFingerprint)."""
     from tests.operator.conftest import manifest
 
     doc = manifest(NAME, mode="mixed", knobs=KNOBS)
     doc["metadata"]["namespace"] = namespace
     search = doc["spec"]["search"]
     search["routesPerJob"] = ROUTES_PER_JOB
+    search.update(search_changes)
     if reuse is not None:
         search["reuse"] = reuse
     doc["spec"].setdefault("publish", {})["modelName"] = f"reapplied-{namespace}"
@@ -82,13 +84,12 @@ def kubectl_json(cluster, *args: str) -> dict:
     return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
 
 
-def ready(cluster, namespace: str) -> dict | None:
-    """The run's object once its Ready condition is True; raises when it stalled or failed."""
+def settled(cluster, namespace: str) -> dict | None:
+    """The run's object once its Ready or its Stalled condition is True (a stall ends the wait too:
+    `wait_for` retries on exceptions, so raising here would only wait out the timeout)."""
     item = kubectl_json(cluster, "trun", NAME, "-n", namespace)
-    conditions = {c["type"]: c for c in (item.get("status") or {}).get("conditions") or []}
-    if conditions.get("Stalled", {}).get("status") == "True":
-        raise RuntimeError(f"{namespace}/{NAME} stalled: {json.dumps(item['status'])[:3000]}")
-    return item if conditions.get("Ready", {}).get("status") == "True" else None
+    conditions = {c["type"]: c.get("status") for c in (item.get("status") or {}).get("conditions") or []}
+    return item if "True" in (conditions.get("Ready"), conditions.get("Stalled")) else None
 
 
 def owned_jobs(cluster, namespace: str, uid: str) -> list[dict]:
@@ -117,13 +118,16 @@ def store_entries(s3, namespace: str, uid: str) -> list[dict]:
     ]
 
 
-def measure_run(cluster, s3, namespace: str, kind: str, timeout: float) -> dict:
-    """Apply the manifest of `kind`, wait for Ready, and record what the run did."""
-    doc = tuning_run(namespace, "none" if kind == "reuse-none" else None)
+def measure_run(cluster, s3, namespace: str, kind: str, search: dict, timeout: float, logs: Path) -> dict:
+    """Apply the manifest of `kind`, wait for Ready, and record what the run did; its worker pods'
+    logs are copied into `logs`."""
+    doc = tuning_run(namespace, "none" if kind == "reuse-none" else None, search)
     began = time.monotonic()
     cluster.kubectl("apply", "-f", "-", input=json.dumps(doc))
-    item = wait_for(lambda: ready(cluster, namespace), timeout, f"{namespace}/{NAME} ({kind}) to be Ready", 0.2)
+    item = wait_for(lambda: settled(cluster, namespace), timeout, f"{namespace}/{NAME} ({kind}) to be Ready", 0.2)
     wall = time.monotonic() - began
+    if not any(c["type"] == "Ready" and c["status"] == "True" for c in item["status"]["conditions"]):
+        raise RuntimeError(f"{namespace}/{NAME} ({kind}) stalled: {json.dumps(item['status'])[:3000]}")
     uid = item["metadata"]["uid"]
     (target,) = item["status"]["targets"]
     jobs = owned_jobs(cluster, namespace, uid)
@@ -132,8 +136,11 @@ def measure_run(cluster, s3, namespace: str, kind: str, timeout: float) -> dict:
     for job in jobs:
         stage = job["metadata"]["labels"].get("tuning.enginewright.io/stage", "?")
         stages[stage] = stages.get(stage, 0) + 1
+        text = pod_logs(cluster, namespace, job["metadata"]["name"])
+        logs.mkdir(parents=True, exist_ok=True)
+        (logs / f"{job['metadata']['name']}.log").write_text(text)
         if stage not in ("probe", "confirm"):  # the probe lists knobs; a confirmation loads kept engines
-            found = builds_in_log(pod_logs(cluster, namespace, job["metadata"]["name"]))
+            found = builds_in_log(text)
             builds.update({f"{job['metadata']['name']}/{batch}": n for batch, n in found.items()})
     entries = store_entries(s3, namespace, uid)
     own = sorted(e["routeId"] for e in entries if not e.get("reusedFrom"))
@@ -142,6 +149,7 @@ def measure_run(cluster, s3, namespace: str, kind: str, timeout: float) -> dict:
         "kind": kind,
         "uid": uid,
         "wall_s": round(wall, 2),
+        "load_average_1m": round(os.getloadavg()[0], 2),  # of the machine, when the run was Ready
         "builds": sum(builds.values()),
         "builds_by_batch": builds,
         "routes_measured": len(own),
@@ -168,14 +176,16 @@ def delete_run(cluster, namespace: str, uid: str, timeout: float) -> None:
     wait_for(lambda: not owned_jobs(cluster, namespace, uid), timeout, f"the Jobs of {namespace}/{NAME} to go", 0.2)
 
 
-def repetition(cluster, s3, index: int, timeout: float) -> list[dict]:
+def repetition(cluster, s3, index: int, search: dict, timeout: float, out: Path) -> list[dict]:
     namespace = f"reapplied-{index}-{uuid.uuid4().hex[:6]}"
     cluster.kubectl("create", "namespace", namespace)
     create_store_secret(cluster, namespace)
     runs = []
     for kind in KINDS:
-        run = measure_run(cluster, s3, namespace, kind, timeout)
+        run = measure_run(cluster, s3, namespace, kind, search, timeout, out / "logs" / f"{index}-{kind}")
         print(json.dumps({"repetition": index, **run}), flush=True)
+        with open(out / "runs.jsonl", "a") as handle:  # as it goes: a later failure keeps these
+            handle.write(json.dumps({"repetition": index, **run}) + "\n")
         runs.append(run)
         delete_run(cluster, namespace, run["uid"], timeout)
     return runs
@@ -221,7 +231,16 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=2, help="repetitions, each in a fresh namespace")
     parser.add_argument("--out", type=Path, required=True, help="folder for summary.json, table.md, runs.jsonl")
     parser.add_argument("--timeout", type=float, default=900, help="seconds a run may take to be Ready")
+    parser.add_argument(
+        "--noise-margin", type=float, help="spec.search.noiseMargin (default: the field's); small: more stage 2"
+    )
+    parser.add_argument(
+        "--save-all-engines", action="store_true", help="spec.search.saveAllEngines: every route a candidate"
+    )
     args = parser.parse_args()
+    search = {"saveAllEngines": True} if args.save_all_engines else {}
+    if args.noise_margin is not None:
+        search["noiseMargin"] = args.noise_margin
     os.chdir(REPO)  # the manifest helper reads examples/ relative to the repository
     args.out.mkdir(parents=True, exist_ok=True)
     cluster = LocalCluster()
@@ -231,8 +250,11 @@ def main() -> int:
     try:
         cluster.install_crds(REPO / "crds")
         s3 = upload_example(cluster, Path(tempfile.mkdtemp(prefix="enginewright-reapplied-")), runs_bucket=BUCKET)
-        operator = start_operator(cluster, args.out / "operator.log", BUCKET)
-        repetitions = [repetition(cluster, s3, i, args.timeout) for i in range(1, args.repeat + 1)]
+        operator = start_operator(
+            cluster, args.out / "operator.log", BUCKET, ENGINEWRIGHT_RECONCILE_INTERVAL=RECONCILE_INTERVAL
+        )
+        (args.out / "runs.jsonl").write_text("")
+        repetitions = [repetition(cluster, s3, i, search, args.timeout, args.out) for i in range(1, args.repeat + 1)]
     finally:
         if operator is not None:
             operator.stop()
@@ -240,7 +262,6 @@ def main() -> int:
         cluster.remove()
     summary = summarize(repetitions)
     text = table(summary)
-    (args.out / "runs.jsonl").write_text("".join(json.dumps(r) + "\n" for rep in repetitions for r in rep))
     (args.out / "table.md").write_text(text + "\n")
     (args.out / "summary.json").write_text(
         json.dumps(
@@ -250,6 +271,8 @@ def main() -> int:
                 "machine": f"{os.cpu_count()} cores",
                 "knobs": KNOBS,
                 "routes_per_job": ROUTES_PER_JOB,
+                "search_changes": search,
+                "reconcile_interval_s": float(RECONCILE_INTERVAL),
                 "repetitions": args.repeat,
                 "figures": summary,
             },
