@@ -4,8 +4,9 @@ write them) into shards of at most `shardLimit` bytes, each entry placed once by
 cache from the cluster.
 
 A ConfigMap is replaced only when it is the run's (listed by label and owner, or found on 409
-carrying the run's owner reference and labels); any other of the same name is left alone and the
-run stalls with NameTaken.
+carrying the run's owner reference and labels); one left by a deleted run of the same name is waited
+for (the garbage collector removes it); any other of the same name is left alone and the run
+stalls with NameTaken.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from enginewright.api.cache import CacheEntry
 from enginewright.api.models import Target
 from enginewright.api.names import ANNOTATION_SHARD
 from enginewright.controller import metrics
-from enginewright.controller.errors import Problem, api_exception
-from enginewright.controller.jobs import RunRef, child_name, is_ours, labels, selector
+from enginewright.controller.errors import Problem, Waiting, api_exception
+from enginewright.controller.jobs import RunRef, child_name, is_ours, labels, left_by_a_deleted_run, owner_uid, selector
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
 from enginewright.controller.status import Emit
@@ -122,8 +123,9 @@ class ConfigMapCache:
 
 def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
     """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
-    found on 409 carrying the run's owner reference and labels). A ConfigMap of that name that is
-    not the run's is left alone: the run stalls with NameTaken."""
+    found on 409 carrying the run's owner reference and labels). One that a deleted run of the same
+    name left is waited for (`Waiting`: the garbage collector removes it); any other ConfigMap of
+    that name that is not the run's is left alone: the run stalls with NameTaken."""
     ApiException = api_exception()
     name = body["metadata"]["name"]
     if exists:
@@ -136,6 +138,12 @@ def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
         if exc.status != 409:
             raise
     existing = core.api_client.sanitize_for_serialization(core.read_namespaced_config_map(name, run.namespace))
+    if left_by_a_deleted_run(existing["metadata"], run, body["metadata"]["labels"]):
+        raise Waiting(
+            "DeletedRunsChildren",
+            f"waiting for the garbage collector to remove ConfigMap {run.namespace}/{name} of the deleted "
+            f"TuningRun {run.name} (uid {owner_uid(existing['metadata'])})",
+        )
     if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
         raise Problem(
             "NameTaken",

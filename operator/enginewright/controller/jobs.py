@@ -34,7 +34,7 @@ from enginewright.api.names import (
     SECRET_SECRET_ACCESS_KEY,
 )
 from enginewright.controller import metrics
-from enginewright.controller.errors import Problem, api_exception, api_reason, store_errors
+from enginewright.controller.errors import Problem, Waiting, api_exception, api_reason, store_errors
 from enginewright.controller.settings import Settings
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import S3Store
@@ -109,6 +109,11 @@ def selector(run: RunRef, target: str | None = None, component: str = "worker") 
     return ",".join(f"{k}={v}" for k, v in wanted.items())
 
 
+def owner_uid(metadata: dict) -> str | None:
+    """The uid of a child object's controlling owner."""
+    return next((o.get("uid") for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
+
+
 def is_ours(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
     """Whether a child object (plain-dict metadata) is this run's to adopt: it names the run as its
     controlling owner (by uid) and carries the labels the operator gives it. Anything else of the same
@@ -116,6 +121,24 @@ def is_ours(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
     owned = any(o.get("uid") == run.uid and o.get("controller") for o in metadata.get("ownerReferences") or [])
     have = metadata.get("labels") or {}
     return owned and all(have.get(k) == v for k, v in wanted_labels.items())
+
+
+def left_by_a_deleted_run(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
+    """Whether a child object (plain-dict metadata) of this run's name is the child of an earlier
+    TuningRun of the same name, since deleted (GitOps deletes a run and applies it again): its
+    controlling owner is a TuningRun of this name with another uid, and it carries the labels the
+    operator gives this run's child. Names are unique in a namespace, so that owner is gone and the
+    garbage collector removes the object on its own (after `kubectl delete`'s default background
+    propagation, seconds after the owner): the run waits for it instead of stalling."""
+    have = metadata.get("labels") or {}
+    return any(
+        o.get("controller")
+        and o.get("apiVersion") == API_VERSION
+        and o.get("kind") == KIND
+        and o.get("name") == run.name
+        and o.get("uid") != run.uid
+        for o in metadata.get("ownerReferences") or []
+    ) and all(have.get(k) == v for k, v in wanted_labels.items())
 
 
 def job_name(run: RunRef, target: str, batch: str) -> str:
@@ -332,6 +355,12 @@ class WorkerJobs:
             same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == manifest["metadata"][
                 "annotations"
             ][ANNOTATION_SPEC_HASH]
+            if left_by_a_deleted_run(existing["metadata"], run, manifest["metadata"]["labels"]):
+                raise Waiting(
+                    "DeletedRunsChildren",
+                    f"waiting for the garbage collector to remove Job {run.namespace}/{name} of the deleted "
+                    f"TuningRun {run.name} (uid {owner_uid(existing['metadata'])})",
+                ) from None
             if not (ours and same):
                 raise Problem(
                     "JobNameTaken",

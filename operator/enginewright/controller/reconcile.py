@@ -21,7 +21,7 @@ from enginewright.api.contracts import BatchRequest, ConfirmationResult, ProbeRe
 from enginewright.api.models import Target, TargetStatus, TuningRunSpec
 from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
-from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
+from enginewright.controller.errors import Problem, StoreUnavailable, Waiting, api_exception, api_reason
 from enginewright.controller.jobs import RunRef, WorkerJobs, child_name, job_state, labels, selector
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
@@ -40,6 +40,7 @@ from enginewright.controller.status import (
     target_done,
     target_failed,
     waiting_for_store,
+    waiting_on_cluster,
 )
 from enginewright.controller.store_reads import list_keys, read_typed
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
@@ -116,6 +117,10 @@ class Reconciler:
                 f"the operator was refused: {api_reason(exc)}; check its RBAC (the Helm chart grants what it needs)",
                 emit,
             )
+        except Waiting as wait:
+            if previous.get("message") != wait.message:
+                emit("Normal", wait.reason, wait.message)
+            return waiting_on_cluster(previous, generation, wait.reason, wait.message)
         except StoreUnavailable as exc:
             metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
             message = f"waiting for the object store: {exc}"

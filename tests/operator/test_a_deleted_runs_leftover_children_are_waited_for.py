@@ -1,0 +1,51 @@
+"""GitOps deletes a TuningRun and applies it again at once; the garbage collector removes the deleted
+run's children (its cache ConfigMap, of the same deterministic name) a little later, after
+`kubectl delete`'s default background propagation. The new run waits for that, Reconciling with
+reason DeletedRunsChildren, instead of stalling with NameTaken (which kstatus, Flux and Argo CD read
+as failed), and reaches Ready once the ConfigMap is gone. Here a finalizer holds the old ConfigMap,
+so the garbage collector's delay is as long as the test needs, not a race."""
+
+import json
+
+from enginewright.controller.jobs import child_name
+from tests.conftest import get_json, wait_for
+from tests.operator.conftest import apply, condition, events, manifest, run_status, wait_condition
+
+HOLD = "tests.enginewright.io/hold"
+
+
+def tuning_run(namespace: str) -> dict:
+    doc = manifest("again", knobs=[{"name": "enable_mem_pattern", "values": ["0"]}])
+    doc["spec"].setdefault("publish", {})["modelName"] = f"again-{namespace}"
+    return doc
+
+
+def test_a_run_applied_again_waits_for_the_deleted_runs_config_map(cluster, operator, run_namespace, example_in_store):
+    apply(cluster, run_namespace, tuning_run(run_namespace))
+    wait_condition(cluster, run_namespace, "again", "Ready", 300)
+    old_uid = get_json(cluster, "trun", "again", "-n", run_namespace)["metadata"]["uid"]
+    shard = child_name("again", "cache", "cpu", "0", limit=253)  # as controller/cache.py names shard 0
+    patch = {"metadata": {"finalizers": [HOLD]}}
+    cluster.kubectl("patch", "configmap", shard, "-n", run_namespace, "--type=merge", "-p", json.dumps(patch))
+    try:
+        cluster.kubectl("delete", "trun", "again", "-n", run_namespace, "--wait=true", "--timeout=60s")
+        apply(cluster, run_namespace, tuning_run(run_namespace))
+
+        def waiting():
+            status = run_status(cluster, run_namespace, "again")
+            assert condition(status, "Stalled").get("status") != "True", json.dumps(status)[:2000]
+            return status if condition(status, "Reconciling").get("reason") == "DeletedRunsChildren" else None
+
+        status = wait_for(lambda: waiting(), 120, "the new run to wait for the deleted run's ConfigMap", 0.3)
+        assert f"ConfigMap {run_namespace}/{shard}" in status["message"] and old_uid in status["message"]
+        assert condition(status, "Reconciling")["status"] == "True"
+    finally:
+        clear = {"metadata": {"finalizers": None}}
+        cluster.kubectl("patch", "configmap", shard, "-n", run_namespace, "--type=merge", "-p", json.dumps(clear))
+    wait_condition(cluster, run_namespace, "again", "Ready", 300)
+    new_uid = get_json(cluster, "trun", "again", "-n", run_namespace)["metadata"]["uid"]
+    owners = get_json(cluster, "configmap", shard, "-n", run_namespace)["metadata"]["ownerReferences"]
+    assert new_uid != old_uid and [o["uid"] for o in owners] == [new_uid]
+    reasons = {e["reason"] for e in events(cluster, run_namespace, "again")}
+    assert "DeletedRunsChildren" in reasons and "NameTaken" not in reasons
+    operator.assert_clean()
