@@ -142,6 +142,11 @@ def measure_run(cluster, s3, namespace: str, kind: str, search: dict, timeout: f
         if stage not in ("probe", "confirm"):  # the probe lists knobs; a confirmation loads kept engines
             found = builds_in_log(text)
             builds.update({f"{job['metadata']['name']}/{batch}": n for batch, n in found.items()})
+    waited = [
+        e["message"]
+        for e in kubectl_json(cluster, "events", "-n", namespace)["items"]
+        if e["involvedObject"].get("uid") == uid and e["reason"] == "DeletedRunsChildren"
+    ]
     entries = store_entries(s3, namespace, uid)
     own = sorted(e["routeId"] for e in entries if not e.get("reusedFrom"))
     winner = target.get("winner") or {}
@@ -157,6 +162,8 @@ def measure_run(cluster, s3, namespace: str, kind: str, search: dict, timeout: f
         "measured_route_ids": own,
         "jobs": len(jobs),
         "jobs_by_stage": stages,
+        # the deleted run's children it waited for the garbage collector to remove (its events)
+        "waited_for_deleted_run": waited,
         "status": {
             "planned": target.get("planned"),
             "reused": target.get("reused"),
