@@ -31,12 +31,14 @@ def test_a_run_applied_again_waits_for_the_deleted_runs_config_map(cluster, oper
         cluster.kubectl("delete", "trun", "again", "-n", run_namespace, "--wait=true", "--timeout=60s")
         apply(cluster, run_namespace, tuning_run(run_namespace))
 
-        def waiting():
+        def waiting_or_stalled():
             status = run_status(cluster, run_namespace, "again")
-            assert condition(status, "Stalled").get("status") != "True", json.dumps(status)[:2000]
-            return status if condition(status, "Reconciling").get("reason") == "DeletedRunsChildren" else None
+            stalled = condition(status, "Stalled").get("status") == "True"
+            waiting = condition(status, "Reconciling").get("reason") == "DeletedRunsChildren"
+            return status if stalled or waiting else None
 
-        status = wait_for(lambda: waiting(), 120, "the new run to wait for the deleted run's ConfigMap", 0.3)
+        status = wait_for(waiting_or_stalled, 120, "the new run to wait for the deleted run's ConfigMap", 0.3)
+        assert condition(status, "Stalled").get("status") != "True", json.dumps(status)[:2000]
         assert f"ConfigMap {run_namespace}/{shard}" in status["message"] and old_uid in status["message"]
         assert condition(status, "Reconciling")["status"] == "True"
     finally:
