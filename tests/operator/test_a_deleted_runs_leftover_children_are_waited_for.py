@@ -1,9 +1,10 @@
 """GitOps deletes a TuningRun and applies it again at once; the garbage collector removes the deleted
-run's children (its cache ConfigMap, of the same deterministic name) a little later, after
-`kubectl delete`'s default background propagation. The new run waits for that, Reconciling with
-reason DeletedRunsChildren, instead of stalling with NameTaken (which kstatus, Flux and Argo CD read
-as failed), and reaches Ready once the ConfigMap is gone. Here a finalizer holds the old ConfigMap,
-so the garbage collector's delay is as long as the test needs, not a race."""
+run's children (its cache ConfigMap, of the same deterministic name) later, after `kubectl
+delete`'s default background propagation. A leftover the new run can adopt, it adopts
+(`test_a_run_applied_again_after_a_delete_builds_only_the_default.py`); one that is being deleted
+it waits for, Reconciling with reason DeletedRunsChildren, instead of stalling with NameTaken (which
+kstatus, Flux and Argo CD read as failed), and reaches Ready once it is gone. Here a finalizer holds
+the old ConfigMap while it is being deleted, as long as the test needs: not a race."""
 
 import json
 
@@ -29,6 +30,8 @@ def test_a_run_applied_again_waits_for_the_deleted_runs_config_map(cluster, oper
     cluster.kubectl("patch", "configmap", shard, "-n", run_namespace, "--type=merge", "-p", json.dumps(patch))
     try:
         cluster.kubectl("delete", "trun", "again", "-n", run_namespace, "--wait=true", "--timeout=60s")
+        # Being deleted (as the garbage collector does), held by the finalizer: it cannot be adopted.
+        cluster.kubectl("delete", "configmap", shard, "-n", run_namespace, "--wait=false")
         apply(cluster, run_namespace, tuning_run(run_namespace))
 
         def waiting_or_stalled():

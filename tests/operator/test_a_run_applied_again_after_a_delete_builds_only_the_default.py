@@ -5,8 +5,9 @@ run's entries (stage 2, where one is planned, is planned from them), and the con
 runs against the fresh default."""
 
 from enginewright.api.names import LABEL_STAGE
+from enginewright.controller.jobs import child_name
 from tests.conftest import get_json, wait_for
-from tests.operator.conftest import apply, jobs, manifest, wait_condition
+from tests.operator.conftest import apply, events, jobs, manifest, wait_condition
 from tests.operator.test_an_identical_run_reuses_its_namespaces_entries import DEFAULT, run_entries
 
 KNOBS = [
@@ -50,7 +51,8 @@ def test_a_run_applied_again_after_a_delete_builds_only_the_default(
 
     apply(cluster, run_namespace, tuning_run(run_namespace))
     (again,) = wait_condition(cluster, run_namespace, "gitops", "Ready", 300)["targets"]
-    assert get_json(cluster, "trun", "gitops", "-n", run_namespace)["metadata"]["uid"] != uid
+    new_uid = get_json(cluster, "trun", "gitops", "-n", run_namespace)["metadata"]["uid"]
+    assert new_uid != uid
     assert again["planned"] == first["planned"]  # the same plan (stage 2 planned from the reused entries)
     assert again["reused"] == first["planned"] - 1 and again["reusedFrom"] == [f"gitops-{uid[:8]}"]
     entries = run_entries(cluster, s3, run_namespace, "gitops")
@@ -59,4 +61,9 @@ def test_a_run_applied_again_after_a_delete_builds_only_the_default(
     (sweep,) = sweeps(cluster, run_namespace)
     assert "] 1 routes (default included), built " in pod_log(cluster, run_namespace, sweep)
     assert again["winner"] and again["engineUri"]
+    # The deleted run's cache ConfigMap (same name), if the garbage collector had not removed it yet,
+    # was adopted: never a NameTaken stall, and the shard is the new run's.
+    assert "NameTaken" not in {e["reason"] for e in events(cluster, run_namespace, "gitops")}
+    shard = get_json(cluster, "configmap", child_name("gitops", "cache", "cpu", "0", limit=253), "-n", run_namespace)
+    assert [o["uid"] for o in shard["metadata"]["ownerReferences"]] == [new_uid]
     operator.assert_clean()

@@ -4,12 +4,14 @@ write them) into shards of at most `shardLimit` bytes, each entry placed once by
 cache from the cluster.
 
 A ConfigMap is replaced only when it is the run's (listed by label and owner, or found on 409
-carrying the run's owner reference and labels); one left by a deleted run of the same name is waited
-for (the garbage collector removes it); any other of the same name is left alone and the run
+carrying the run's owner reference and labels); one left by a deleted run of the same name is adopted
+(waited for while it is being deleted); any other of the same name is left alone and the run
 stalls with NameTaken.
 """
 
 from __future__ import annotations
+
+import logging
 
 from pydantic import ValidationError
 
@@ -26,6 +28,8 @@ from enginewright.controller.status import Emit
 from enginewright.controller.store_reads import list_keys
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import MissingObject, S3Store
+
+log = logging.getLogger("enginewright.controller")
 
 
 class ConfigMapCache:
@@ -124,8 +128,10 @@ class ConfigMapCache:
 def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
     """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
     found on 409 carrying the run's owner reference and labels). One that a deleted run of the same
-    name left is waited for (`Waiting`: the garbage collector removes it); any other ConfigMap of
-    that name that is not the run's is left alone: the run stalls with NameTaken."""
+    name left (GitOps deletes a run and applies it again before the garbage collector got to it) is
+    adopted: replaced, with this run's owner reference, so the run does not wait on the garbage
+    collector; while it is being deleted the run waits (`Waiting`). Any other ConfigMap of that name
+    that is not the run's is left alone: the run stalls with NameTaken."""
     ApiException = api_exception()
     name = body["metadata"]["name"]
     if exists:
@@ -138,18 +144,24 @@ def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
         if exc.status != 409:
             raise
     existing = core.api_client.sanitize_for_serialization(core.read_namespaced_config_map(name, run.namespace))
-    if left_by_a_deleted_run(existing["metadata"], run, body["metadata"]["labels"]):
+    meta = existing["metadata"]
+    leftover = left_by_a_deleted_run(meta, run, body["metadata"]["labels"])
+    if leftover and meta.get("deletionTimestamp"):
         raise Waiting(
             "DeletedRunsChildren",
-            f"waiting for the garbage collector to remove ConfigMap {run.namespace}/{name} of the deleted "
-            f"TuningRun {run.name} (uid {owner_uid(existing['metadata'])})",
+            f"waiting for ConfigMap {run.namespace}/{name} of the deleted TuningRun {run.name} "
+            f"(uid {owner_uid(meta)}) to be deleted: it is being deleted, and its name is this run's",
         )
-    if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
+    if not leftover and not is_ours(meta, run, body["metadata"]["labels"]):
         raise Problem(
             "NameTaken",
             f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
             f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
             f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way",
         )
-    body = {**body, "metadata": {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
+    body = {**body, "metadata": {**body["metadata"], "resourceVersion": meta["resourceVersion"]}}
     core.replace_namespaced_config_map(name, run.namespace, body)
+    if leftover:
+        log.info(
+            "%s/%s: adopted ConfigMap %s of the deleted run (uid %s)", run.namespace, run.name, name, owner_uid(meta)
+        )

@@ -129,7 +129,8 @@ def left_by_a_deleted_run(metadata: dict, run: RunRef, wanted_labels: dict[str, 
     controlling owner is a TuningRun of this name with another uid, and it carries the labels the
     operator gives this run's child. Names are unique in a namespace, so that owner is gone and the
     garbage collector removes the object on its own (after `kubectl delete`'s default background
-    propagation, seconds after the owner): the run waits for it instead of stalling."""
+    propagation, up to tens of seconds after the owner): instead of stalling, the run adopts such a
+    ConfigMap and waits for such a Job (a Job cannot be adopted: its batch request is the old run's)."""
     have = metadata.get("labels") or {}
     return any(
         o.get("controller")
