@@ -31,3 +31,16 @@ def test_waiting_keeps_the_run_reconciling_not_stalled():
     assert is_true(status, "Reconciling") and not is_true(status, "Stalled") and not is_true(status, "Ready")
     assert condition(status, "Reconciling")["reason"] == "DeletedRunsChildren"
     assert status["targets"] == previous["targets"] and status["phase"] == "Running"
+
+
+def test_a_deleted_runs_config_map_is_adopted_unless_it_is_being_deleted():
+    from enginewright.controller.cache import existing_config_map
+
+    leftover = {"ownerReferences": [EARLIER], "labels": dict(WANTED), "resourceVersion": "7"}
+    assert existing_config_map(leftover, RUN, WANTED) == "deleted run's"
+    going = {**leftover, "deletionTimestamp": "2026-12-02T16:00:00Z"}
+    assert existing_config_map(going, RUN, WANTED) == "being deleted"
+    assert (
+        existing_config_map({"ownerReferences": [RUN.owner_reference()], "labels": dict(WANTED)}, RUN, WANTED) == "ours"
+    )
+    assert existing_config_map({"labels": dict(WANTED)}, RUN, WANTED) == "not ours"  # a user's: NameTaken

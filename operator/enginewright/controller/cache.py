@@ -125,6 +125,16 @@ class ConfigMapCache:
         return parsed
 
 
+def existing_config_map(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> str:
+    """What an existing ConfigMap of a child's name (plain-dict metadata) is to this run: "ours"
+    (replaced), "deleted run's" (a deleted run of the same name left it: adopted, replaced with this
+    run's owner reference), "being deleted" (a deleted run's that is going: waited for) or "not
+    ours" (left alone: NameTaken)."""
+    if left_by_a_deleted_run(metadata, run, wanted_labels):
+        return "being deleted" if metadata.get("deletionTimestamp") else "deleted run's"
+    return "ours" if is_ours(metadata, run, wanted_labels) else "not ours"
+
+
 def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
     """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
     found on 409 carrying the run's owner reference and labels). One that a deleted run of the same
@@ -145,14 +155,14 @@ def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
             raise
     existing = core.api_client.sanitize_for_serialization(core.read_namespaced_config_map(name, run.namespace))
     meta = existing["metadata"]
-    leftover = left_by_a_deleted_run(meta, run, body["metadata"]["labels"])
-    if leftover and meta.get("deletionTimestamp"):
+    found = existing_config_map(meta, run, body["metadata"]["labels"])
+    if found == "being deleted":
         raise Waiting(
             "DeletedRunsChildren",
             f"waiting for ConfigMap {run.namespace}/{name} of the deleted TuningRun {run.name} "
             f"(uid {owner_uid(meta)}) to be deleted: it is being deleted, and its name is this run's",
         )
-    if not leftover and not is_ours(meta, run, body["metadata"]["labels"]):
+    if found == "not ours":
         raise Problem(
             "NameTaken",
             f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
@@ -161,7 +171,7 @@ def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
         )
     body = {**body, "metadata": {**body["metadata"], "resourceVersion": meta["resourceVersion"]}}
     core.replace_namespaced_config_map(name, run.namespace, body)
-    if leftover:
+    if found == "deleted run's":
         log.info(
             "%s/%s: adopted ConfigMap %s of the deleted run (uid %s)", run.namespace, run.name, name, owner_uid(meta)
         )
