@@ -1,10 +1,10 @@
 """GitOps deletes a TuningRun and applies it again at once; the garbage collector removes the deleted
 run's children (its cache ConfigMap, of the same deterministic name) later, after `kubectl
-delete`'s default background propagation. A leftover the new run can adopt, it adopts
-(`test_a_run_applied_again_after_a_delete_builds_only_the_default.py`); one that is being deleted
-it waits for, Reconciling with reason DeletedRunsChildren, instead of stalling with NameTaken (which
-kstatus, Flux and Argo CD read as failed), and reaches Ready once it is gone. Here a finalizer holds
-the old ConfigMap while it is being deleted, as long as the test needs: not a race."""
+delete`'s default background propagation. A leftover the new run can adopt, it adopts (the
+second test turns the garbage collector off, so the leftover stays for certain); one that is being
+deleted it waits for, Reconciling with reason DeletedRunsChildren, instead of stalling with NameTaken (which
+kstatus, Flux and Argo CD read as failed), and reaches Ready once it is gone (the first test: a
+finalizer holds the old ConfigMap while it is being deleted, as long as the test needs)."""
 
 import json
 
@@ -53,4 +53,38 @@ def test_a_run_applied_again_waits_for_the_deleted_runs_config_map(cluster, oper
     assert new_uid != old_uid and [o["uid"] for o in owners] == [new_uid]
     reasons = {e["reason"] for e in events(cluster, run_namespace, "again")}
     assert "DeletedRunsChildren" in reasons and "NameTaken" not in reasons
+    operator.assert_clean()
+
+
+def kube_controller_manager(cluster, controllers: str) -> None:
+    """Restart the controller manager with `--controllers=<controllers>` (same port, same data)."""
+    process = next(p for p in cluster.processes if p.name == "kube-controller-manager")
+    process.argv[:] = [a for a in process.argv if not a.startswith("--controllers=")] + [f"--controllers={controllers}"]
+    cluster.stop_process("kube-controller-manager")
+    cluster.start_process("kube-controller-manager")
+
+
+def test_a_run_applied_again_adopts_the_deleted_runs_config_map(cluster, operator, run_namespace, example_in_store):
+    """With the garbage collector off (its controller left out of the controller manager), the deleted
+    run's cache ConfigMap stays for certain: the new run takes it over without waiting."""
+    apply(cluster, run_namespace, tuning_run(run_namespace))
+    (first,) = wait_condition(cluster, run_namespace, "again", "Ready", 300)["targets"]
+    old_uid = get_json(cluster, "trun", "again", "-n", run_namespace)["metadata"]["uid"]
+    shard = child_name("again", "cache", "cpu", "0", limit=253)
+    kube_controller_manager(cluster, "*,-garbage-collector-controller")
+    try:
+        cluster.kubectl("delete", "trun", "again", "-n", run_namespace, "--wait=true", "--timeout=60s")
+        left = get_json(cluster, "configmap", shard, "-n", run_namespace)["metadata"]
+        assert [o["uid"] for o in left["ownerReferences"]] == [old_uid] and not left.get("deletionTimestamp")
+        apply(cluster, run_namespace, tuning_run(run_namespace))
+        (again,) = wait_condition(cluster, run_namespace, "again", "Ready", 300)["targets"]
+    finally:
+        kube_controller_manager(cluster, "*")
+    new_uid = get_json(cluster, "trun", "again", "-n", run_namespace)["metadata"]["uid"]
+    owners = get_json(cluster, "configmap", shard, "-n", run_namespace)["metadata"]["ownerReferences"]
+    assert new_uid != old_uid and [o["uid"] for o in owners] == [new_uid]
+    assert again["reused"] == first["planned"] - 1  # every route but the default, from the store
+    reasons = {e["reason"] for e in events(cluster, run_namespace, "again")}
+    assert "NameTaken" not in reasons and "DeletedRunsChildren" not in reasons
+    assert f"adopted ConfigMap {shard} of the deleted run (uid {old_uid})" in operator.log_text()
     operator.assert_clean()
