@@ -4,11 +4,14 @@ write them) into shards of at most `shardLimit` bytes, each entry placed once by
 cache from the cluster.
 
 A ConfigMap is replaced only when it is the run's (listed by label and owner, or found on 409
-carrying the run's owner reference and labels); any other of the same name is left alone and the
-run stalls with NameTaken.
+carrying the run's owner reference and labels); one left by a deleted run of the same name is adopted
+(waited for while it is being deleted); any other of the same name is left alone and the run
+stalls with NameTaken.
 """
 
 from __future__ import annotations
+
+import logging
 
 from pydantic import ValidationError
 
@@ -17,14 +20,24 @@ from enginewright.api.cache import CacheEntry
 from enginewright.api.models import Target
 from enginewright.api.names import ANNOTATION_SHARD
 from enginewright.controller import metrics
-from enginewright.controller.children import RunRef, child_name, is_ours, labels, selector
-from enginewright.controller.errors import Problem, api_exception
+from enginewright.controller.children import (
+    RunRef,
+    child_name,
+    is_ours,
+    labels,
+    left_by_a_deleted_run,
+    owner_uid,
+    selector,
+)
+from enginewright.controller.errors import Problem, Waiting, api_exception
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key, place
 from enginewright.controller.status import Emit
 from enginewright.controller.store_reads import list_keys
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import MissingObject, S3Store
+
+log = logging.getLogger("enginewright.controller")
 
 
 class ConfigMapCache:
@@ -120,10 +133,23 @@ class ConfigMapCache:
         return parsed
 
 
+def existing_config_map(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> str:
+    """What an existing ConfigMap of a child's name (plain-dict metadata) is to this run: "ours"
+    (replaced), "deleted run's" (a deleted run of the same name left it: adopted, replaced with this
+    run's owner reference), "being deleted" (a deleted run's that is going: waited for) or "not
+    ours" (left alone: NameTaken)."""
+    if left_by_a_deleted_run(metadata, run, wanted_labels):
+        return "being deleted" if metadata.get("deletionTimestamp") else "deleted run's"
+    return "ours" if is_ours(metadata, run, wanted_labels) else "not ours"
+
+
 def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
     """Create the ConfigMap, or replace it when it is this run's (listed by label and owner, or
-    found on 409 carrying the run's owner reference and labels). A ConfigMap of that name that is
-    not the run's is left alone: the run stalls with NameTaken."""
+    found on 409 carrying the run's owner reference and labels). One that a deleted run of the same
+    name left (GitOps deletes a run and applies it again before the garbage collector got to it) is
+    adopted: replaced, with this run's owner reference, so the run does not wait on the garbage
+    collector; while it is being deleted the run waits (`Waiting`). Any other ConfigMap of that name
+    that is not the run's is left alone: the run stalls with NameTaken."""
     ApiException = api_exception()
     name = body["metadata"]["name"]
     if exists:
@@ -136,12 +162,24 @@ def apply_config_map(core, run: RunRef, body: dict, exists: bool) -> None:
         if exc.status != 409:
             raise
     existing = core.api_client.sanitize_for_serialization(core.read_namespaced_config_map(name, run.namespace))
-    if not is_ours(existing["metadata"], run, body["metadata"]["labels"]):
+    meta = existing["metadata"]
+    found = existing_config_map(meta, run, body["metadata"]["labels"])
+    if found == "being deleted":
+        raise Waiting(
+            "DeletedRunsChildren",
+            f"waiting for ConfigMap {run.namespace}/{name} of the deleted TuningRun {run.name} "
+            f"(uid {owner_uid(meta)}) to be deleted: it is being deleted, and its name is this run's",
+        )
+    if found == "not ours":
         raise Problem(
             "NameTaken",
             f"ConfigMap {run.namespace}/{name} exists and is not this run's (it has no "
             f"owner reference to TuningRun {run.name} uid {run.uid} with its labels): the operator "
             f"leaves it alone; rename the TuningRun, or move that ConfigMap out of the way",
         )
-    body = {**body, "metadata": {**body["metadata"], "resourceVersion": existing["metadata"]["resourceVersion"]}}
+    body = {**body, "metadata": {**body["metadata"], "resourceVersion": meta["resourceVersion"]}}
     core.replace_namespaced_config_map(name, run.namespace, body)
+    if found == "deleted run's":
+        log.info(
+            "%s/%s: adopted ConfigMap %s of the deleted run (uid %s)", run.namespace, run.name, name, owner_uid(meta)
+        )

@@ -89,3 +89,27 @@ def is_ours(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
     owned = any(o.get("uid") == run.uid and o.get("controller") for o in metadata.get("ownerReferences") or [])
     have = metadata.get("labels") or {}
     return owned and all(have.get(k) == v for k, v in wanted_labels.items())
+
+
+def owner_uid(metadata: dict) -> str | None:
+    """The uid of a child object's controlling owner."""
+    return next((o.get("uid") for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
+
+
+def left_by_a_deleted_run(metadata: dict, run: RunRef, wanted_labels: dict[str, str]) -> bool:
+    """Whether a child object (plain-dict metadata) of this run's name is the child of an earlier
+    TuningRun of the same name, since deleted (GitOps deletes a run and applies it again): its
+    controlling owner is a TuningRun of this name with another uid, and it carries the labels the
+    operator gives this run's child. Names are unique in a namespace, so that owner is gone and the
+    garbage collector removes the object on its own (after `kubectl delete`'s default background
+    propagation, up to tens of seconds after the owner): instead of stalling, the run adopts such a
+    ConfigMap and waits for such a Job (a Job cannot be adopted: its batch request is the old run's)."""
+    have = metadata.get("labels") or {}
+    return any(
+        o.get("controller")
+        and o.get("apiVersion") == API_VERSION
+        and o.get("kind") == KIND
+        and o.get("name") == run.name
+        and o.get("uid") != run.uid
+        for o in metadata.get("ownerReferences") or []
+    ) and all(have.get(k) == v for k, v in wanted_labels.items())

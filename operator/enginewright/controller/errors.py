@@ -1,8 +1,9 @@
 """What a reconcile pass raises, and how the answers of the API server and the store are told apart.
 
 `Problem` is the user's to fix (the run is Stalled with its reason); `StoreUnavailable` is the store
-being away (the pass is retried); `PublishError` and `PublishRefused` (`catalog.writer`) are what
-publishing says before it becomes a Problem; anything else the store or the API server answered passes through.
+being away (the pass is retried); `Waiting` is something the cluster clears by itself (the run stays
+Reconciling with its reason, the pass is retried); `PublishError` and `PublishRefused` (`catalog.writer`) are
+what publishing says before it becomes a Problem; anything else the store or the API server answered passes through.
 """
 
 from __future__ import annotations
@@ -16,6 +17,15 @@ from enginewright.store.objects import MissingObject
 
 class Problem(Exception):
     """Something the user must fix; `reason` becomes the Stalled condition's reason."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason, self.message = reason, message
+
+
+class Waiting(Exception):
+    """Something the cluster clears by itself, not the user's to fix: the run stays Reconciling with
+    `reason`, and a later pass tries again."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)

@@ -24,8 +24,8 @@ from enginewright.api.names import (
     SECRET_SECRET_ACCESS_KEY,
 )
 from enginewright.controller import metrics
-from enginewright.controller.children import RunRef, child_name, labels, selector
-from enginewright.controller.errors import Problem, api_exception, api_reason, store_errors
+from enginewright.controller.children import RunRef, child_name, labels, left_by_a_deleted_run, owner_uid, selector
+from enginewright.controller.errors import Problem, Waiting, api_exception, api_reason, store_errors
 from enginewright.controller.settings import Settings
 from enginewright.search.flow import RunBatches, RunConfirmation
 from enginewright.search.planners import Batch
@@ -312,6 +312,12 @@ class WorkerJobs:
             same = (existing["metadata"].get("annotations") or {}).get(ANNOTATION_SPEC_HASH) == manifest["metadata"][
                 "annotations"
             ][ANNOTATION_SPEC_HASH]
+            if left_by_a_deleted_run(existing["metadata"], run, manifest["metadata"]["labels"]):
+                raise Waiting(
+                    "DeletedRunsChildren",
+                    f"waiting for the garbage collector to remove Job {run.namespace}/{name} of the deleted "
+                    f"TuningRun {run.name} (uid {owner_uid(existing['metadata'])})",
+                ) from None
             if not (ours and same):
                 raise Problem(
                     "JobNameTaken",

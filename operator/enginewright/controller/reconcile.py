@@ -23,7 +23,7 @@ from enginewright.controller import metrics
 from enginewright.controller.cache import ConfigMapCache, apply_config_map
 from enginewright.controller.children import RunRef, selector
 from enginewright.controller.dry_run import plan_config_map, planned
-from enginewright.controller.errors import Problem, StoreUnavailable, api_exception, api_reason
+from enginewright.controller.errors import Problem, StoreUnavailable, Waiting, api_exception, api_reason
 from enginewright.controller.jobs import (
     WorkerJobs,
     batches_to_start,
@@ -50,6 +50,7 @@ from enginewright.controller.status import (
     target_failed,
     unpublished,
     waiting_for_store,
+    waiting_on_cluster,
 )
 from enginewright.controller.tenancy import bucket_refusal, image_refusal, publish_bucket, seed_refusal
 from enginewright.search.flow import Decided, Failed, FlowSpec, RunBatches, RunConfirmation, next_step
@@ -125,6 +126,10 @@ class Reconciler:
                 f"the operator was refused: {api_reason(exc)}; check its RBAC (the Helm chart grants what it needs)",
                 emit,
             )
+        except Waiting as wait:
+            if previous.get("message") != wait.message:
+                emit("Normal", wait.reason, wait.message)
+            return waiting_on_cluster(previous, generation, wait.reason, wait.message)
         except StoreUnavailable as exc:
             metrics.RECONCILE_ERRORS.labels(error="StoreUnavailable").inc()
             message = f"waiting for the object store: {exc}"

@@ -71,11 +71,17 @@ def stalled(previous: dict, generation: int, reason: str, message: str, final: b
 
 def waiting_for_store(previous: dict, generation: int, message: str) -> dict:
     """The store did not answer: everything else stays as it was, the pass is retried."""
+    return waiting_on_cluster(previous, generation, "StoreUnavailable", message)
+
+
+def waiting_on_cluster(previous: dict, generation: int, reason: str, message: str) -> dict:
+    """The run waits for something the cluster clears by itself (`reason`): everything else stays as
+    it was, Reconciling (not Stalled), and the pass is retried."""
     return {
         **previous,
         "observedGeneration": generation,
         "message": message,
-        "conditions": conditions(previous.get("conditions"), generation, "reconciling", "StoreUnavailable", message),
+        "conditions": conditions(previous.get("conditions"), generation, "reconciling", reason, message),
     }
 
 
