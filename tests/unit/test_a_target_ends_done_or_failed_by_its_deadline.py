@@ -2,13 +2,12 @@
 and a failed one keep no Job running, a failed one keeps its reason, and a decided one says its
 winner and where it was published (or that publishing is off)."""
 
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.models import TargetStatus, TuningRunSpec
-from enginewright.api.routes import Route
 from enginewright.controller.status import published, run_deadline, target_done, target_failed, unpublished
 from enginewright.measure.paired import load_key
 from enginewright.search.flow import Decided
 from enginewright.search.winner import confirm
+from tests.unit.entries import measured
 
 
 def spec(**search) -> TuningRunSpec:
@@ -40,18 +39,7 @@ def test_a_finished_target_runs_no_job_and_a_failed_one_keeps_its_reason():
 
 
 def entry(knobs, median):
-    route = Route.of(knobs)
-    return CacheEntry(
-        target="cpu",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        batch="stage1-b000",
-        engine_sha256="ab" * 32,
-        baseline_ms=120.0,
-        timing=TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=5),
-    )
+    return measured(knobs, median, baseline_ms=120.0, engine_sha256="ab" * 32)
 
 
 def decided(winner_ms: float) -> Decided:

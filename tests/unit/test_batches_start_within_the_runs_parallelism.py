@@ -2,7 +2,6 @@
 fit beside the sweep Jobs still running (the probe's Job never counts), each request naming its
 routes and the step's default route; and what the target then says runs (`controller.status`)."""
 
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.models import TargetStatus, TuningRunSpec
 from enginewright.api.routes import Route
 from enginewright.controller.jobs import batches_to_start, confirm_request, probe_request, sweep_request
@@ -10,6 +9,7 @@ from enginewright.controller.status import confirming, sweeping
 from enginewright.search.flow import RunBatches, RunConfirmation
 from enginewright.search.planners import Batch
 from enginewright.store.layout import RunKeys
+from tests.unit.entries import measured
 
 DEFAULT = Route.of({})
 STEP = RunBatches(
@@ -64,17 +64,7 @@ def test_requests_name_the_batch_its_routes_and_the_default():
 
 
 def entry(knobs):
-    route = Route.of(knobs)
-    return CacheEntry(
-        target="cpu",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        batch="stage1-b000",
-        baseline_ms=1.0,
-        timing=TimingStats(median_ms=1.0, mean_ms=1.0, p90_ms=1.0, min_ms=1.0, n=5),
-    )
+    return measured(knobs)
 
 
 def test_the_target_says_what_runs():

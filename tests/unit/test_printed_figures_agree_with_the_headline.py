@@ -7,29 +7,16 @@ import re
 
 import pytest
 
-from enginewright.api.cache import CacheEntry, Outcome, Paired, TimingStats
-from enginewright.api.routes import Route
+from enginewright.api.cache import Paired
 from enginewright.measure.paired import load_key
 from enginewright.report import HEADER, headline, markdown, summary_rows
 from enginewright.search.flow import Decided
 from enginewright.search.winner import confirm
+from tests.unit.entries import measured
 
 
 def entry(knobs, median, paired=None):
-    route = Route.of(knobs)
-    return CacheEntry(
-        target="local",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        objective="gpuTime",
-        batch="stage1-b000",
-        engine_uri="file:///e",
-        timing=TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=5),
-        baseline_ms=paired.default_ms if paired else median,
-        paired=paired,
-    )
+    return measured(knobs, median, target="local", paired=paired, objective="gpuTime", engine_uri="file:///e")
 
 
 DEFAULT = entry({}, 91.63)  # its solo rounds, minutes before the others: the host was faster then

@@ -6,27 +6,21 @@ in the sweep and 2.53x (2.52-2.54) in the confirmation (docs/benchmarks/raw/s11/
 
 import pytest
 
-from enginewright.api.cache import CacheEntry, Outcome, Paired, TimingStats
-from enginewright.api.routes import Route
+from enginewright.api.cache import CacheEntry, Paired
 from enginewright.measure.paired import load_key
 from enginewright.search.flow import Decided
 from enginewright.search.winner import confirm
+from tests.unit.entries import measured
 
 
 def entry(knobs, median, paired=None, reused_from=None):
-    route = Route.of(knobs)
-    return CacheEntry(
+    return measured(
+        knobs,
+        median,
         target="local",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        objective="gpuTime",
-        batch="stage1-b000",
-        engine_uri="file:///e",
-        timing=TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=5),
-        baseline_ms=paired.default_ms if paired else median,
         paired=paired,
+        objective="gpuTime",
+        engine_uri="file:///e",
         reused_from=reused_from,
     )
 

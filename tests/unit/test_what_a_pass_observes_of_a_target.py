@@ -2,14 +2,13 @@
 confirmation rounds it read, the batches whose Job ended (never the probe's), whether the run is out
 of time; and what observing records in the target's status."""
 
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import KnobInfo, ProbeResult
 from enginewright.api.models import TargetStatus
-from enginewright.api.routes import Route
 from enginewright.controller.observe import REFUSED_SHOWN, TargetObservation, given_up, previous_target
 from enginewright.controller.reuse import Reused
 from enginewright.controller.seed import Seeded
 from enginewright.store.layout import RunKeys
+from tests.unit.entries import measured
 
 RUNNING = {"status": {}}
 SUCCEEDED = {"status": {"conditions": [{"type": "Complete", "status": "True"}]}}
@@ -17,17 +16,7 @@ FAILED = {"status": {"conditions": [{"type": "Failed", "status": "True"}]}}
 
 
 def entry(knobs):
-    route = Route.of(knobs)
-    return CacheEntry(
-        target="cpu",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        batch="stage1-b000",
-        baseline_ms=1.0,
-        timing=TimingStats(median_ms=1.0, mean_ms=1.0, p90_ms=1.0, min_ms=1.0, n=5),
-    )
+    return measured(knobs)
 
 
 def test_batches_whose_job_ended_are_given_up_but_not_the_probe_or_running_ones():
