@@ -87,8 +87,9 @@ class TuningPolicyStatus(WireModel):
     )
     conditions: list[Condition] = Field(
         default_factory=list,
-        description="Ready (True: every target has a run for the stack last seen) and Stalled (True: the policy "
-        "cannot go on without a change, the reason says why).",
+        description="Ready (True: every target has a run for the stack last seen), Reconciling (True while "
+        "the nodes of a GPU type disagree on their driver) and Stalled (True: the policy cannot go on without a "
+        "change; the reason says why), as kstatus reads them.",
     )
     targets: list[PolicyTargetStatus] = Field(default_factory=list, description="Per GPU type of the template.")
     message: str | None = Field(None, description="The policy's latest news.")
