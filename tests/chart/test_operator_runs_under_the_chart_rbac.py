@@ -100,8 +100,15 @@ def test_the_service_account_gets_only_what_it_needs(cluster, installed):
     assert not can_i(cluster, installed, "delete", "configmaps", run)
     assert can_i(cluster, installed, "list", "pods", run)  # reads the scheduler's verdict on its pods
     assert can_i(cluster, installed, "get", "nodes", "default")  # the measuring node's labels
-    assert not can_i(cluster, installed, "list", "nodes", "default")  # never waits for a node to exist
+    assert can_i(cluster, installed, "list", "nodes", "default")  # a policy's check reads its GPU type's drivers
+    assert not can_i(cluster, installed, "watch", "nodes", "default")  # a timer checks: no watch of every node
     assert not can_i(cluster, installed, "patch", "nodes", "default")
+    for verb in ("create", "get"):  # a policy's runs, in the watched namespace only
+        assert can_i(cluster, installed, verb, "tuningruns.tuning.enginewright.io", run)
+        assert not can_i(cluster, installed, verb, "tuningruns.tuning.enginewright.io", other)
+    assert can_i(cluster, installed, "patch", "tuningpolicies.tuning.enginewright.io/status", run)
+    assert not can_i(cluster, installed, "update", "tuningpolicies.tuning.enginewright.io", run)
+    assert not can_i(cluster, installed, "list", "tuningpolicies.tuning.enginewright.io", other)
 
 
 def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed):
