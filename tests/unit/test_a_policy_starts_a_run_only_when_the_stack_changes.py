@@ -217,3 +217,10 @@ def test_the_status_says_ready_waiting_or_stalled():
     assert kinds["Stalled"] == ("True", "RunNameTaken") and kinds["Ready"][0] == "False"
     again = policy_status(ready, 3, [target], None, [])
     assert again["conditions"] == ready["conditions"]  # an unchanged state writes the same status
+
+
+def test_the_example_policy_is_a_valid_policy():
+    doc = yaml.safe_load(Path("examples/tuningpolicy-demo.yaml").read_text())
+    example = TuningPolicy.model_validate(doc)
+    assert [t.gpu_type for t in example.spec.template.targets] == ["NVIDIA-H200", "NVIDIA-L40S"]
+    assert example.spec.triggers == Triggers()
