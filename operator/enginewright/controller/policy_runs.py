@@ -61,7 +61,16 @@ class PolicyChecker:
         waiting: list[str] = []
         problem: tuple[str, str] | None = None
         for target in spec.template.targets:
-            driver = self.driver(target.gpu_type)
+            try:
+                driver = self.driver(target.gpu_type)
+            except Exception as exc:
+                if getattr(exc, "status", None) != 403:
+                    raise
+                # Without `list` on nodes no driver change can be seen: say so, start nothing.
+                refused = f"listing the nodes of {target.gpu_type} was forbidden: the operator needs list on nodes"
+                problem = problem or ("Forbidden", f"{refused} ({_api_message(exc)})")
+                targets.append(before.get(target.gpu_type) or PolicyTargetStatus(gpu_type=target.gpu_type))
+                continue
             observed = observed_stack(spec.template, driver, image)
             old = before.get(target.gpu_type)
             decision = decide(name, target.gpu_type, spec.triggers, observed, driver, old.stack if old else None)
