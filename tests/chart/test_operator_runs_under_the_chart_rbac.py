@@ -100,8 +100,15 @@ def test_the_service_account_gets_only_what_it_needs(cluster, installed):
     assert not can_i(cluster, installed, "delete", "configmaps", run)
     assert can_i(cluster, installed, "list", "pods", run)  # reads the scheduler's verdict on its pods
     assert can_i(cluster, installed, "get", "nodes", "default")  # the measuring node's labels
-    assert not can_i(cluster, installed, "list", "nodes", "default")  # never waits for a node to exist
+    assert can_i(cluster, installed, "list", "nodes", "default")  # a policy's check reads its GPU type's drivers
+    assert not can_i(cluster, installed, "watch", "nodes", "default")  # a timer checks: no watch of every node
     assert not can_i(cluster, installed, "patch", "nodes", "default")
+    for verb in ("create", "get"):  # a policy's runs, in the watched namespace only
+        assert can_i(cluster, installed, verb, "tuningruns.tuning.enginewright.io", run)
+        assert not can_i(cluster, installed, verb, "tuningruns.tuning.enginewright.io", other)
+    assert can_i(cluster, installed, "patch", "tuningpolicies.tuning.enginewright.io/status", run)
+    assert not can_i(cluster, installed, "update", "tuningpolicies.tuning.enginewright.io", run)
+    assert not can_i(cluster, installed, "list", "tuningpolicies.tuning.enginewright.io", other)
 
 
 def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed):
@@ -120,6 +127,12 @@ def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed
     wait_for(lambda: can("alice", "create") and can("bob", "list"), 30, "the aggregated roles", 0.5)
     assert can("alice", "delete") and not can("bob", "create") and not can("bob", "delete")
     assert can("alice", "list")
+    for verb, alice, bob in (("create", True, False), ("list", True, True)):  # policies the same way
+        for user, allowed in (("alice", alice), ("bob", bob)):
+            done = cluster.kubectl(
+                "auth", "can-i", verb, "tuningpolicies.tuning.enginewright.io", "-n", run, f"--as={user}", check=False
+            )
+            assert (done.stdout.strip() == "yes") is allowed, (user, verb, done.stdout)
     other = cluster.kubectl(
         "auth",
         "can-i",
@@ -133,7 +146,7 @@ def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed
     assert other.stdout.strip() == "no"  # a RoleBinding is one namespace
 
 
-def operator_as_service_account(cluster, installed, tmp_path: Path):
+def operator_as_service_account(cluster, installed, tmp_path: Path, **extra_env: str):
     kubeconfig = service_account_kubeconfig(cluster, installed["release"], SERVICE_ACCOUNT, tmp_path / "sa.kubeconfig")
     return start_operator(
         cluster,
@@ -141,6 +154,7 @@ def operator_as_service_account(cluster, installed, tmp_path: Path):
         RUNS_BUCKET,
         KUBECONFIG=str(kubeconfig),
         ENGINEWRIGHT_NAMESPACES=installed["run"],
+        **extra_env,
     )
 
 
@@ -215,3 +229,46 @@ def test_without_the_jobs_create_rule_no_job_starts_and_the_run_resumes_when_it_
         cluster.kubectl("apply", "-f", "-", input=json.dumps(role))
         cluster.kubectl("delete", "trun", "mlp-no-jobs", "-n", run, "--wait=false", check=False)
         operator.stop()
+
+
+def test_a_policy_starts_its_run_under_the_chart_service_account(cluster, installed, example, tmp_path):
+    """The policy's check lists the nodes of its GPU type, creates its run, writes its status and
+    posts its event with the chart's rules alone (the run stalls at its own pre-flight check: its
+    model is absent, so no Job is spent on it)."""
+    operator = operator_as_service_account(cluster, installed, tmp_path, ENGINEWRIGHT_POLICY_INTERVAL="0.5")
+    run = installed["run"]
+    template = manifest("unused")["spec"]
+    template["model"]["uri"] = f"s3://{MODELS_BUCKET}/example/absent.onnx"
+    policy = {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningPolicy",
+        "metadata": {"name": "sa-policy"},
+        "spec": {"template": template},
+    }
+    try:
+        apply(cluster, run, policy)
+
+        def recorded():
+            status = json.loads(cluster.kubectl("get", "tpol", "sa-policy", "-n", run, "-o", "json").stdout).get(
+                "status"
+            )
+            return ((status or {}).get("targets") or [{}])[0].get("run")
+
+        started = wait_for(recorded, 120, "the policy to record the run it started", 0.5)
+        owned = json.loads(cluster.kubectl("get", "trun", started, "-n", run, "-o", "json").stdout)
+        assert owned["metadata"]["ownerReferences"][0]["kind"] == "TuningPolicy"
+        events = json.loads(cluster.kubectl("get", "events", "-n", run, "-o", "json").stdout)["items"]
+        assert any(e["reason"] == "RunStarted" and e["involvedObject"]["name"] == "sa-policy" for e in events)
+        cluster.kubectl("delete", "tpol", "sa-policy", "-n", run, "--wait=false")
+        wait_for(
+            lambda: not json.loads(cluster.kubectl("get", "tpol", "-n", run, "-o", "json").stdout)["items"],
+            150,
+            "the deleted policy to go (kopf removes its finalizer with the chart's patch rule)",
+            0.5,
+        )
+    finally:
+        cluster.kubectl("delete", "tpol", "sa-policy", "-n", run, "--ignore-not-found", "--wait=false", check=False)
+        operator.stop()
+    log = operator.log_text()
+    assert not forbidden_lines(log), "\n".join(forbidden_lines(log))
+    assert "Traceback" not in log, log[-4000:]

@@ -61,3 +61,36 @@ def test_every_status_field_is_described():
         if not sub.get("description")
     ]
     assert bare == [], bare
+
+
+def test_the_policy_crd_is_structural_described_and_its_template_editable():
+    """The TuningPolicy CRD comes from the same models: its template is the TuningRun spec's schema
+    less the immutability rule (a run's spec is immutable, a policy's template is not)."""
+    texts = render_crds()
+    assert list(texts)[0] == "tuningruns.tuning.enginewright.io.yaml"  # the run's CRD stays first
+    run, policy = (yaml.safe_load(texts[name]) for name in texts)
+    assert policy["spec"]["names"]["kind"] == "TuningPolicy" and policy["spec"]["scope"] == "Namespaced"
+    schema = policy["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for path, key, value in walk(schema):
+        assert key not in FORBIDDEN, f"{path} has {key}"
+        if key == "properties":
+            for prop, sub in value.items():
+                assert "type" in sub, f"{path}.{prop} has no type"
+                assert (
+                    path.startswith("schema.properties.spec.properties.template")
+                    or sub.get("description")
+                    or (path == "schema" and prop in ("apiVersion", "kind", "metadata"))
+                ), f"{path}.{prop} has no description"
+    template = schema["properties"]["spec"]["properties"]["template"]
+    run_spec = run["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    rules = [r["rule"] for r in template["x-kubernetes-validations"]]
+    assert rules and not any("oldSelf" in r for r in rules)
+    assert any("oldSelf" in r["rule"] for r in run_spec["x-kubernetes-validations"])  # the run's spec still is
+    assert template["properties"] == run_spec["properties"]
+    triggers = schema["properties"]["spec"]["properties"]["triggers"]["properties"]
+    assert {k: v["default"] for k, v in triggers.items()} == {
+        "driverMajor": True,
+        "compilerVersion": True,
+        "modelDigest": True,
+    }
+    assert policy["spec"]["versions"][0]["subresources"] == {"status": {}}

@@ -29,11 +29,22 @@ app.kubernetes.io/component: operator
 {{- define "enginewright.namespacedRules" -}}
 - apiGroups: [tuning.enginewright.io]
   resources: [tuningruns]
-  # list + watch: kopf's watch stream of runs; patch: kopf's finalizer and its progress annotations
-  verbs: [list, watch, patch]
+  # list + watch: kopf's watch stream of runs; patch: kopf's finalizer and its progress annotations;
+  # create: a TuningPolicy starts a run in its own namespace; get: on a 409, read the run of that name
+  # and adopt it only when it carries the policy's owner reference
+  verbs: [list, watch, patch, create, get]
 - apiGroups: [tuning.enginewright.io]
   resources: [tuningruns/status]
   # patch: each reconcile pass writes phase, conditions, progress and per-target results
+  verbs: [patch]
+- apiGroups: [tuning.enginewright.io]
+  resources: [tuningpolicies]
+  # list + watch: kopf's watch stream of policies; patch: kopf's finalizer (its timer stops before
+  # a policy is deleted)
+  verbs: [list, watch, patch]
+- apiGroups: [tuning.enginewright.io]
+  resources: [tuningpolicies/status]
+  # patch: each check writes the stack seen per target, the runs started and the conditions
   verbs: [patch]
 - apiGroups: [batch]
   resources: [jobs]

@@ -27,3 +27,13 @@ FINALIZER = f"{GROUP}/finalizer"
 # Keys of the store-credentials Secret that worker pods read (in the run's namespace).
 SECRET_ACCESS_KEY_ID = "AWS_ACCESS_KEY_ID"
 SECRET_SECRET_ACCESS_KEY = "AWS_SECRET_ACCESS_KEY"
+
+# The re-tuning policy (api/policy.py): it owns TuningRuns it starts when a target's stack changes.
+POLICY_KIND = "TuningPolicy"
+POLICY_PLURAL = "tuningpolicies"
+POLICY_SINGULAR = "tuningpolicy"
+POLICY_SHORT_NAMES = ["tpol"]
+POLICY_CRD_NAME = f"{POLICY_PLURAL}.{GROUP}"
+LABEL_POLICY = f"{GROUP}/policy"  # on a TuningRun a policy started: the policy's name
+# Node label GPU feature discovery sets to the CUDA driver's major version.
+DRIVER_MAJOR_LABEL = "nvidia.com/cuda.driver.major"

@@ -1,6 +1,6 @@
 """kopf handlers: a daemon per TuningRun reconciles it until it is finished (woken by its Jobs'
-events), a deletion handler stops its Jobs. The work is in `reconcile`; this module wires it to
-kopf, events and settings."""
+events), a deletion handler stops its Jobs; a timer per TuningPolicy checks its targets' stacks.
+The work is in `reconcile` and `policy_runs`; this module wires it to kopf, events and settings."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import logging
 
 import kopf
 
-from enginewright.api.names import FINALIZER, GROUP, KIND, LABEL_COMPONENT, PLURAL, VERSION
+from enginewright.api.names import FINALIZER, GROUP, KIND, LABEL_COMPONENT, PLURAL, POLICY_PLURAL, VERSION
 from enginewright.controller import metrics
 from enginewright.controller.children import RunRef
+from enginewright.controller.policy_runs import PolicyChecker
 from enginewright.controller.reconcile import Clients, Reconciler
 from enginewright.controller.settings import Settings
 
@@ -163,6 +164,45 @@ async def job_changed(body, **_) -> None:
     for owner in body.get("metadata", {}).get("ownerReferences") or []:
         if owner.get("kind") == KIND and owner.get("uid") in _wake:
             _wake[owner["uid"]].set()
+
+
+@kopf.timer(GROUP, VERSION, POLICY_PLURAL, interval=SETTINGS.policy_interval, id="policy_check")
+def check_policy(body, patch, **_) -> None:
+    """Check a TuningPolicy's targets: start a TuningRun for each whose stack changed, write the status.
+
+    A timer, not a watch of nodes: each check reads the nodes of the policy's GPU types by label (a
+    `list`, no cluster-wide watch of every node and its heartbeats), and a check is complete by itself,
+    so one missed while the operator was down is simply the next one. A driver change is seen within
+    ENGINEWRIGHT_POLICY_INTERVAL seconds; a driver upgrade takes far longer than that."""
+    where = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+
+    def emit(kind: str, reason: str, message: str) -> None:
+        kopf.event(body, type=kind, reason=reason, message=message[:1000])
+        log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
+
+    try:
+        status = policy_checker().check(dict(body), emit)
+    except Exception as exc:
+        if went_away(exc) or transient(exc):
+            # The API server is away, or the policy went while it was checked: the next check sees what is left.
+            log.warning(f"{where}: policy check deferred ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            return
+        raise
+    if status is not None:
+        patch.status.update(status)
+
+
+_policy_checker: PolicyChecker | None = None
+
+
+def policy_checker() -> PolicyChecker:
+    global _policy_checker
+    if _policy_checker is None:
+        from kubernetes import client
+
+        api = reconciler().k8s.core.api_client
+        _policy_checker = PolicyChecker(SETTINGS, client.CoreV1Api(api), client.CustomObjectsApi(api))
+    return _policy_checker
 
 
 def went_away(exc: Exception) -> bool:

@@ -45,6 +45,15 @@ RECONCILE_ERRORS = Counter(
     "Reconcile passes that failed and are retried, by error (an API server or store away, a refusal, a bug)",
     ["error"],
 )
+POLICY_CHECKS = Counter(
+    "enginewright_policy_checks_total", "Checks of a TuningPolicy's targets against the stack their runs measured"
+)
+POLICY_RUNS_STARTED = Counter(
+    "enginewright_policy_runs_started_total",
+    "TuningRuns started by a TuningPolicy, by trigger (Initial, DriverMajorChanged, CompilerVersionChanged, "
+    "ModelDigestChanged, or several joined by commas)",
+    ["trigger"],
+)
 BEST_SPEEDUP = Gauge(
     "enginewright_best_speedup", "Winner over the default route, per run and target", ["namespace", "run", "target"]
 )

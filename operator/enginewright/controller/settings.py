@@ -31,6 +31,8 @@ class Settings:
     namespaces: tuple[str, ...] = ()  # watched namespaces (globs allowed); empty = all
     shard_limit: int = SHARD_LIMIT  # bytes of cache entries per ConfigMap shard
     interval: float = 3.0  # seconds between reconcile passes of a running TuningRun
+    # Seconds between checks of a TuningPolicy's stack (node driver labels, worker image, model digest).
+    policy_interval: float = 60.0
     # A target whose pods have no node gives up after this long unschedulable (0: never). Long enough
     # for an autoscaler to bring up a GPU node from zero (minutes, driver installation included).
     unschedulable_seconds: float = 1800.0
@@ -79,6 +81,7 @@ class Settings:
             namespaces=tuple(n for n in env.get("ENGINEWRIGHT_NAMESPACES", "").split(",") if n),
             shard_limit=int(env.get("ENGINEWRIGHT_CACHE_SHARD_BYTES", defaults.shard_limit)),
             interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
+            policy_interval=float(env.get("ENGINEWRIGHT_POLICY_INTERVAL", defaults.policy_interval)),
             unschedulable_seconds=float(env.get("ENGINEWRIGHT_UNSCHEDULABLE_SECONDS", defaults.unschedulable_seconds)),
             metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),
             health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),

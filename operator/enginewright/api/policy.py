@@ -1,0 +1,107 @@
+"""TuningPolicy spec and status: re-tune when a target's stack changes.
+
+A TuningRun's spec is immutable (its results belong to the spec that produced them), so a policy
+never changes a run: when the stack a target's winner was measured on changes (the driver major on
+the nodes of its GPU type, the worker image that fixes the compiler version, the model's digest) it
+starts a new TuningRun from its template, in its own namespace, with a name derived from the stack.
+`enginewright crds` generates the policy's CRD from these models, as it does the TuningRun's.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import ConfigDict, Field
+
+from enginewright.api.models import Condition, ObjectMeta, TuningRunSpec, WireModel
+from enginewright.api.names import API_VERSION, POLICY_KIND
+
+RUNS_KEPT = 20  # names of started runs a target's status lists (the runs themselves stay until deleted)
+
+
+class Triggers(WireModel):
+    """Which changes of a target's stack start a new run."""
+
+    driver_major: bool = Field(
+        True,
+        description="A new CUDA driver major on the nodes of the target's GPU type (GPU feature discovery's "
+        "nvidia.com/cuda.driver.major label), once all of them agree.",
+    )
+    compiler_version: bool = Field(
+        True,
+        description="A new worker image for the template's compiler (the operator's setting or "
+        "template.compiler.image): the image fixes the compiler version; the version inside it is not read.",
+    )
+    model_digest: bool = Field(True, description="A new template.model.sha256.")
+
+
+class TuningPolicySpec(WireModel):
+    """The run to start for each target, and when to start it again."""
+
+    template: TuningRunSpec = Field(
+        description="The TuningRun spec each started run gets, with targets narrowed to the one target whose "
+        "stack changed (publish.modelName defaults to the policy's name, so every run publishes to one "
+        "catalog model). Unlike a run's spec it may be edited; an edit is used by the next run and starts "
+        "none by itself, except a new model.sha256 (triggers.modelDigest)."
+    )
+    triggers: Triggers = Field(default_factory=Triggers, description="Which stack changes start a new run.")
+
+
+class Stack(WireModel):
+    """What a target's measurements depend on that can change under a published winner."""
+
+    driver_major: str | None = Field(
+        None, description="CUDA driver major of the nodes of the GPU type; unset while no node reports one."
+    )
+    compiler_image: str = Field(description="The worker image that builds and measures (it fixes the compiler).")
+    model_digest: str | None = Field(None, description="template.model.sha256, when the template gives one.")
+
+
+class PolicyTargetStatus(WireModel):
+    """What the policy saw and did for one GPU type of its template."""
+
+    gpu_type: str = Field(description="The template's targets[].gpuType.")
+    stack: Stack | None = Field(None, description="The stack the current run was started for.")
+    observed: Stack | None = Field(None, description="The stack seen at the last check.")
+    run: str | None = Field(None, description="The TuningRun (in this namespace) measuring `stack`.")
+    reason: str | None = Field(
+        None,
+        description="Why that run started: Initial, or the changed parts, e.g. DriverMajorChanged, "
+        "CompilerVersionChanged, ModelDigestChanged.",
+    )
+    message: str | None = Field(None, description="What changed (old -> new), or why the policy waits.")
+    started_at: str | None = Field(None, description="When the policy recorded that run (RFC 3339).")
+    runs: list[str] = Field(
+        default_factory=list,
+        description=f"Runs this policy started for the target, oldest first (the last {RUNS_KEPT}).",
+    )
+
+
+class TuningPolicyStatus(WireModel):
+    """Observed state of a TuningPolicy."""
+
+    model_config = ConfigDict(extra="allow")  # kopf keeps its own bookkeeping beside ours
+
+    observed_generation: int | None = Field(
+        None, description="metadata.generation this status was written for; an older one is not yet about the spec."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready (True: every target has a run for the stack last seen), Reconciling (True while "
+        "the nodes of a GPU type disagree on their driver) and Stalled (True: the policy cannot go on without a "
+        "change; the reason says why), as kstatus reads them.",
+    )
+    targets: list[PolicyTargetStatus] = Field(default_factory=list, description="Per GPU type of the template.")
+    message: str | None = Field(None, description="The policy's latest news.")
+
+
+class TuningPolicy(WireModel):
+    """A manifest: apiVersion, kind, metadata, spec (and status when read back)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    api_version: Literal[API_VERSION] = API_VERSION  # type: ignore[valid-type]
+    kind: Literal[POLICY_KIND] = POLICY_KIND  # type: ignore[valid-type]
+    metadata: ObjectMeta
+    spec: TuningPolicySpec
+    status: TuningPolicyStatus | None = None

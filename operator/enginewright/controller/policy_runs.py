@@ -1,0 +1,137 @@
+"""A TuningPolicy's check, the shell around `controller.policy`: read the driver labels of each
+target's nodes and the worker image the operator would use, ask the core what to do, create the
+TuningRun it names (in the policy's namespace only), and return the status to write.
+
+The check is level-based: the stack a target's run was started for lives in the policy's status and
+the run's name is a function of that stack, so a check repeated after a crash (the run created, the
+status not yet written) finds the run it made (409, owned by this policy) and records it."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable
+
+from pydantic import ValidationError
+
+from enginewright.api.names import GROUP, PLURAL, VERSION
+from enginewright.api.policy import PolicyTargetStatus, TuningPolicySpec
+from enginewright.controller import metrics
+from enginewright.controller.policy import (
+    DriverReading,
+    decide,
+    driver_reading,
+    observed_stack,
+    owned_by,
+    policy_status,
+    run_manifest,
+    target_status,
+)
+from enginewright.controller.settings import Settings
+from enginewright.controller.status import condition, now
+
+Emit = Callable[[str, str, str], None]  # (type Normal|Warning, reason, message), an Event on the policy
+log = logging.getLogger("enginewright.controller")
+
+
+class PolicyChecker:
+    """Checks policies with the operator's API clients (CoreV1Api for nodes, CustomObjectsApi for runs)."""
+
+    def __init__(self, settings: Settings, core: Any, custom: Any):
+        self.settings, self.core, self.custom = settings, core, custom
+
+    def driver(self, gpu_type: str) -> DriverReading:
+        """The driver major of the nodes of one GPU type (list by label: no node is fine, see `decide`)."""
+        nodes = self.core.list_node(label_selector=f"{self.settings.gpu_type_label}={gpu_type}").items
+        return driver_reading(node.metadata.labels or {} for node in nodes)
+
+    def check(self, body: dict, emit: Emit) -> dict | None:
+        """One check of every target of the policy; the status to write, or None when it is unchanged."""
+        meta, previous = body["metadata"], dict(body.get("status") or {})
+        name, namespace, uid, generation = meta["name"], meta["namespace"], meta["uid"], meta.get("generation", 0)
+        metrics.POLICY_CHECKS.inc()
+        try:
+            spec = TuningPolicySpec.model_validate(body.get("spec") or {})
+        except ValidationError as exc:
+            invalid = ("InvalidInput", f"spec: {'; '.join(_errors(exc))}")
+            kept = [PolicyTargetStatus.model_validate(t) for t in previous.get("targets") or []]
+            return self._finish(body, previous, policy_status(previous, generation, kept, invalid, []), emit)
+        before = {t["gpuType"]: PolicyTargetStatus.model_validate(t) for t in previous.get("targets") or []}
+        image = self.settings.image(spec.template.compiler.name.value, spec.template.compiler.image)
+        targets: list[PolicyTargetStatus] = []
+        waiting: list[str] = []
+        problem: tuple[str, str] | None = None
+        for target in spec.template.targets:
+            try:
+                driver = self.driver(target.gpu_type)
+            except Exception as exc:
+                if getattr(exc, "status", None) != 403:
+                    raise
+                # Without `list` on nodes no driver change can be seen: say so, start nothing.
+                refused = f"listing the nodes of {target.gpu_type} was forbidden: the operator needs list on nodes"
+                problem = problem or ("Forbidden", f"{refused} ({_api_message(exc)})")
+                targets.append(before.get(target.gpu_type) or PolicyTargetStatus(gpu_type=target.gpu_type))
+                continue
+            observed = observed_stack(spec.template, driver, image)
+            old = before.get(target.gpu_type)
+            decision = decide(name, target.gpu_type, spec.triggers, observed, driver, old.stack if old else None)
+            started = False
+            if decision.action == "start":
+                doc = run_manifest(name, namespace, uid, spec.template, target, decision)
+                started, trouble = self._create(namespace, uid, doc, decision.reason, decision.message, emit)
+                problem = problem or trouble
+            elif decision.action == "record":
+                log.info(f"{namespace}/{name} {target.gpu_type}: {decision.message} (recorded, no new run)")
+            elif decision.action == "wait":
+                waiting.append(decision.message)
+            targets.append(target_status(old, target.gpu_type, decision, observed, started, now()))
+        return self._finish(body, previous, policy_status(previous, generation, targets, problem, waiting), emit)
+
+    def _create(
+        self, namespace: str, uid: str, doc: dict, reason: str, message: str, emit: Emit
+    ) -> tuple[bool, tuple[str, str] | None]:
+        """Create the run; (whether it exists now, the problem when it cannot be made)."""
+        from kubernetes.client.exceptions import ApiException
+
+        run = doc["metadata"]["name"]
+        gpu_type = doc["spec"]["targets"][0]["gpuType"]
+        try:
+            self.custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, doc)
+        except ApiException as exc:
+            if exc.status == 409:
+                existing = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
+                if owned_by(existing, uid):
+                    emit("Normal", "RunAdopted", f"found TuningRun {run} for {gpu_type} ({reason}), started earlier")
+                    return True, None
+                return False, (
+                    "RunNameTaken",
+                    f"a TuningRun named {run} exists in {namespace} and is not this policy's: rename or delete it "
+                    f"(the policy names the run of {gpu_type} for its stack; {reason})",
+                )
+            if exc.status == 403:
+                return False, ("Forbidden", f"creating TuningRun {run} was forbidden: {_api_message(exc)}")
+            if exc.status in (400, 422):
+                return False, ("RunRefused", f"the API server refused TuningRun {run}: {_api_message(exc)}")
+            raise
+        metrics.POLICY_RUNS_STARTED.labels(trigger=reason).inc()
+        emit("Normal", "RunStarted", f"started TuningRun {run} for {gpu_type}: {reason} ({message})")
+        return True, None
+
+    def _finish(self, body: dict, previous: dict, status: dict, emit: Emit) -> dict | None:
+        """Post a Warning when the policy becomes stalled (once, not every check); None when unchanged."""
+        stall, was = condition(status, "Stalled") or {}, condition(previous, "Stalled") or {}
+        if stall.get("status") == "True" and (was.get("status"), was.get("reason")) != ("True", stall.get("reason")):
+            emit("Warning", stall["reason"], stall["message"])
+        return None if status == previous else status
+
+
+def _errors(exc: ValidationError) -> list[str]:
+    return [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()][:5]
+
+
+def _api_message(exc: Exception) -> str:
+    import json
+
+    try:
+        return str(json.loads(getattr(exc, "body", "") or "{}").get("message") or exc)[:500]
+    except ValueError:
+        return str(exc)[:500]
