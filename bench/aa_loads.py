@@ -121,7 +121,8 @@ def main() -> int:
         "--confirm-candidates-only",
         action="store_true",
         help="A/A trials run the confirmation only for a stage-1 candidate, as the product does (the "
-        "`before` rule, which needs it in every trial, is then judged on none of them)",
+        "`before` rule, which needs one in every trial, is then judged on the candidate trials only: a "
+        "biased subset, not comparable with runs without this flag)",
     )
     parser.add_argument("--device", default="cuda")
     parser.add_argument(

@@ -50,9 +50,9 @@ def main() -> int:
     parser.add_argument("--export", type=Path, help="also write block_bias.json here as results come")
     args = parser.parse_args()
     from enginewright.backends.inductor import InductorBackend
+    from enginewright.measure import rounds as rounds_module
     from enginewright.measure.rounds import Held, interleaved_round
     from enginewright.measure.timing import calls_per_round, warm_up
-    from enginewright.worker import child as child_module
     from enginewright.worker.child import load_npz
     from workloads import setup
 
@@ -72,8 +72,8 @@ def main() -> int:
             (folder / "block_bias.json").write_text(json.dumps(result, indent=1))
 
     waits = {"n": 0}
-    real_wait = child_module.wait_quiet
-    real_cpu = child_module.cpu_nanoseconds
+    real_wait = rounds_module.wait_quiet
+    real_cpu = rounds_module.cpu_nanoseconds
 
     def counting_wait(*a, **k):
         waits["n"] += 1
@@ -81,18 +81,18 @@ def main() -> int:
 
     def run(held: Held, condition: str) -> float:
         rs = args.round_seconds
-        child_module.wait_quiet, child_module.cpu_nanoseconds = counting_wait, real_cpu
+        rounds_module.wait_quiet, rounds_module.cpu_nanoseconds = counting_wait, real_cpu
         try:
             if condition == "round":
                 return held.round("gpuTime", inputs, rs)
             if condition == "no_wait":
-                child_module.wait_quiet = lambda *a, **k: True
+                rounds_module.wait_quiet = lambda *a, **k: True
             if condition == "no_proc":
-                child_module.wait_quiet = lambda *a, **k: True
-                child_module.cpu_nanoseconds = lambda *a, **k: None
+                rounds_module.wait_quiet = lambda *a, **k: True
+                rounds_module.cpu_nanoseconds = lambda *a, **k: None
             if condition in ("interleaved", "no_wait", "no_proc"):
                 return interleaved_round([held], "gpuTime", inputs, rs)[0]
-            child_module.warm_in_turns([held], "gpuTime", inputs, rs)
+            rounds_module.warm_in_turns([held], "gpuTime", inputs, rs)
             per_block = max(1, held.calls // 10)
             total, counted = 0.0, 0
             for _ in range(10):
@@ -102,7 +102,7 @@ def main() -> int:
                 counted += per_block
             return total / counted
         finally:
-            child_module.wait_quiet, child_module.cpu_nanoseconds = real_wait, real_cpu
+            rounds_module.wait_quiet, rounds_module.cpu_nanoseconds = real_wait, real_cpu
 
     for name, knobs in ROUTES.items():
         if args.device != "cuda" and knobs:

@@ -1,5 +1,5 @@
 """Time and peak memory of `enginewright cache import` and `cache export` on a large trtexec tuning
-cache, and of a run reading the import back (`store.imports.usable_entries`, what `tune --cache`
+cache, and of a run reading the import back (`trtexec.imports.usable_entries`, what `tune --cache`
 does before it plans).
 
     python bench/trtexec_cache_size.py CACHE.jsonl [--work DIR]

@@ -93,7 +93,12 @@ def wait_for(predicate, timeout: float, what: str, interval: float = 0.1, detail
         if time.monotonic() >= deadline:
             break
         time.sleep(interval)
-    shown = f"\n{detail()}" if detail else ""
+    shown = ""
+    if detail:
+        try:
+            shown = f"\n{detail()}"
+        except Exception as exc:  # often why the wait timed out (the API server is down): keep the timeout
+            shown = f"\n(the state could not be read: {exc})"
     raise TimeoutError(
         f"timed out after {timeout:.0f}s waiting for {what}" + (f": {last_error}" if last_error else "") + shown
     )

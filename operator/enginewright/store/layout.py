@@ -131,10 +131,15 @@ def catalog_key(prefix: str, path: str) -> str:
 
 
 def indexed_model(prefix: str, key: str) -> str | None:
-    """The model whose index `key` is, in the catalog folder `prefix`; None for any other key."""
+    """The model whose index `key` is, in the catalog folder `prefix`; None for any other key, and
+    for an index under a folder no model's name is written as (a shortened name's, another writer's
+    `%41` or `a~b`): the catalog could not read that model back by its name (`model_index`)."""
     base = catalog_key(prefix, "")
     parts = key[len(base) :].split("/") if key.startswith(base) else []
-    return unescape_segment(parts[0]) if len(parts) == 2 and parts[1] == INDEX else None
+    if len(parts) != 2 or parts[1] != INDEX:
+        return None
+    model = unescape_segment(parts[0])
+    return model if model and safe_segment(model) == parts[0] else None
 
 
 def in_folder(folder: str, name: str) -> str:
