@@ -88,23 +88,32 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def tuningrun_crd() -> dict[str, Any]:
-    """The full CustomResourceDefinition object."""
-    spec_schema = model_schema(TuningRunSpec)
-    status_schema = model_schema(TuningRunStatus)
+def _crd(
+    name: str,
+    kind: str,
+    plural: str,
+    singular: str,
+    short_names: list[str],
+    columns: list[dict[str, Any]],
+    description: str,
+    spec_schema: dict[str, Any],
+    status_schema: dict[str, Any],
+) -> dict[str, Any]:
+    """A namespaced CustomResourceDefinition of the group: one served and stored version, a status
+    subresource, the printer columns and the spec/status schemas."""
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": names.CRD_NAME},
+        "metadata": {"name": name},
         "spec": {
             "group": names.GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": names.KIND,
-                "listKind": f"{names.KIND}List",
-                "plural": names.PLURAL,
-                "singular": names.SINGULAR,
-                "shortNames": names.SHORT_NAMES,
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": short_names,
                 "categories": ["enginewright"],
             },
             "versions": [
@@ -113,39 +122,11 @@ def tuningrun_crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                        {
-                            "name": "Ready",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                            "description": "the Ready condition (kstatus)",
-                        },
-                        {
-                            "name": "Reason",
-                            "type": "string",
-                            "priority": 1,
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-                            "description": "why the run is (not) ready, e.g. Unschedulable, ObjectNotFound",
-                        },
-                        {
-                            "name": "Progress",
-                            "type": "string",
-                            "jsonPath": ".status.progress",
-                            "description": "done/planned routes",
-                        },
-                        {
-                            "name": "Speedup",
-                            "type": "string",
-                            "jsonPath": ".status.bestSpeedup",
-                            "description": "best confirmed speedup over the default route",
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
+                    "additionalPrinterColumns": columns,
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
-                            "description": "A compiler build-route tuning run for one model on one or more GPU types.",
+                            "description": description,
                             "required": ["spec"],
                             "properties": {
                                 "apiVersion": {"type": "string"},
@@ -162,6 +143,49 @@ def tuningrun_crd() -> dict[str, Any]:
     }
 
 
+def tuningrun_crd() -> dict[str, Any]:
+    """The full CustomResourceDefinition object."""
+    return _crd(
+        names.CRD_NAME,
+        names.KIND,
+        names.PLURAL,
+        names.SINGULAR,
+        names.SHORT_NAMES,
+        [
+            {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+            {
+                "name": "Ready",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                "description": "the Ready condition (kstatus)",
+            },
+            {
+                "name": "Reason",
+                "type": "string",
+                "priority": 1,
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+                "description": "why the run is (not) ready, e.g. Unschedulable, ObjectNotFound",
+            },
+            {
+                "name": "Progress",
+                "type": "string",
+                "jsonPath": ".status.progress",
+                "description": "done/planned routes",
+            },
+            {
+                "name": "Speedup",
+                "type": "string",
+                "jsonPath": ".status.bestSpeedup",
+                "description": "best confirmed speedup over the default route",
+            },
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "A compiler build-route tuning run for one model on one or more GPU types.",
+        model_schema(TuningRunSpec),
+        model_schema(TuningRunStatus),
+    )
+
+
 def _without_transition_rules(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema less its CEL rules on `oldSelf`: a policy's template is a TuningRun spec that may
     be edited (only a run's spec is immutable)."""
@@ -176,68 +200,38 @@ def tuningpolicy_crd() -> dict[str, Any]:
     """The TuningPolicy CustomResourceDefinition (namespaced, like the runs it starts)."""
     spec_schema = model_schema(TuningPolicySpec)
     spec_schema["properties"]["template"] = _without_transition_rules(spec_schema["properties"]["template"])
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": names.POLICY_CRD_NAME},
-        "spec": {
-            "group": names.GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": names.POLICY_KIND,
-                "listKind": f"{names.POLICY_KIND}List",
-                "plural": names.POLICY_PLURAL,
-                "singular": names.POLICY_SINGULAR,
-                "shortNames": names.POLICY_SHORT_NAMES,
-                "categories": ["enginewright"],
+    return _crd(
+        names.POLICY_CRD_NAME,
+        names.POLICY_KIND,
+        names.POLICY_PLURAL,
+        names.POLICY_SINGULAR,
+        names.POLICY_SHORT_NAMES,
+        [
+            {
+                "name": "Ready",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                "description": "the Ready condition (kstatus)",
             },
-            "versions": [
-                {
-                    "name": names.VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {
-                            "name": "Ready",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                            "description": "the Ready condition (kstatus)",
-                        },
-                        {
-                            "name": "Reason",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-                            "description": "why the policy is (not) ready",
-                        },
-                        {
-                            "name": "Message",
-                            "type": "string",
-                            "priority": 1,
-                            "jsonPath": ".status.message",
-                            "description": "the policy's latest news",
-                        },
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "Starts a new TuningRun for a target when its stack (driver major, "
-                            "worker image, model digest) changes.",
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": model_schema(TuningPolicyStatus),
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+            {
+                "name": "Reason",
+                "type": "string",
+                "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
+                "description": "why the policy is (not) ready",
+            },
+            {
+                "name": "Message",
+                "type": "string",
+                "priority": 1,
+                "jsonPath": ".status.message",
+                "description": "the policy's latest news",
+            },
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "Starts a new TuningRun for a target when its stack (driver major, worker image, model digest) changes.",
+        spec_schema,
+        model_schema(TuningPolicyStatus),
+    )
 
 
 def render_crds() -> dict[str, str]:
