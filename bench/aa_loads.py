@@ -334,59 +334,45 @@ def main() -> int:
         close(held.values())
         line = 1.0 - margin
         candidate = stage1.low < line
-        if args.confirm_candidates_only and not power and not candidate:
-            trials.append(
-                {
-                    "kind": "aa",
-                    "seconds": round(time.monotonic() - started, 2),
-                    "stage1": stage1.wire(),
-                    "candidate": False,
-                    "confirm": None,  # not run: the product confirms candidates only
-                    "after": False,
-                    "sweep_alone": stage1.high < line,
-                    "before": None,
-                    "verified_slowdown": None,
-                    "verified": False,
-                    "verified_per_load": None,
-                    "rounds": None,
-                }
+        # confirmation: fresh loads of both (with --confirm-candidates-only, as the product does: a
+        # candidate's, and every power trial's, whose injection it verifies)
+        after = before = rounds = verified = per_load = None
+        if candidate or power or not args.confirm_candidates_only:
+            held = {}
+            for i in range(confirm_loads):
+                held[load_key("d", i)] = load_one()
+                held[load_key("r", i)] = load_one()
+            if power:
+                injection.on.update(id(h.runner) for k, h in held.items() if k.startswith("d"))
+            rounds = rounds_of(held, confirm_rounds)
+            after = confirm(rounds, "d", margin)
+            before = (
+                confirm_by_rounds(
+                    {"d": rounds["d"], twin("d"): rounds[load_key("d", 1)], "r": rounds["r"]}, "d", margin
+                )
+                if confirm_loads > 1
+                else after
             )
-            write()
-            progress()
-            continue
-        # confirmation: fresh loads of both
-        held = {}
-        for i in range(confirm_loads):
-            held[load_key("d", i)] = load_one()
-            held[load_key("r", i)] = load_one()
-        if power:
-            injection.on.update(id(h.runner) for k, h in held.items() if k.startswith("d"))
-        rounds = rounds_of(held, confirm_rounds)
-        after = confirm(rounds, "d", margin)
-        before = (
-            confirm_by_rounds({"d": rounds["d"], twin("d"): rounds[load_key("d", 1)], "r": rounds["r"]}, "d", margin)
-            if confirm_loads > 1
-            else after
-        )
-        verified, per_load = None, None
-        if power:  # the injection's effect on every slowed load the confirmation timed, each in itself
-            per_load = [measured_slowdown(held[load_key("d", i)], 6) for i in range(confirm_loads)]
-            verified = statistics.fmean(per_load)
-        close(held.values())
+            if power:  # the injection's effect on every slowed load the confirmation timed, each in itself
+                per_load = [measured_slowdown(held[load_key("d", i)], 6) for i in range(confirm_loads)]
+                verified = statistics.fmean(per_load)
+            close(held.values())
         record = {
             "kind": "power" if power else "aa",
             "seconds": round(time.monotonic() - started, 2),
             "stage1": stage1.wire(),
             "candidate": candidate,
-            "confirm": {
+            "confirm": None  # not run
+            if after is None
+            else {
                 "ratio": after.ratios.get("r"),
                 "low": after.low,
                 "high": after.high,
                 "named": not after.default_won,
             },
-            "after": candidate and not after.default_won,
+            "after": candidate and after is not None and not after.default_won,
             "sweep_alone": stage1.high < line,
-            "before": low_before < line and not before.default_won,
+            "before": None if before is None else low_before < line and not before.default_won,
             "verified_slowdown": verified,
             "verified": counts_as_power(verified, args.slowdown),
             "verified_per_load": per_load,

@@ -38,6 +38,7 @@ import statistics
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,7 +120,6 @@ class TorchCompileBaseline:
         options = route_options(config, spec["route"])
         eager = spec["route"].get("compile") == "false"  # the user's own eager module
         compiled = module if eager else torch.compile(module, backend="inductor", options=options, dynamic=False)
-        fastpath = _fastpath(torch, fused)
 
         class CompiledRunner(Runner):
             def prepare(self, inputs):
@@ -127,7 +127,7 @@ class TorchCompileBaseline:
                 return x.half() if device == "cuda" else x
 
             def run(self, inputs):
-                with torch.inference_mode(), fastpath():
+                with torch.inference_mode(), _fastpath(torch, fused):
                     return {"output": compiled(self.prepare(inputs)).float().cpu().numpy()}
 
             def timed_calls(self, objective, inputs, count):
@@ -136,7 +136,7 @@ class TorchCompileBaseline:
                 if objective != "throughput":
                     raise ValueError("this baseline times throughput only")
                 x = self.prepare(inputs)
-                with torch.inference_mode(), fastpath():
+                with torch.inference_mode(), _fastpath(torch, fused):
                     if device != "cuda":
                         started = time.perf_counter()
                         for _ in range(count):
@@ -154,25 +154,20 @@ class TorchCompileBaseline:
         return CompiledRunner()
 
 
+@contextmanager
 def _fastpath(torch, enabled: bool):
-    """A context that sets PyTorch's fused fast path of `nn.TransformerEncoderLayer` (and
-    `nn.MultiheadAttention`) for a baseline's calls and puts the process's setting back after, so two
-    baselines in one serving process each keep their own. Under inference mode `torch.compile` of the
-    encoder layer traces the fused path as ONE native op (`aten._transformer_encoder_layer_fwd`),
-    while the exported program an engine is built from holds the layer's unfused ops: a different
-    program. `compile-unfused` is `torch.compile` of the same unfused ops as the engine."""
-    from contextlib import contextmanager
-
-    @contextmanager
-    def switched():
-        before = torch.backends.mha.get_fastpath_enabled()
-        torch.backends.mha.set_fastpath_enabled(enabled)
-        try:
-            yield
-        finally:
-            torch.backends.mha.set_fastpath_enabled(before)
-
-    return switched
+    """PyTorch's fused fast path of `nn.TransformerEncoderLayer` (and `nn.MultiheadAttention`) set
+    for a baseline's calls and the process's setting put back after, so two baselines in one serving
+    process each keep their own. Under inference mode `torch.compile` of the encoder layer traces the
+    fused path as ONE native op (`aten._transformer_encoder_layer_fwd`), while the exported program
+    an engine is built from holds the layer's unfused ops: a different program. `compile-unfused` is
+    `torch.compile` of the same unfused ops as the engine."""
+    before = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(enabled)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(before)
 
 
 class WithExportHook(InductorBackend):

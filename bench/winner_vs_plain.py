@@ -140,17 +140,15 @@ def plain_loop(torch, workload, files, winner_knobs: dict, args, headline: dict)
     torch.backends.mha.set_fastpath_enabled(False)  # the exported program's unfused layer, not the fused op
     torch.manual_seed(0)
     x = torch.from_numpy(next(iter(np.load(files["inputs"][0]).values()))).to(args.device).to(dtype)
-    runs = {}
+    runs, mark = {}, {}
     for name, knobs in (("default", {}), ("winner", winner_knobs)):
         module = workload.make().eval().to(args.device).to(dtype)  # a module of its own: dynamo caches by code
         options = route_options(config, knobs)
         runs[name] = (
             module if not compiles(knobs) else torch.compile(module, backend="inductor", options=options, dynamic=False)
         )
-    mark = {  # a CUDA-graph route's previous outputs are overwritten: mark each step, as the engine does
-        name: compiles(k) and bool(route_options(config, k).get("triton.cudagraphs"))
-        for name, k in (("default", {}), ("winner", winner_knobs))
-    }
+        # a CUDA-graph route's previous outputs are overwritten: mark each step, as the engine does
+        mark[name] = compiles(knobs) and bool(options.get("triton.cudagraphs"))
 
     def call(name):
         if mark[name]:

@@ -87,6 +87,7 @@ def provenance(
     """Everything the engine's result depends on and how it was measured (`api.contracts.Provenance`,
     as written to `provenance.json`)."""
     winner, default, decision = step.winner, step.default, step.decision
+    headline = step.headline()
     accuracy = spec.accuracy
     versions = winner.versions or default.versions or probe.versions
     return Provenance(
@@ -125,16 +126,14 @@ def provenance(
             winner_ms=winner.median_ms,
             default_ms=default.median_ms,
             speedup=decision.speedup,
-            speedup_name=step.headline()["name"],
+            speedup_name=headline["name"],
             sweep_speedup=winner.speedup,
-            speedup_interval=(
-                [step.headline()["low"], step.headline()["high"]] if step.headline()["low"] is not None else None
-            ),
+            speedup_interval=([headline["low"], headline["high"]] if headline["low"] is not None else None),
             loads=decision.loads or None,
             times_ms=decision.times or None,
             host={
-                "note": step.headline()["host"],
-                "moments": step.headline()["moments"],
+                "note": headline["host"],
+                "moments": headline["moments"],
                 "default": default.host.wire() if default.host else None,
                 "hostCpuMs": {
                     "default": default.measurements.host_cpu_ms if default.measurements else None,
