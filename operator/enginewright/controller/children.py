@@ -30,14 +30,20 @@ class RunRef:
     uid: str
 
     def owner_reference(self) -> dict:
-        return {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "name": self.name,
-            "uid": self.uid,
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
+        return controller_reference(KIND, self.name, self.uid)
+
+
+def controller_reference(kind: str, name: str, uid: str) -> dict:
+    """The ownerReference that makes an object of this group (`kind`, `name`, `uid`) the controlling
+    owner of a child: the garbage collector removes the child after it."""
+    return {
+        "apiVersion": API_VERSION,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
 
 def slug(text: str) -> str:

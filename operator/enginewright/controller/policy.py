@@ -26,7 +26,7 @@ from enginewright.api.names import (
     POLICY_KIND,
 )
 from enginewright.api.policy import RUNS_KEPT, PolicyTargetStatus, Stack, Triggers
-from enginewright.controller.children import child_name, label_value
+from enginewright.controller.children import child_name, controller_reference, label_value
 from enginewright.controller.status import conditions
 
 ANNOTATION_STACK = f"{GROUP}/stack"  # on a started run: the stack (JSON) it was started for
@@ -151,16 +151,7 @@ def run_manifest(
                 ANNOTATION_STACK: json.dumps(decision.stack.wire(), sort_keys=True),
                 ANNOTATION_TRIGGER: decision.reason,
             },
-            "ownerReferences": [
-                {
-                    "apiVersion": API_VERSION,
-                    "kind": POLICY_KIND,
-                    "name": policy,
-                    "uid": uid,
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
+            "ownerReferences": [controller_reference(POLICY_KIND, policy, uid)],
         },
         "spec": spec.wire(),
     }
