@@ -36,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import statistics
 import sys
 import time
@@ -251,6 +252,7 @@ def main() -> int:
             "calibration": calibration,
             "wall_s": round(time.monotonic() - bench.began, 1),
             "seconds_per_trial": round((time.monotonic() - began) / max(1, len(trials)), 2),
+            "command": shlex.join(["python3", "bench/aa_loads.py", *sys.argv[1:]]),
         }
         for rule in ("after", "sweep_alone", "before"):
             judged = [t for t in aa if t[rule] is not None]  # `before` needs a confirmation every trial

@@ -57,6 +57,17 @@ def pooled(runs: list[dict]) -> dict | None:
     }
 
 
+def aa_command(run: dict) -> str:
+    """The command that produced an aa_loads run: its own record (runs since 2026-12-02 keep it), else
+    the usual command, with `--power-every 0` for a run of A/A trials only and 1 for power trials only."""
+    if run.get("command"):
+        return run["command"]
+    kinds = {t["kind"] for t in run["trials"]}
+    return AA_COMMAND + {frozenset({"aa"}): " --power-every 0", frozenset({"power"}): " --power-every 1"}.get(
+        frozenset(kinds), ""
+    )
+
+
 AA_COMMAND = (
     "python3 bench/aa_loads.py --out /tmp/aa --export $OUT/aa --workload attention --injection device "
     "--seconds 505 --confirm-candidates-only"
@@ -75,12 +86,15 @@ GOALS = {
 }  # (100 power trials: 5 of 5 found says little)
 
 
-def goals(aa: dict | None, overheads: list[dict], revision: str, sources: list[str]) -> dict:
+def goals(
+    aa: dict | None, overheads: list[dict], revision: str, sources: list[str], aa_commands: list[str] | None = None
+) -> dict:
+    """`aa_commands`: the commands of the pooled aa_loads runs (`aa_command`), one of each."""
     result: dict = {
         "goals": GOALS,
         "revision": revision,
         "sources": sources,
-        "commands": [AA_COMMAND, OVERHEAD_COMMAND],
+        "commands": [*dict.fromkeys(aa_commands or [AA_COMMAND]), OVERHEAD_COMMAND],
     }
     if aa:
         after = aa["after"]
@@ -148,10 +162,12 @@ def main() -> int:
         args.revision
         or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     )
-    aa = pooled([json.loads(p.read_text()) for p in args.aa])
+    runs = [json.loads(p.read_text()) for p in args.aa]
+    aa = pooled(runs)
     overheads = [json.loads(p.read_text()) for p in args.overhead]
     sources = [str(p) for p in args.aa + args.overhead]
-    args.out.write_text(json.dumps(goals(aa, overheads, revision, sources), indent=1) + "\n")
+    commands = [aa_command(run) for run in runs]
+    args.out.write_text(json.dumps(goals(aa, overheads, revision, sources, commands), indent=1) + "\n")
     print(args.out.read_text())
     return 0
 
