@@ -70,8 +70,9 @@ def installed(cluster, crd_installed):
         cluster.kubectl("delete", "namespace", ns, "--wait=false")
 
 
-def can_i(cluster, installed, verb: str, resource: str, namespace: str) -> bool:
-    """The API server's own answer (SubjectAccessReview through impersonation)."""
+def can_i(cluster, installed, verb: str, resource: str, namespace: str, subresource: str | None = None) -> bool:
+    """The API server's own answer (SubjectAccessReview through impersonation). A subresource goes in
+    `subresource`: `resource/x` names an object x of the resource, not its subresource x."""
     result = cluster.kubectl(
         "auth",
         "can-i",
@@ -80,6 +81,7 @@ def can_i(cluster, installed, verb: str, resource: str, namespace: str) -> bool:
         "-n",
         namespace,
         f"--as=system:serviceaccount:{installed['release']}:{SERVICE_ACCOUNT}",
+        *([f"--subresource={subresource}"] if subresource else []),
         check=False,
     )
     return result.stdout.strip() == "yes"
@@ -106,9 +108,14 @@ def test_the_service_account_gets_only_what_it_needs(cluster, installed):
     for verb in ("create", "get"):  # a policy's runs, in the watched namespace only
         assert can_i(cluster, installed, verb, "tuningruns.tuning.enginewright.io", run)
         assert not can_i(cluster, installed, verb, "tuningruns.tuning.enginewright.io", other)
-    assert can_i(cluster, installed, "patch", "tuningpolicies.tuning.enginewright.io/status", run)
+    assert can_i(cluster, installed, "patch", "tuningpolicies.tuning.enginewright.io", run, "status")
+    assert not can_i(cluster, installed, "update", "tuningpolicies.tuning.enginewright.io", run, "status")
     assert not can_i(cluster, installed, "update", "tuningpolicies.tuning.enginewright.io", run)
     assert not can_i(cluster, installed, "list", "tuningpolicies.tuning.enginewright.io", other)
+    for owner in ("tuningruns", "tuningpolicies"):  # blockOwnerDeletion on the children it creates
+        assert can_i(cluster, installed, "update", f"{owner}.tuning.enginewright.io", run, "finalizers")
+        assert not can_i(cluster, installed, "update", f"{owner}.tuning.enginewright.io", other, "finalizers")
+    assert not can_i(cluster, installed, "update", "tuningruns.tuning.enginewright.io", run)  # nor the run itself
 
 
 def test_namespace_users_bound_to_edit_or_view_get_tuningruns(cluster, installed):

@@ -325,6 +325,9 @@ class LocalCluster:
                 f"--tls-private-key-file={pki['apiserver.key']}",
                 f"--client-ca-file={pki['ca.crt']}",
                 "--authorization-mode=Node,RBAC",
+                # as OpenShift and hardened clusters run: setting blockOwnerDeletion on a child's
+                # ownerReference needs `update` on its owner's finalizers subresource
+                "--enable-admission-plugins=OwnerReferencesPermissionEnforcement",
                 "--service-cluster-ip-range=10.0.0.0/24",
                 "--allow-privileged=true",
                 f"--service-account-issuer=https://127.0.0.1:{self.api_port}",

@@ -34,6 +34,13 @@ app.kubernetes.io/component: operator
   # and adopt it only when it carries the policy's owner reference
   verbs: [list, watch, patch, create, get]
 - apiGroups: [tuning.enginewright.io]
+  resources: [tuningruns/finalizers, tuningpolicies/finalizers]
+  # update (no object is read or written through it): a run's Jobs and ConfigMaps, and a policy's
+  # runs, carry a controlling ownerReference with blockOwnerDeletion, which a cluster running the
+  # OwnerReferencesPermissionEnforcement admission plugin (OpenShift, hardened clusters) allows
+  # only to who may update the owner's finalizers
+  verbs: [update]
+- apiGroups: [tuning.enginewright.io]
   resources: [tuningruns/status]
   # patch: each reconcile pass writes phase, conditions, progress and per-target results
   verbs: [patch]
