@@ -9,6 +9,7 @@ import pytest
 from enginewright.api.cache import Versions
 from enginewright.api.contracts import IndexEntry
 from enginewright.catalog.compatibility import Consumer, Installed, NoCompatibleEngine, Offer, select
+from enginewright.catalog.listing import coverage, render_table
 from enginewright.catalog.writer import entry_stack, same_stack, stack_of, superseded
 
 TORCH = "inductor-torch-2.9.0+cu128-triton-3.5.0"
@@ -134,3 +135,11 @@ def test_an_index_entry_without_a_stack_reads_its_driver_from_the_provenance():
     assert (read.driver_major, read.cuda, read.superseded_by) == ("535", "12.8", None)
     assert Offer.from_catalog(legacy, {"gpu": {"driver": "570.86"}}).driver_major == "570"
     assert Offer.from_catalog(legacy).driver_major is None
+
+
+def test_catalog_list_shows_each_entrys_driver_and_supersession():
+    data = coverage("m", offers_for_two_drivers())
+    [cell] = data["cells"]
+    assert [(e["runUid"], e["driverMajor"]) for e in cell["entries"]] == [("new", "550"), ("old", "535")]
+    assert cell["entries"][0]["supersededBy"] is None and "run ns/new" in cell["entries"][1]["supersededBy"]
+    assert "(+1) driver 535/550" in render_table(data)
