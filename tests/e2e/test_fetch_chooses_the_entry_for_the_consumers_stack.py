@@ -185,3 +185,11 @@ def test_an_index_without_stacks_still_reads(cluster, bucket, tmp_path):
     assert set(entries) == {"legacy-uid", "new-uid"} and "supersededBy" not in entries["legacy-uid"]
     chosen = json.loads(fetch_for(cluster, name, tmp_path / "f", "--driver-major", "535").stdout)
     assert chosen["runUid"] == "legacy-uid"  # its provenance's driver matches
+
+
+def test_same_driver_without_a_driver_is_a_usage_error(cluster, bucket, tmp_path):
+    name, store = bucket
+    publish_on(store, "only-uid", "550", "10")
+    done = fetch_for(cluster, name, tmp_path / "e", "--same-driver")
+    assert done.returncode == 2 and "--same-driver needs the consumer's driver: pass --driver-major" in done.stderr
+    assert not (tmp_path / "e").exists()

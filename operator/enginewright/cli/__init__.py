@@ -160,6 +160,13 @@ def cmd_fetch(args) -> int:
         catalog = Catalog.from_uri(args.catalog)
         compilers = {compiler_name(e["compilerVersion"]) for e in catalog.index(args.model)}
         consumer = _consumer(args, compilers)
+        if args.same_driver and consumer.driver_major is None:
+            print(
+                "enginewright fetch: --same-driver needs the consumer's driver: pass --driver-major N "
+                "(with an explicit --gpu the driver is not read from this machine)",
+                file=sys.stderr,
+            )
+            return 2
         done = fetch(
             catalog,
             args.model,
