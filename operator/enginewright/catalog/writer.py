@@ -5,6 +5,8 @@ What a publication records — `provenance.json` (`provenance`), the model's `in
 (never a rebuild), read back and checked against the digest recorded when they were measured, then
 `provenance.json`, `report.md` and `routes.json` (every route measured, for the catalog site), then
 the model's `index.json` — so a reader never finds an index entry without its engine and provenance.
+An index entry records the stack its engine was measured on (`stack_of`); publishing on another stack
+keeps the GPU type's older entries and marks them `supersededBy` (`superseded`) in the same index write.
 Every step is idempotent: a publication interrupted anywhere repeats cleanly.
 
 Who may publish under a model name is the caller's to decide (`admit`, given the model's index under
