@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from enginewright.api.cache import CacheEntry
+from enginewright.api.fingerprint import driver_major
 from enginewright.api.names import LABEL_STAGE
 from enginewright.controller.shards import SHARD_LIMIT
 from tests.conftest import get_json
@@ -82,6 +83,10 @@ def test_a_run_reaches_ready_and_publishes_its_winner(
     reproduces_references(engine, example_in_store, tmp_path, 1e-3)
     index = json.loads(s3.get_object(RUNS_BUCKET, f"catalog/mlp-{mode}/index.json").read())
     assert [e["sha256"] for e in index["entries"]] == [target["engineSha256"]]
+    # The stack it was measured on, as the measuring process reported it (these nodes have no driver labels).
+    versions = provenance["compiler"]["versions"]
+    assert index["entries"][0]["stack"]["compilerVersion"] == versions["compiler"]
+    assert index["entries"][0]["stack"].get("driverMajor") == driver_major(versions.get("driver")), index["entries"]
 
     # Jobs: deterministic names, labelled, no token, and a confirmation Job when candidates were kept.
     made = jobs(cluster, run_namespace)

@@ -1,6 +1,6 @@
 """The catalog site's pages, rendered from a catalog in the operator's layout (a local copy of the
 bucket): the grid shows the engine each GPU product gets, older engines of a cell are marked
-superseded, every engine has its fetch command, routes chart and provenance, names from the catalog
+superseded (and those the index marks superseded for another stack say for which), every engine has its fetch command, routes chart and provenance, names from the catalog
 cannot inject markup, and every page stands alone (no script, nothing fetched from elsewhere)."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from enginewright.api.contracts import (
     TimingFacts,
 )
 from enginewright.catalog.reader import Catalog
-from enginewright.catalog.site import read_model, write_site
+from enginewright.catalog.site import model_page, read_model, write_site
+from enginewright.catalog.writer import superseded
 from enginewright.store.layout import CatalogKeys, site_page
 from enginewright.store.objects import LocalStore
 
@@ -325,3 +326,24 @@ def test_a_large_search_is_capped_in_the_chart_and_the_table(tmp_path):
     assert f"{103 - TABLED} more routes in routes.json" in Page(text).words
     assert f"{103 - PLOTTED} more not drawn" in Page(text).words
     assert "-k99=1" in text  # the fastest are kept
+
+
+def test_an_engine_the_index_marks_superseded_for_another_stack_says_which(tmp_path):
+    store = LocalStore(tmp_path / "bucket")
+    publish(store, MODEL, "NVIDIA-H200", ORT_OLD, "uid-old-stack", "01", 1.1)
+    publish(store, MODEL, "NVIDIA-H200", ORT_NEW, "uid-new-stack", "05", 1.2)
+    keys = CatalogKeys(MODEL, "NVIDIA-H200", ORT_NEW, "ab" * 32, "cd" * 6, "uid-new-stack")
+    index = json.loads(store.get(keys.index))
+    new = next(e for e in index["entries"] if e["runUid"] == "uid-new-stack")
+    new["stack"] = {"driverMajor": "550", "compiler": "onnxruntime", "compilerVersion": ORT_NEW}
+    index["entries"] = [*superseded([e for e in index["entries"] if e is not new], new), new]
+    store.put(keys.index, json.dumps(index).encode())
+
+    catalog = Catalog.from_uri(str(tmp_path / "bucket"))
+    view = read_model(catalog, MODEL)
+    old = next(e for e in view.engines if e.entry.run_uid == "uid-old-stack")
+    # Another compiler version, so another cell: only the index's mark makes it superseded.
+    assert old.superseded_by is not None and old.superseded_by.run_uid == "uid-new-stack"
+    text = model_page(view, catalog, "2026-12-02T00:00:00Z")
+    article = text[text.index(f'id="{old.anchor}"') :]
+    assert f"for {ORT_NEW}, driver 550; still the engine for its own stack" in Page(article).words

@@ -1,6 +1,6 @@
 """What publishing records in the model's `index.json` (pure, `catalog.writer`): the engine, its
 digest, route and confirmed speedup, the run, and the measuring node's compute capability from GPU
-feature discovery's labels."""
+feature discovery's labels, and the stack it was measured on (driver major, compiler and its versions)."""
 
 from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import IndexEntry, ProbeResult
@@ -77,6 +77,8 @@ def test_the_index_entry_names_the_engine_the_route_the_run_and_the_gpu():
         "onnxruntime-1.20.1",
     )
     assert parsed.compute_capability == "9.0" and wire["publishedAt"] == "2026-12-01T00:00:00Z"
+    # The measuring process named no driver (a CPU-side backend): the node's labels say which.
+    assert wire["stack"] == {"driverMajor": "570", "compiler": "onnxruntime", "compilerVersion": "onnxruntime-1.20.1"}
 
 
 def test_a_node_without_gpu_feature_discovery_is_named_only():

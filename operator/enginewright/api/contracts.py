@@ -137,6 +137,33 @@ class CatalogModel(WireModel):
     model_config = ConfigDict(extra="ignore")
 
 
+class EntryStack(CatalogModel):
+    """The software stack an engine was measured on, as its index entry records it: what a consumer's
+    stack must match (`catalog.compatibility`). Read from what the measuring process reported
+    (`api.cache.Versions`); None where it did not say (a CPU run has no driver)."""
+
+    driver_major: str | None = Field(None, description="Major version of the NVIDIA driver, e.g. 550.")
+    compiler: str = Field(description="Compiler name: onnxruntime, tensorrt, inductor.")
+    compiler_version: str = Field(description="Compiler name and version, as in the catalog key.")
+    torch: str | None = Field(None, description="Inductor: torch's version.")
+    triton: str | None = Field(None, description="Inductor: Triton's version.")
+    cuda: str | None = Field(None, description="The CUDA version the compiler runtime was built with.")
+
+    def describe(self) -> str:
+        driver = f"driver {self.driver_major}" if self.driver_major else "driver unknown"
+        return f"{self.compiler_version}" + (f" CUDA {self.cuda}" if self.cuda else "") + f", {driver}"
+
+
+class Supersession(CatalogModel):
+    """The entry that superseded this one for the model's GPU type: newer, on another stack. The
+    superseded engine stays in the catalog, the one to fetch for its own stack."""
+
+    run: str = Field(description="<namespace>/<name> of the newer entry's run.")
+    run_uid: str
+    folder: str
+    stack: EntryStack | None = None
+
+
 class IndexEntry(CatalogModel):
     """One published engine in `catalog/<model>/index.json`."""
 
@@ -153,6 +180,8 @@ class IndexEntry(CatalogModel):
     run_uid: str
     published_at: str = ""
     compute_capability: str | None = None
+    stack: EntryStack | None = Field(None, description="None in an index written before stacks were recorded.")
+    superseded_by: Supersession | None = None
 
 
 class CatalogIndex(CatalogModel):

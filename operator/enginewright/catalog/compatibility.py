@@ -14,8 +14,10 @@ An engine is only as portable as its compiler makes it. The rules, per compiler:
 - ONNX Runtime: the same major.minor version, on the same GPU product.
 
 For every compiler a time-sliced GPU (`-SHARED`) takes the engines of the same GPU unshared
-(`gpu_names.catalog_products`). When several engines fit, the closest GPU match wins, then the
-newest (or the fastest, or a pinned run).
+(`gpu_names.catalog_products`). When several engines fit, the closest GPU match wins, then one
+measured on the consumer's driver major (its stack: a newer engine for another stack supersedes an
+entry without removing it, so each stack keeps its own), then the newest (or the fastest, or a
+pinned run). No engine of the consumer's driver: the others that fit, and the selection says so.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Consumer:
     gpu_product: str
     compute_capability: str | None = None
     compilers: dict[str, Installed] = field(default_factory=dict)  # compiler name -> installed version
+    driver_major: str | None = None  # None: not known (any driver's engine fits as well)
 
     def describe(self) -> str:
         cc = f" (compute capability {self.compute_capability})" if self.compute_capability else ""
@@ -62,7 +65,8 @@ class Consumer:
             ", ".join(i.version + (f" with CUDA {i.cuda}" if i.cuda else "") for i in self.compilers.values())
             or "no compiler runtime"
         )
-        return f"GPU {self.gpu_product}{cc}, {installed}"
+        driver = f", driver major {self.driver_major}" if self.driver_major else ", driver not given"
+        return f"GPU {self.gpu_product}{cc}, {installed}{driver}"
 
 
 @dataclass(frozen=True)
@@ -85,6 +89,8 @@ class Offer:
     worst_loss: float | None = None
     hardware_compatibility_level: int = 0
     version_compatible: bool = False
+    driver_major: str | None = None  # of the measuring machine; None: not recorded
+    superseded_by: str | None = None  # the run of the newer entry for another stack, and that stack
 
     @property
     def compiler(self) -> str:
@@ -92,9 +98,12 @@ class Offer:
 
     def describe(self) -> str:
         speed = f"{self.speedup:.3f}x" if self.speedup is not None else "?x"
+        driver = f"driver {self.driver_major}" if self.driver_major else "driver not recorded"
+        cuda = f" CUDA {self.cuda}" if self.cuda else ""
+        superseded = f", superseded by {self.superseded_by}" if self.superseded_by else ""
         return (
             f"{self.gpu_product} {self.compiler_version} run {self.run} ({self.run_uid[:8]}) "
-            f"published {self.published_at} {speed}"
+            f"published {self.published_at} {speed} ({driver}{cuda}{superseded})"
         )
 
     @classmethod
@@ -111,8 +120,14 @@ class Offer:
         except (TypeError, ValueError):
             level = 0
         from enginewright.api.contracts import IndexEntry
+        from enginewright.api.fingerprint import driver_major
 
         item = IndexEntry.model_validate(entry)
+        stack, newer = item.stack, item.superseded_by
+        # An entry from before stacks were recorded: its provenance says what the measurement saw.
+        driver = (stack.driver_major if stack else None) or driver_major(
+            versions.get("driver") or (prov.get("gpu") or {}).get("driver")
+        )
         return cls(
             gpu_product=item.gpu_product,
             compiler_version=item.compiler_version,
@@ -125,11 +140,17 @@ class Offer:
             speedup=item.speedup,
             confirmed=item.confirmed,
             compute_capability=item.compute_capability or (prov.get("gpu") or {}).get("computeCapability"),
-            cuda=versions.get("cuda"),
+            cuda=(stack.cuda if stack else None) or versions.get("cuda"),
             accuracy_validated=(not accuracy["disabled"]) if "disabled" in accuracy else None,
             worst_loss=max(losses) if losses else None,
             hardware_compatibility_level=level,
             version_compatible=str(settings.get("version_compatible", "")).lower() in TRUE,
+            driver_major=driver,
+            superseded_by=(
+                f"run {newer.run} ({newer.run_uid[:8]})" + (f" for {newer.stack.describe()}" if newer.stack else "")
+                if newer
+                else None
+            ),
         )
 
 
@@ -239,8 +260,15 @@ class Verdict:
         return not self.problems
 
 
-def judge(offer: Offer, consumer: Consumer, require_validated: bool = False) -> Verdict:
-    """Every reason the consumer cannot use this offer (none: it can)."""
+def driver_fits(offer: Offer, consumer: Consumer) -> bool:
+    """Whether the offer was measured on the consumer's driver major (True when the consumer's is not
+    known: nothing to prefer)."""
+    return consumer.driver_major is None or offer.driver_major == consumer.driver_major
+
+
+def judge(offer: Offer, consumer: Consumer, require_validated: bool = False, same_driver: bool = False) -> Verdict:
+    """Every reason the consumer cannot use this offer (none: it can); `same_driver`: an engine
+    measured on another driver major (or on one not recorded) does not fit either."""
     problems = []
     match = gpu_match(offer, consumer)
     if match is None:
@@ -253,6 +281,11 @@ def judge(offer: Offer, consumer: Consumer, require_validated: bool = False) -> 
             "its accuracy was not validated (spec.accuracy.disabled)"
             if offer.accuracy_validated is False
             else "its provenance does not say accuracy was validated"
+        )
+    if same_driver and not driver_fits(offer, consumer):
+        problems.append(
+            f"measured on driver major {offer.driver_major or '(not recorded)'}, this machine's is "
+            f"{consumer.driver_major} (--same-driver)"
         )
     return Verdict(offer, match, tuple(problems))
 
@@ -280,9 +313,12 @@ def select(
     prefer: str = NEWEST,
     run_uid: str | None = None,
     require_validated: bool = False,
+    same_driver: bool = False,
 ) -> Selection:
     """The engine to hand over: among the compatible offers (of the pinned run, when given), the
-    closest GPU match, then the newest or the best speedup. Raises NotInCatalog or NoCompatibleEngine."""
+    closest GPU match, then those measured on the consumer's driver major (the others when none is,
+    and `how` says so), then the newest or the best speedup. A superseded entry is chosen like any
+    other: for its own stack it is the one that fits. Raises NotInCatalog or NoCompatibleEngine."""
     if prefer not in (NEWEST, SPEEDUP):
         raise ValueError(f"prefer must be {NEWEST!r} or {SPEEDUP!r} (got {prefer!r})")
     if not offers:
@@ -293,7 +329,7 @@ def select(
             runs = ", ".join(sorted({f"{o.run_uid} ({o.run})" for o in offers}))
             raise NotInCatalog(f"model {model!r} has no engine from run {run_uid!r}; its runs: {runs}")
         offers = pinned
-    verdicts = [judge(o, consumer, require_validated) for o in offers]
+    verdicts = [judge(o, consumer, require_validated, same_driver) for o in offers]
     fitting = [v for v in verdicts if v.ok]
     if not fitting:
         raise NoCompatibleEngine(refusal(model, consumer, verdicts))
@@ -306,11 +342,23 @@ def select(
 
     best_match = min(v.match for v in fitting if v.match is not None)  # (every fitting one has a match)
     closest = [v for v in fitting if v.match == best_match]
-    chosen = max(closest, key=fastest if prefer == SPEEDUP else newest)
+    on_driver = [v for v in closest if driver_fits(v.offer, consumer)]
+    pool = on_driver or closest
+    chosen = max(pool, key=fastest if prefer == SPEEDUP else newest)
     rule = "pinned run" if run_uid else "best speedup" if prefer == SPEEDUP else "newest"
-    how = f"{rule} of {len(closest)} compatible engine(s) for {GPU_MATCH_WORDS[best_match]}" + (
+    driver = f" on driver major {consumer.driver_major}" if consumer.driver_major and on_driver else ""
+    how = f"{rule} of {len(pool)} compatible engine(s) for {GPU_MATCH_WORDS[best_match]}{driver}" + (
         f" ({len(fitting) - len(closest)} more match less closely)" if len(fitting) > len(closest) else ""
     )
+    if not on_driver:
+        recorded = sorted({v.offer.driver_major or "not recorded" for v in closest})
+        how += (
+            f"; no compatible engine was measured on driver major {consumer.driver_major} (those that fit: "
+            f"driver {', '.join(recorded)}): it may run, but was not measured on this stack — publish a "
+            f"run on this driver, or pass --same-driver to refuse"
+        )
+    if chosen.offer.superseded_by:
+        how += f"; superseded by {chosen.offer.superseded_by}, still the engine for its own stack"
     return Selection(chosen.offer, how, tuple(verdicts))
 
 

@@ -77,6 +77,7 @@ def fetch(
     prefer: str = "newest",
     run_uid: str | None = None,
     require_validated: bool = False,
+    same_driver: bool = False,
 ) -> Fetched:
     """Choose the engine for `consumer` and write it with its provenance into `dest`. Raises
     NotInCatalog, NoCompatibleEngine or TamperedEngine (and leaves `dest` as it was)."""
@@ -88,6 +89,7 @@ def fetch(
         prefer=prefer,
         run_uid=run_uid,
         require_validated=require_validated,
+        same_driver=same_driver,
     )
     offer: Offer = selection.offer
     _, entry, provenance_raw = next(item for item in found if item[0] is offer)

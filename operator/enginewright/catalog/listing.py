@@ -43,6 +43,9 @@ def coverage(model: str, offers: list[Offer]) -> dict:
                                 "computeCapability": o.compute_capability,
                                 "sha256": o.sha256,
                                 "engine": o.engine,
+                                "driverMajor": o.driver_major,
+                                "cuda": o.cuda,
+                                "supersededBy": o.superseded_by,
                             }
                             for o in here
                         ],
@@ -64,12 +67,15 @@ def _cell(entries: list[dict]) -> str:
         else "loss ?"
     )
     more = f" (+{len(entries) - 1})" if len(entries) > 1 else ""
-    return f"{speed} {loss} {newest['publishedAt'][:10]} {newest['run']}{more}"
+    drivers = sorted({e["driverMajor"] for e in entries if e["driverMajor"]})
+    stacks = f" driver {'/'.join(drivers)}" if drivers else ""
+    return f"{speed} {loss} {newest['publishedAt'][:10]} {newest['run']}{more}{stacks}"
 
 
 def render_table(data: dict) -> str:
     """One model's coverage as a text table: a row per GPU product, a column per compiler version;
-    each cell shows the newest engine (speedup, worst accuracy loss, date, run, how many more)."""
+    each cell shows the newest engine (speedup, worst accuracy loss, date, run, how many more) and the
+    driver majors its engines were measured on."""
     by_cell = {(c["gpuProduct"], c["compilerVersion"]): c["entries"] for c in data["cells"]}
     header = ["GPU product", *data["compilerVersions"]]
     rows = [

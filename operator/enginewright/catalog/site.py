@@ -49,7 +49,7 @@ class Engine:
     provenance: Provenance | None
     provenance_problem: str | None  # why `provenance` is None (missing, or not the v1 contract)
     routes: MeasuredRoutes | None  # None: published before routes.json was written
-    superseded_by: IndexEntry | None  # a newer engine of the same GPU product and compiler version
+    superseded_by: IndexEntry | None  # the index's mark (another stack), else a newer one of the same cell
 
     @property
     def anchor(self) -> str:
@@ -95,11 +95,14 @@ def read_model(catalog: Catalog, model: str) -> ModelView:
             newest[cell].run_uid,
         ):
             newest[cell] = entry
+    by_folder = {entry.folder: entry for _, entry, _, _ in found}
     engines = []
     for offer, entry, raw_entry, provenance_raw in found:
         provenance, problem = _typed(Provenance, provenance_raw, "provenance.json")
         routes, _ = _typed(MeasuredRoutes, catalog.routes_bytes(raw_entry), "routes.json")
-        top = newest[(entry.gpu_product, entry.compiler_version)]
+        # The index's mark (a newer entry on another stack, perhaps another compiler version) first.
+        marked = by_folder.get(entry.superseded_by.folder) if entry.superseded_by else None
+        top = marked or newest[(entry.gpu_product, entry.compiler_version)]
         engines.append(Engine(entry, offer, provenance, problem, routes, None if top is entry else top))
     engines.sort(
         key=lambda e: (
@@ -528,6 +531,11 @@ def engine_article(engine: Engine, view: ModelView, catalog: Catalog) -> str:
             f'<span class="badge superseded-badge">superseded</span> by <a href="#{newer.anchor}">run '
             f"{_e(newer.entry.run)} of {_e(newer.entry.published_at[:10])}</a>"
         )
+        if entry.superseded_by and entry.superseded_by.stack:
+            badge += (
+                f" for {_e(entry.superseded_by.stack.describe())}; still the engine for "
+                f"{_e(entry.stack.describe() if entry.stack else 'its own stack')}"
+            )
     else:
         badge = '<span class="badge current">current</span>'
     knobs = p.route.knobs if p else {}

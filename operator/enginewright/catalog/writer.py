@@ -5,6 +5,8 @@ What a publication records — `provenance.json` (`provenance`), the model's `in
 (never a rebuild), read back and checked against the digest recorded when they were measured, then
 `provenance.json`, `report.md` and `routes.json` (every route measured, for the catalog site), then
 the model's `index.json` — so a reader never finds an index entry without its engine and provenance.
+An index entry records the stack its engine was measured on (`stack_of`); publishing on another stack
+keeps the GPU type's older entries and marks them `supersededBy` (`superseded`) in the same index write.
 Every step is idempotent: a publication interrupted anywhere repeats cleanly.
 
 Who may publish under a model name is the caller's to decide (`admit`, given the model's index under
@@ -22,10 +24,12 @@ from collections import defaultdict
 from typing import Callable
 
 from enginewright import failpoints
+from enginewright.api.cache import Versions
 from enginewright.api.contracts import (
     AccuracyFacts,
     CompilerFacts,
     EngineFacts,
+    EntryStack,
     GpuFacts,
     IndexEntry,
     ModelFacts,
@@ -35,9 +39,12 @@ from enginewright.api.contracts import (
     RouteFacts,
     RunFacts,
     SearchFacts,
+    Supersession,
     TimingFacts,
 )
+from enginewright.api.fingerprint import driver_major
 from enginewright.api.models import TuningRunSpec
+from enginewright.catalog.compatibility import compiler_name, inductor_parts
 from enginewright.search.flow import Decided
 from enginewright.store.layout import CatalogKeys
 from enginewright.store.objects import MissingObject
@@ -214,7 +221,9 @@ def publish(
         if routes_doc is not None:
             catalog_store.put(keys.routes, json.dumps(routes_doc, indent=1, sort_keys=True).encode())
         entries = [e for e in index.get("entries", []) if e.get("folder") != keys.folder]
-        index["entries"] = sorted([*entries, index_entry], key=lambda e: (e["gpuProduct"], e["publishedAt"]))
+        index["entries"] = sorted(
+            [*superseded(entries, index_entry), index_entry], key=lambda e: (e["gpuProduct"], e["publishedAt"])
+        )
         catalog_store.put(keys.index, json.dumps(index, indent=2, sort_keys=True).encode())
     return catalog_store.uri(target_key)
 
@@ -247,7 +256,57 @@ def index_entry(
         run_uid=run_uid,
         published_at=published_at,
         compute_capability=node.get("computeCapability"),
+        stack=stack_of(keys.compiler_version, step.winner.versions or step.default.versions or probe.versions, node),
     ).wire()
+
+
+def stack_of(compiler_version: str, versions: Versions | None, node: dict | None = None) -> EntryStack:
+    """The stack an engine was measured on, from what the measuring process reported (`versions`) and,
+    for the driver when it did not say, the measuring node's GPU facts (`gpu_facts`)."""
+    torch = triton = None
+    if compiler_name(compiler_version) == "inductor":
+        torch, triton = inductor_parts(compiler_version)
+    return EntryStack(
+        driver_major=driver_major((versions.driver if versions else None) or (node or {}).get("driver")),
+        compiler=compiler_name(compiler_version),
+        compiler_version=compiler_version,
+        torch=torch,
+        triton=triton,
+        cuda=versions.cuda if versions else None,
+    )
+
+
+def entry_stack(entry: dict) -> EntryStack:
+    """An index entry's stack: as recorded, or (an entry written before stacks were) what its compiler
+    version says, the driver and CUDA unknown."""
+    recorded = entry.get("stack")
+    return EntryStack.model_validate(recorded) if recorded else stack_of(entry.get("compilerVersion", ""), None)
+
+
+def same_stack(a: EntryStack, b: EntryStack) -> bool:
+    """Whether two entries were measured on one stack: the same compiler version, and the same driver
+    major and CUDA where both say (a part one does not record cannot tell them apart)."""
+    if a.compiler_version != b.compiler_version:
+        return False
+    return all(x is None or y is None or x == y for x, y in ((a.driver_major, b.driver_major), (a.cuda, b.cuda)))
+
+
+def superseded(entries: list[dict], new: dict) -> list[dict]:
+    """`entries` with those that `new` supersedes marked so (`supersededBy`): the current (not yet
+    superseded) entries of its GPU product measured on another stack. They stay, the engines to fetch
+    for their own stacks; one of the same stack is left as it is (the newer wins for that stack, as
+    selection decides). An entry already superseded keeps the mark it has, so publishing again is
+    idempotent and the marks chain old -> newer -> newest."""
+    stack = entry_stack(new)
+    mark = Supersession(run=new.get("run", ""), run_uid=new.get("runUid", ""), folder=new["folder"], stack=stack).wire()
+    return [
+        {**e, "supersededBy": mark}
+        if e.get("gpuProduct") == new["gpuProduct"]
+        and not e.get("supersededBy")
+        and not same_stack(entry_stack(e), stack)
+        else e
+        for e in entries
+    ]
 
 
 def gpu_facts(node_name: str, node_labels: dict[str, str]) -> dict:

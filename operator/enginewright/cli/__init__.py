@@ -119,9 +119,11 @@ def cmd_plan(args) -> int:
 
 def _consumer(args, compilers: set[str]):
     """The machine that wants the engine: its GPU (`--gpu`) and the compilers (`--compiler-version`)."""
+    from enginewright.api.fingerprint import driver_major
     from enginewright.catalog.compatibility import Consumer, Installed, compiler_name
     from enginewright.catalog.this_machine import installed_compiler, local_gpu
 
+    driver = args.driver_major
     if args.gpu == "auto":
         gpu = local_gpu(shared=args.shared)
         print(
@@ -130,6 +132,7 @@ def _consumer(args, compilers: set[str]):
             file=sys.stderr,
         )
         product, cc = gpu.product, gpu.compute_capability
+        driver = driver or driver_major(gpu.driver)
     else:
         product, cc = args.gpu, args.compute_capability
     if args.compiler_version == "auto":
@@ -137,7 +140,7 @@ def _consumer(args, compilers: set[str]):
         installed = {name: i for name, i in found.items() if i is not None}
     else:
         installed = {compiler_name(args.compiler_version): Installed(args.compiler_version, args.cuda)}
-    return Consumer(product, cc, installed)
+    return Consumer(product, cc, installed, driver)
 
 
 def cmd_fetch(args) -> int:
@@ -157,6 +160,13 @@ def cmd_fetch(args) -> int:
         catalog = Catalog.from_uri(args.catalog)
         compilers = {compiler_name(e["compilerVersion"]) for e in catalog.index(args.model)}
         consumer = _consumer(args, compilers)
+        if args.same_driver and consumer.driver_major is None:
+            print(
+                "enginewright fetch: --same-driver needs the consumer's driver: pass --driver-major N "
+                "(with an explicit --gpu the driver is not read from this machine)",
+                file=sys.stderr,
+            )
+            return 2
         done = fetch(
             catalog,
             args.model,
@@ -165,6 +175,7 @@ def cmd_fetch(args) -> int:
             prefer=args.select,
             run_uid=args.run,
             require_validated=args.require_validated,
+            same_driver=args.same_driver,
         )
     except (NotInCatalog, NoCompatibleEngine, TamperedEngine, NoGpuFound) as exc:
         code = {NotInCatalog: EXIT_NOT_FOUND, NoCompatibleEngine: EXIT_INCOMPATIBLE, TamperedEngine: EXIT_TAMPERED}.get(
@@ -190,6 +201,8 @@ def cmd_fetch(args) -> int:
                     "runUid": offer.run_uid,
                     "publishedAt": offer.published_at,
                     "speedup": offer.speedup,
+                    "driverMajor": offer.driver_major,
+                    "supersededBy": offer.superseded_by,
                     "selection": done.selection.how,
                 },
                 indent=2,
@@ -329,6 +342,16 @@ def build_parser() -> argparse.ArgumentParser:
         "inductor-torch-2.9.0+cu128-triton-3.5.0",
     )
     fetch.add_argument("--cuda", help="with an explicit Inductor --compiler-version: torch's CUDA version")
+    fetch.add_argument(
+        "--driver-major",
+        help="the consumer's NVIDIA driver major, e.g. 550 (default: this machine's with --gpu auto, none with "
+        "an explicit --gpu): an engine measured on it is preferred",
+    )
+    fetch.add_argument(
+        "--same-driver",
+        action="store_true",
+        help="refuse engines measured on another driver major instead of falling back to them",
+    )
     fetch.add_argument("--run", help="pin the run (its uid, or a prefix of it)")
     fetch.add_argument(
         "--select",
