@@ -20,10 +20,11 @@ def test_summary_report_and_printout_carry_the_runs_cpu_seconds(example, tmp_pat
     # it exits): the summary's share of it excludes only the interpreter's start and the last lines.
     tree = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert 0 < cpu <= tree + 0.05
-    # Two routes, each built in a child process and timed in a serving process: at least one
-    # interpreter start each, which is far more than the tune process's own few CPU-seconds of a
-    # process that only waits would be if children were left out.
-    assert cpu > 0.5 * tree, (cpu, tree)
+    # Each route is built in a child interpreter and timed in a serving one (an interpreter's start
+    # and imports alone cost ~0.4 CPU-seconds here): the children are counted, not only tune's own
+    # waiting process.
+    interpreters = len(list((out / "store/runs/local/entries").glob("*.json"))) + 1
+    assert cpu >= 0.3 * interpreters, (cpu, interpreters)
     assert f"- **cpu seconds**: {cpu}" in (out / "report.md").read_text()
     line = re.search(r"^spent \(fast\): ([\d.]+) s wall, ([\d.]+) CPU-seconds", result.stdout, re.M)
     assert line, result.stdout
