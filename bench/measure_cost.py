@@ -30,6 +30,7 @@ import json
 import os
 import platform
 import re
+import resource
 import shutil
 import signal
 import statistics
@@ -283,7 +284,7 @@ def naive_sweep(model: dict, warmup: int, runs: int, results: Results) -> dict:
     reference = dict(np.load(model["references"][0]))
     defaults = {name: default for name, default, _ in KNOBS}
     section = results.data["naive"] = {"status": "running", "warmup": warmup, "runs": runs, "configs": []}
-    began = time.monotonic()
+    began, cpu_began = time.monotonic(), time.process_time()
     for config in sweep_configs():
         t0 = time.monotonic()
         session = ort.InferenceSession(model["path"], session_options(config), providers=["CPUExecutionProvider"])
@@ -319,6 +320,7 @@ def naive_sweep(model: dict, warmup: int, runs: int, results: Results) -> dict:
     section.update(
         status="done",
         wall_seconds=round(time.monotonic() - began, 2),
+        cpu_seconds=round(time.process_time() - cpu_began, 2),  # every thread of this process
         best=best["route"],
         best_ms=best["median_ms"],
         default_ms=section["configs"][0]["median_ms"],
@@ -406,7 +408,7 @@ def run_tune(label: str, code: Path, model: dict, out: Path, extra: list[str], r
     }
     results.save()
     print(f"tune [{label}]: {' '.join(cmd)}", flush=True)
-    began, began_epoch = time.monotonic(), time.time()
+    began, began_epoch, cpu_began = time.monotonic(), time.time(), children_cpu_seconds()
     last_save = began
     with open(out / "tune.log", "w") as log:
         proc = subprocess.Popen(
@@ -441,12 +443,24 @@ def run_tune(label: str, code: Path, model: dict, out: Path, extra: list[str], r
     wall = round(time.monotonic() - began, 2)
     summary = tune_out / "summary.json"
     summary_at = summary.stat().st_mtime - began_epoch if summary.exists() else None
-    section.update(returncode=returncode, wall_seconds=wall, phases=phases(section["timeline"], wall, summary_at))
+    section.update(
+        returncode=returncode,
+        wall_seconds=wall,
+        cpu_seconds=round(children_cpu_seconds() - cpu_began, 2),  # tune and every process it waited for
+        phases=phases(section["timeline"], wall, summary_at),
+    )
     section.pop("wall_seconds_so_far", None)
     section.update(read_outputs(tune_out))
     section["status"] = "done" if returncode == 0 else "failed"
     results.save()
     return section
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of this process's ended, waited-for children (and theirs, when they
+    waited for them: tune reaps every build and serving process it starts)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def read_outputs(tune_out: Path) -> dict:
@@ -627,6 +641,8 @@ def compare(label: str, naive: dict | None, results: Results) -> None:
     row = {}
     if naive and tune.get("wall_seconds"):
         row["wall_ratio"] = round(tune["wall_seconds"] / naive["wall_seconds"], 2)
+    if naive and tune.get("cpu_seconds") and naive.get("cpu_seconds"):
+        row["cpu_ratio"] = round(tune["cpu_seconds"] / naive["cpu_seconds"], 2)
     winner = tune.get("winner")
     if naive and winner and winner.get("winner_route") is not None:
         defaults = {name: default for name, default, _ in KNOBS}
@@ -652,7 +668,8 @@ def report(data: dict) -> None:
     naive = data.get("naive")
     if naive and naive.get("status") == "done":
         print(
-            f"naive sweep     : {naive['wall_seconds']:7.1f} s wall, {len(naive['configs'])} configurations "
+            f"naive sweep     : {naive['wall_seconds']:7.1f} s wall, {naive.get('cpu_seconds', float('nan')):7.1f} "
+            f"CPU-s, {len(naive['configs'])} configurations "
             f"x {naive['runs']} timed runs; best {naive['best'] or '(default)'} {naive['best_ms']:.2f} ms, "
             f"default {naive['default_ms']:.2f} ms"
         )
@@ -663,7 +680,8 @@ def report(data: dict) -> None:
         phases = ", ".join(f"{k} {v:.1f} s" for k, v in (tune.get("phases") or {}).items())
         win = (w.get("winner_route") or "(default)") if w else "?"
         print(
-            f"tune [{label:<7}]: {tune.get('wall_seconds', float('nan')):7.1f} s wall "
+            f"tune [{label:<7}]: {tune.get('wall_seconds', float('nan')):7.1f} s wall, "
+            f"{tune.get('cpu_seconds', float('nan')):7.1f} CPU-s "
             f"({tune.get('status')}; summary: {seconds or '-'}; phases: {phases or '-'}); "
             f"{tune.get('entries', {}).get('count', 0)} routes; winner {win}"
             + (
@@ -675,6 +693,8 @@ def report(data: dict) -> None:
     for label, row in data.get("comparison", {}).items():
         if "wall_ratio" in row:
             print(f"[{label}] tune wall / naive sweep wall = {row['wall_ratio']:.2f} (goal <= 2)")
+        if "cpu_ratio" in row:
+            print(f"[{label}] tune CPU-s / naive sweep CPU-s = {row['cpu_ratio']:.2f}")
         if "agree" in row:
             mine = row["naive_ms_of_tune_winner"]
             print(

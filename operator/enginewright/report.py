@@ -170,6 +170,18 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
     return lines
 
 
+def spent(summary: dict) -> str:
+    """The line saying what the run cost: wall seconds, CPU seconds of the run and its processes, and
+    the wall seconds its routes spent building and being measured."""
+    parts = [f"{summary['wall_seconds']:.1f} s wall"]
+    if summary.get("cpu_seconds") is not None:
+        parts.append(f"{summary['cpu_seconds']:.1f} CPU-seconds (the run and its processes)")
+    parts.append(
+        f"routes: build {summary.get('build_seconds') or 0:.1f} s, measure {summary.get('measure_seconds') or 0:.1f} s"
+    )
+    return f"spent ({summary.get('mode') or 'tune'}): " + ", ".join(parts)
+
+
 def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
     """The lines `enginewright tune` ends with: the two times the headline compares (measured in the
     same rounds: their ratio is the speedup), the headline speedup with its interval and the others
@@ -248,7 +260,7 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
             "- **confirmation ratios** (candidate/default, geometric mean): "
             + ", ".join(f"`{routes.get(k, k)}` {v:.3f}" for k, v in summary["confirmation"].items())
         )
-    for key in ("build_seconds", "measure_seconds", "wall_seconds"):
+    for key in ("build_seconds", "measure_seconds", "wall_seconds", "cpu_seconds"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
     if summary.get("reused"):

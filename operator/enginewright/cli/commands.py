@@ -129,6 +129,7 @@ def cmd_tune(args) -> int:
     print(report.headline(s, result.entries))
     if s["routes"].get("accuracy-rejected"):
         print(f"{s['routes']['accuracy-rejected']} route(s) rejected by accuracy ({s['metric']} >= {s['threshold']})")
+    print(report.spent(s))
     print(f"report: {opts.out / 'report.md'}, {opts.out / 'report.png'}; winning engine: {s['winner_engine']}")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import resource
 import shutil
 import time
 import uuid
@@ -202,7 +203,7 @@ def _tune(
     from enginewright.catalog.compatibility import compiler_name
     from enginewright.trtexec.imports import export_imports, imports_under, usable_entries
 
-    began = time.monotonic()
+    began, cpu_began = time.monotonic(), cpu_seconds()
     backend = get_backend(opts.backend, **opts.backend_options)
     cache_dir = store.root
     compiler = backend.cache_compiler()
@@ -273,6 +274,7 @@ def _tune(
         say(f"search cut short: {step.cut_short}")
     all_entries = list(step.entries)
     summary = _summary(opts, step, began)
+    summary["cpu_seconds"] = round(cpu_seconds() - cpu_began, 2)
     summary["fingerprint"] = fingerprint.digest
     summary["cache"] = str(cache_dir)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -353,6 +355,14 @@ def _run_id(out: Path) -> str:
         saved[RUN_ID] = uuid.uuid4().hex[:12]
         path.write_text(json.dumps(saved, indent=2))
     return saved[RUN_ID]
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process, every thread of it, and by its child
+    processes that have ended and been waited for (builds, serving processes): what a run costs on a
+    shared host, which its wall time on a busy one overstates and on an idle many-core one hides."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 RUN_ID = "run_id"  # a key of OUT/run.json, beside the fingerprint a resume must match
