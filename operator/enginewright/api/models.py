@@ -16,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonDict
 
 from enginewright.api.names import API_VERSION, KIND
+from enginewright.api.routes import parse_route
 
 # s3://bucket/key, the key one or more non-empty segments, none of them '.' or '..', no control
 # characters anywhere. No look-arounds, so the API server (Go RE2), pydantic (Rust regex) and Python
@@ -299,6 +300,12 @@ class Search(WireModel):
                     "seedCache needs reuse sameFingerprint: with reuse none nothing is taken from it",
                     ".seedCache",
                 ),
+                cel(
+                    "!has(self.routes) || size(self.routes) == 0 || ((!has(self.knobs) || size(self.knobs) == 0) "
+                    "&& (!has(self.mode) || self.mode != 'mixed'))",
+                    "routes names the routes to measure: it cannot be combined with knobs or mode mixed",
+                    ".routes",
+                ),
             ]
         }
     )
@@ -381,6 +388,14 @@ class Search(WireModel):
         "runs.",
         json_schema_extra=_S3_URI_RULES,
     )
+    routes: list[Annotated[str, Field(min_length=1, max_length=4096)]] = Field(
+        default_factory=list,
+        max_length=16,
+        description="Measure only the default route and these routes (route strings, -knob=value ..., as a "
+        "run's status shows its winner) instead of the mode's plan, then confirm them against the default: "
+        "how a TuningPolicy re-measures a published winner on a new stack. Not with knobs or mode mixed; the "
+        "uncompiled route is measured only when listed.",
+    )
     measure_uncompiled: bool = Field(
         True,
         description="Also measure the route that does not compile at all "
@@ -403,6 +418,17 @@ class Search(WireModel):
             )
         if twice := duplicated([k.name for k in self.knobs]):
             raise ValueError(f"spec.search.knobs lists a knob twice: {twice}")
+        if self.routes and (self.knobs or self.mode is SearchMode.mixed):
+            raise ValueError(
+                "spec.search.routes names the routes to measure: it cannot be combined with spec.search.knobs or "
+                "mode mixed (leave those out)"
+            )
+        for text in self.routes:
+            try:
+                if not parse_route(text):
+                    raise ValueError("it sets no knob (the default route is always measured)")
+            except ValueError as exc:
+                raise ValueError(f"spec.search.routes: {text!r}: {exc}") from None
         if (total := sum(len(k.values) for k in self.knobs)) > KNOB_VALUES_TOTAL:
             raise ValueError(f"spec.search.knobs may list at most {KNOB_VALUES_TOTAL} values in all (got {total})")
         return self

@@ -67,9 +67,16 @@ class PolicyTargetStatus(WireModel):
     reason: str | None = Field(
         None,
         description="Why that run started: Initial, or the changed parts, e.g. DriverMajorChanged, "
-        "CompilerVersionChanged, ModelDigestChanged.",
+        "CompilerVersionChanged, ModelDigestChanged (a re-measure of the published winner when there is one); "
+        "after a re-measure, WinnerConfirmed, WinnerRegressed or RemeasureFailed (a full re-tune started).",
     )
     message: str | None = Field(None, description="What changed (old -> new), or why the policy waits.")
+    remeasure: str | None = Field(
+        None,
+        description="The published winner's route that the current run re-measures against the default on the "
+        "new stack (a run of spec.search.routes); unset once that run has decided: WinnerConfirmed (it published "
+        "the winner for the new stack) or WinnerRegressed (the policy started a full re-tune).",
+    )
     started_at: str | None = Field(None, description="When the policy recorded that run (RFC 3339).")
     runs: list[str] = Field(
         default_factory=list,
@@ -89,7 +96,8 @@ class TuningPolicyStatus(WireModel):
         default_factory=list,
         description="Ready (True: every target has a run for the stack last seen), Reconciling (True while "
         "the nodes of a GPU type disagree on their driver) and Stalled (True: the policy cannot go on without a "
-        "change; the reason says why), as kstatus reads them.",
+        "change; the reason says why), as kstatus reads them; and WinnerRegressed (True while a target's current "
+        "run is the full re-tune started because its published winner no longer beat the default on a new stack).",
     )
     targets: list[PolicyTargetStatus] = Field(default_factory=list, description="Per GPU type of the template.")
     message: str | None = Field(None, description="The policy's latest news.")

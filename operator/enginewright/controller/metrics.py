@@ -51,8 +51,14 @@ POLICY_CHECKS = Counter(
 POLICY_RUNS_STARTED = Counter(
     "enginewright_policy_runs_started_total",
     "TuningRuns started by a TuningPolicy, by trigger (Initial, DriverMajorChanged, CompilerVersionChanged, "
-    "ModelDigestChanged, or several joined by commas)",
+    "ModelDigestChanged, or several joined by commas; WinnerRegressed, RemeasureFailed: the full re-tune after a "
+    "re-measure)",
     ["trigger"],
+)
+POLICY_REGRESSIONS = Counter(
+    "enginewright_policy_regressions_total",
+    "Published winners a TuningPolicy's re-measure found no faster than the default on a new stack (each starts a "
+    "full re-tune)",
 )
 BEST_SPEEDUP = Gauge(
     "enginewright_best_speedup", "Winner over the default route, per run and target", ["namespace", "run", "target"]

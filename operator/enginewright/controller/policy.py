@@ -2,6 +2,13 @@
 stack its current run was started for, whether to start a new TuningRun (and its deterministic name
 and manifest), only record what was learned, wait, or do nothing; and the policy's status after.
 
+On a stack change a target whose current run published a winner other than the default route is
+first re-measured: a run of `spec.search.routes` = [that winner] measures only the default and the
+winner on the new stack and judges them by the product's confirmation rule. If the winner is
+confirmed, that run has published it for the new stack and nothing more starts (WinnerConfirmed);
+if the default wins (WinnerRegressed) or the re-measure fails (RemeasureFailed), the full re-tune
+starts, under the name a plain stack change would have given it.
+
 The shell (`controller.policy_runs`) reads nodes and settings into these inputs, creates the run and
 writes what these return. A decision depends only on what is observed now and what the status says,
 so a check that runs twice, or after a restart, decides the same and names the same run."""
@@ -14,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from enginewright.api.models import Target, TuningRunSpec
+from enginewright.api.models import SearchMode, Target, TuningRunSpec
 from enginewright.api.names import (
     API_VERSION,
     DRIVER_MAJOR_LABEL,
@@ -26,11 +33,14 @@ from enginewright.api.names import (
     POLICY_KIND,
 )
 from enginewright.api.policy import RUNS_KEPT, PolicyTargetStatus, Stack, Triggers
+from enginewright.api.routes import canonical_route, parse_route
 from enginewright.controller.children import child_name, controller_reference, label_value
-from enginewright.controller.status import conditions
+from enginewright.controller.status import conditions, now
 
 ANNOTATION_STACK = f"{GROUP}/stack"  # on a started run: the stack (JSON) it was started for
 ANNOTATION_TRIGGER = f"{GROUP}/trigger"  # on a started run: why the policy started it
+ANNOTATION_REMEASURE = f"{GROUP}/remeasure"  # on a re-measure run: the published winner's route it re-measures
+REGRESSED = "WinnerRegressed"
 
 # Stack part -> (trigger field, the reason word when it changed).
 PARTS = {
@@ -77,27 +87,115 @@ def run_name(policy: str, gpu_type: str, stack: Stack) -> str:
     return child_name(policy, gpu_type, stack_digest(stack))
 
 
+def remeasure_name(policy: str, gpu_type: str, stack: Stack) -> str:
+    """The re-measure run of a published winner on `stack`: `<policy>-<gpu-type>-<stack digest>-check`,
+    beside the full re-tune's `run_name` for the same stack (which a regression starts)."""
+    return child_name(policy, gpu_type, stack_digest(stack), "check")
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What the policy reads of a target's current run: its phase, and the route of the winner it
+    published (None while nothing is published; "" when the default route won)."""
+
+    phase: str
+    winner: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def run_outcome(run: Mapping | None) -> RunOutcome | None:
+    """A TuningRun as read back (None: it does not exist) -> its outcome for the policy. A run started by
+    the policy has one target; its winner counts as published once the target names its engine."""
+    if run is None:
+        return None
+    status = run.get("status") or {}
+    target: Mapping = next(iter(status.get("targets") or []), {})
+    winner = (target.get("winner") or {}).get("route") if target.get("engineUri") else None
+    return RunOutcome(str(status.get("phase") or "Pending"), None if winner is None else same_route(winner))
+
+
+def same_route(text: str) -> str:
+    """A route string in canonical form (knobs sorted), so two spellings of one route compare equal."""
+    return canonical_route(parse_route(text))
+
+
 Action = Literal["none", "start", "record", "wait"]
 
 
 @dataclass(frozen=True)
 class Decision:
-    """What to do for one target: `start` a run named `run` for `stack`; `record` `stack` without a run
-    (the driver major learned after a run started with no node to read it from); `wait` (nodes
-    disagree); or `none`. `reason` is CamelCase, `message` says what changed."""
+    """What to do for one target: `start` a run named `run` for `stack` (a re-measure of the published
+    winner's route `remeasure` when set, else a full run); `record` `stack` without a run (the driver
+    major learned after a run started with no node to read it from, or a re-measure that confirmed its
+    winner); `wait` (nodes disagree); or `none`. `reason` is CamelCase, `message` says what changed."""
 
     action: Action
     stack: Stack | None
     reason: str
     message: str
     run: str | None = None
+    remeasure: str | None = None
 
 
 def decide(
+    policy: str,
+    gpu_type: str,
+    triggers: Triggers,
+    observed: Stack,
+    driver: DriverReading,
+    recorded: Stack | None,
+    current: RunOutcome | None = None,
+    remeasuring: str | None = None,
+) -> Decision:
+    """The decision for one target, from the stack observed now, the one its current run was started
+    for (None: the policy has started no run for this target yet), that run's outcome (`current`,
+    None when it is not there) and, when that run is a re-measure, the winner's route it re-measures.
+
+    A stack change re-measures the current run's published winner when it is not the default route
+    (there is nothing to re-measure a default against), else starts a full run. A finished re-measure
+    is recorded when its winner held (it published it for the new stack); a regression (the default
+    won) or a failed or vanished re-measure starts the full run for the stack."""
+    decision = _stack_decision(policy, gpu_type, triggers, observed, driver, recorded)
+    if decision.action == "start" and decision.reason != "Initial" and decision.stack is not None:
+        if current is not None and current.phase == "Succeeded" and current.winner:
+            return Decision(
+                "start",
+                decision.stack,
+                decision.reason,
+                f"{decision.message}; re-measuring the published winner {current.winner} against the default",
+                remeasure_name(policy, gpu_type, decision.stack),
+                remeasure=current.winner,
+            )
+        return decision
+    if decision.action != "none" or remeasuring is None or recorded is None:
+        return decision
+    if current is not None and not current.finished:
+        return decision
+    full = run_name(policy, gpu_type, recorded)
+    check = remeasure_name(policy, gpu_type, recorded)
+    if current is None or current.phase == "Failed":
+        why = "was deleted" if current is None else "failed"
+        message = f"the re-measure {check} of {remeasuring} {why}: starting the full re-tune {full}"
+        return Decision("start", recorded, "RemeasureFailed", message, full)
+    if current.winner and same_route(current.winner) == same_route(remeasuring):
+        message = (
+            f"the re-measure {check} confirmed {remeasuring} against the default on the new stack and published it"
+        )
+        return Decision("record", recorded, "WinnerConfirmed", message)
+    message = (
+        f"the published winner {remeasuring} no longer beats the default on the new stack (re-measure {check} "
+        f"kept {current.winner or 'the default route'}): starting the full re-tune {full}"
+    )
+    return Decision("start", recorded, REGRESSED, message, full)
+
+
+def _stack_decision(
     policy: str, gpu_type: str, triggers: Triggers, observed: Stack, driver: DriverReading, recorded: Stack | None
 ) -> Decision:
-    """The decision for one target, from the stack observed now and the one its current run was started
-    for (None: the policy has started no run for this target yet).
+    """The decision from the stacks alone.
 
     A driver major no node reports is not a change: a pool scaled to zero still has the driver it had.
     Nodes that disagree (a rolling upgrade) are waited for: a run started then could measure on either.
@@ -140,6 +238,24 @@ def run_manifest(
     spec = template.model_copy(deep=True, update={"targets": [target]})
     if spec.publish.model_name is None:
         spec.publish.model_name = policy
+    annotations = {
+        ANNOTATION_STACK: json.dumps(decision.stack.wire(), sort_keys=True),
+        ANNOTATION_TRIGGER: decision.reason,
+    }
+    if decision.remeasure is not None:
+        # Only the default and the winner, judged by the confirmation rule (at least that one candidate).
+        search = spec.search.model_copy(
+            update={
+                "mode": SearchMode.fast,
+                "knobs": [],
+                "routes": [decision.remeasure],
+                "measure_uncompiled": False,
+                "dry_run": False,
+                "confirm": spec.search.confirm.model_copy(update={"top_k": max(1, spec.search.confirm.top_k)}),
+            }
+        )
+        spec = spec.model_copy(update={"search": search})
+        annotations[ANNOTATION_REMEASURE] = decision.remeasure
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -147,10 +263,7 @@ def run_manifest(
             "name": decision.run,
             "namespace": namespace,
             "labels": {LABEL_POLICY: label_value(policy), LABEL_MANAGED_BY: MANAGED_BY},
-            "annotations": {
-                ANNOTATION_STACK: json.dumps(decision.stack.wire(), sort_keys=True),
-                ANNOTATION_TRIGGER: decision.reason,
-            },
+            "annotations": annotations,
             "ownerReferences": [controller_reference(POLICY_KIND, policy, uid)],
         },
         "spec": spec.wire(),
@@ -179,10 +292,13 @@ def target_status(
                 "run": decision.run,
                 "reason": decision.reason,
                 "message": decision.message,
+                "remeasure": decision.remeasure,
                 "started_at": when,
                 "runs": runs[-RUNS_KEPT:],
             }
         )
+    if decision.action == "record" and decision.reason == "WinnerConfirmed":
+        return out.model_copy(update={"reason": decision.reason, "message": decision.message, "remeasure": None})
     if decision.action == "record":
         return out.model_copy(update={"stack": decision.stack, "message": decision.message})
     if decision.action == "wait":
@@ -210,7 +326,24 @@ def policy_status(
     return {
         **{k: v for k, v in previous.items() if k not in ("observedGeneration", "conditions", "targets", "message")},
         "observedGeneration": generation,
-        "conditions": conditions(previous.get("conditions"), generation, state, reason, message),
+        "conditions": conditions(previous.get("conditions"), generation, state, reason, message)
+        + [regressed_condition(previous.get("conditions"), generation, targets)],
         "targets": [t.wire() for t in targets],
         "message": message,
+    }
+
+
+def regressed_condition(previous: list[dict] | None, generation: int, targets: list[PolicyTargetStatus]) -> dict:
+    """WinnerRegressed: True while a target's current run is the full re-tune its re-measure started
+    because the published winner no longer beat the default on the new stack."""
+    found = [t for t in targets if t.reason == REGRESSED]
+    status = "True" if found else "False"
+    old = next((c for c in previous or [] if c.get("type") == REGRESSED), {})
+    return {
+        "type": REGRESSED,
+        "status": status,
+        "reason": REGRESSED if found else "NoRegression",
+        "message": "; ".join(f"{t.gpu_type}: {t.message}" for t in found),
+        "lastTransitionTime": old.get("lastTransitionTime") if old.get("status") == status else now(),
+        "observedGeneration": generation,
     }

@@ -17,13 +17,16 @@ from enginewright.api.names import GROUP, PLURAL, VERSION
 from enginewright.api.policy import PolicyTargetStatus, TuningPolicySpec
 from enginewright.controller import metrics
 from enginewright.controller.policy import (
+    REGRESSED,
     DriverReading,
+    RunOutcome,
     decide,
     driver_reading,
     observed_stack,
     owned_by,
     policy_status,
     run_manifest,
+    run_outcome,
     target_status,
 )
 from enginewright.controller.settings import Settings
@@ -73,18 +76,46 @@ class PolicyChecker:
                 continue
             observed = observed_stack(spec.template, driver, image)
             old = before.get(target.gpu_type)
-            decision = decide(name, target.gpu_type, spec.triggers, observed, driver, old.stack if old else None)
+            current = self._outcome(namespace, uid, old.run) if old and old.run else None
+            decision = decide(
+                name,
+                target.gpu_type,
+                spec.triggers,
+                observed,
+                driver,
+                old.stack if old else None,
+                current,
+                old.remeasure if old else None,
+            )
             started = False
             if decision.action == "start":
                 doc = run_manifest(name, namespace, uid, spec.template, target, decision)
                 started, trouble = self._create(namespace, uid, doc, decision.reason, decision.message, emit)
                 problem = problem or trouble
+                if started and decision.reason in (REGRESSED, "RemeasureFailed"):
+                    if decision.reason == REGRESSED:
+                        metrics.POLICY_REGRESSIONS.inc()
+                    emit("Warning", decision.reason, f"{target.gpu_type}: {decision.message}")
+            elif decision.action == "record" and decision.reason == "WinnerConfirmed":
+                emit("Normal", decision.reason, f"{target.gpu_type}: {decision.message}")
             elif decision.action == "record":
                 log.info(f"{namespace}/{name} {target.gpu_type}: {decision.message} (recorded, no new run)")
             elif decision.action == "wait":
                 waiting.append(decision.message)
             targets.append(target_status(old, target.gpu_type, decision, observed, started, now()))
         return self._finish(body, previous, policy_status(previous, generation, targets, problem, waiting), emit)
+
+    def _outcome(self, namespace: str, uid: str, run: str) -> RunOutcome | None:
+        """The outcome of the target's current run (None: it is gone, or it is not this policy's)."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            body = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return run_outcome(body) if owned_by(body, uid) else None
 
     def _create(
         self, namespace: str, uid: str, doc: dict, reason: str, message: str, emit: Emit

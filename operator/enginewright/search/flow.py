@@ -25,6 +25,7 @@ from enginewright.search.planners import (
     build_space,
     improving_values,
     make_batches,
+    plan_listed,
     plan_mixed_stage2,
     plan_stage1,
 )
@@ -46,6 +47,7 @@ class FlowSpec:
     confirm_loads: int = default_of(Confirm, "loads")
     # exclusive knobs (not compiling) measured whatever the knob space
     measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
+    routes: tuple[str, ...] = ()  # spec.search.routes: only these (and the default) instead of the mode's plan
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
@@ -63,6 +65,7 @@ class FlowSpec:
             confirm_rounds=search.confirm.rounds,
             confirm_loads=search.confirm.loads,
             measure_uncompiled=search.measure_uncompiled,
+            routes=tuple(search.routes),
         )
 
 
@@ -290,7 +293,10 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
     space = build_space(observed.knobs, spec.knobs, dict(spec.pinned), spec.measure_uncompiled)
-    stage1 = plan_stage1(spec.mode, space, dict(spec.pinned), spec.max_routes)
+    if spec.routes:
+        stage1 = plan_listed(observed.knobs, space, spec.routes, dict(spec.pinned))
+    else:
+        stage1 = plan_stage1(spec.mode, space, dict(spec.pinned), spec.max_routes)
     default = stage1[0]
     planned = list(stage1)
     observed = _without_reused_default(observed, default.id)
@@ -326,7 +332,7 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
 
     cut: list[str] = []
     notes: list[str] = []
-    if spec.mode == "mixed":
+    if spec.mode == "mixed" and not spec.routes:
         measured = [entries[r.id] for r in stage1 if r.id in entries]
         margin = noise_margin(measured, spec.noise_margin)
         improving = improving_values(space, measured, default_ms, margin)

@@ -8,7 +8,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from enginewright.api.routes import Knob, Route
+from enginewright.api.routes import Knob, Route, parse_route
 
 
 class PlanError(ValueError):
@@ -271,3 +271,25 @@ def plan_stage1(
     if mode == "full":
         return plan_full(space, pinned, max_routes)
     raise PlanError(f"spec.search.mode must be fast, full or mixed (got {mode!r})")
+
+
+def plan_listed(
+    compiler_knobs: Sequence[Knob],
+    space: Sequence[SpaceKnob],
+    routes: Sequence[str],
+    pinned: dict[str, str] | None = None,
+) -> list[Route]:
+    """`spec.search.routes`: the default route, then each listed route (pinned knobs applied, as in
+    every route), in the order given, once each, their ids as the other planners give them; a knob or
+    value the compiler does not have is an error that names the route."""
+    pinned = dict(pinned or {})
+    by_name = {k.name: k for k in compiler_knobs}
+    planned = [baseline(pinned, space)]
+    for text in routes:
+        knobs = parse_route(text)
+        for name, value in knobs.items():
+            _check_value(by_name, name, value, f"spec.search.routes[{text!r}]")
+        route = Route.of({**pinned, **knobs}, _defaults(space))
+        if route not in planned:
+            planned.append(route)
+    return planned

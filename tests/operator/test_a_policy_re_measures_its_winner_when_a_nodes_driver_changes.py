@@ -1,0 +1,114 @@
+"""A TuningPolicy whose target has a published winner, against the real control plane (an operator of
+this test's own on namespaces `p-*`, a Node of a GPU type of its own, the ONNX Runtime template): a
+new `nvidia.com/cuda.driver.major` on the node starts a re-measure run (spec.search.routes = [the
+winner]: the default and the winner only), not a full run, and the status and events say so; when
+that re-measure keeps the default, the policy records a regression (WinnerRegressed: a Warning, the
+condition, enginewright_policy_regressions_total) and starts the full re-tune named for the stack.
+
+The runs are in a namespace without the store Secret, so each stalls before any Job (what a run
+measures is the other tests' subject). The two outcomes the policy reads are written into the runs'
+status as a finished run's reconcile leaves it (phase Succeeded, the target's winner and engineUri):
+this test is about what the policy does with them, not about producing them."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from enginewright.api.policy import Stack
+from enginewright.controller.policy import remeasure_name, run_name
+from enginewright.controller.settings import Settings
+from tests.cluster.harness import wait_for
+from tests.cluster.operator_process import start_operator
+from tests.operator import test_a_policy_retunes_when_a_nodes_driver_changes as driver_test
+from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, Operator, manifest
+from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import DRIVER, events, policy, recorded, runs
+
+p_namespace, gpu_node = driver_test.p_namespace, driver_test.gpu_node  # that test's fixtures
+
+WINNER = "-graph_optimization_level=basic"
+
+
+def finish(cluster, namespace: str, run: str, gpu_type: str, route: str) -> None:
+    """Write the status a succeeded run's reconcile leaves: its target's winner `route`, published."""
+    target = {
+        "gpuType": gpu_type,
+        "stage": "done",
+        "winner": {"routeId": "0" * 12, "route": route},
+        "engineUri": f"s3://{RUNS_BUCKET}/catalog/mlp/{gpu_type}/engine.ort.tar",
+    }
+    status = {"phase": "Succeeded", "observedGeneration": 1, "targets": [target]}
+    cluster.kubectl(
+        "patch", "trun", run, "-n", namespace, "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+
+
+def regressions(operator: Operator) -> float:
+    match = re.search(r"^enginewright_policy_regressions_total (\S+)$", operator.metrics(), re.M)
+    return float(match.group(1)) if match else 0.0
+
+
+def test_a_new_driver_re_measures_the_published_winner_and_a_lost_one_starts_the_full_re_tune(
+    cluster,
+    p_namespace,
+    gpu_node,
+    tmp_path,
+):
+    node, gpu_type = gpu_node
+    started = start_operator(
+        cluster,
+        tmp_path / "operator.log",
+        RUNS_BUCKET,
+        ENGINEWRIGHT_NAMESPACES="p-*",
+        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+        ENGINEWRIGHT_POLICY_INTERVAL="0.5",
+    )
+    operator = Operator(started.process, started.log, started.metrics_port, started.health_port)
+    template = manifest("unused")["spec"]
+    template["targets"] = [{"gpuType": gpu_type, "gpusPerJob": 0}]
+    doc = {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningPolicy",
+        "metadata": {"name": "mlp"},
+        "spec": {"template": template},
+    }
+    image = Settings().default_image("onnxruntime")
+    old = Stack(driver_major="550", compiler_image=image, model_digest=None)
+    new = old.model_copy(update={"driver_major": "560"})
+    first, check, full = (
+        run_name("mlp", gpu_type, old),
+        remeasure_name("mlp", gpu_type, new),
+        run_name("mlp", gpu_type, new),
+    )
+    try:
+        cluster.kubectl("apply", "-n", p_namespace, "-f", "-", input=json.dumps(doc))
+        recorded(cluster, p_namespace, first)
+        finish(cluster, p_namespace, first, gpu_type, WINNER)  # the first run published WINNER
+
+        cluster.kubectl("label", "node", node, f"{DRIVER}=560", "--overwrite")
+        target = recorded(cluster, p_namespace, check)
+        assert target["reason"] == "DriverMajorChanged" and target["remeasure"] == WINNER
+        assert "re-measuring the published winner" in target["message"] and "550 -> 560" in target["message"]
+        assert sorted(runs(cluster, p_namespace)) == sorted([first, check])  # no full run
+        search = runs(cluster, p_namespace)[check]["spec"]["search"]
+        assert search["routes"] == [WINNER] and search["mode"] == "fast" and not search.get("knobs")
+        assert any(check in e["message"] for e in events(cluster, p_namespace, "RunStarted"))
+        assert regressions(operator) == 0
+
+        finish(cluster, p_namespace, check, gpu_type, "")  # the re-measure kept the default route
+        target = recorded(cluster, p_namespace, full)
+        assert target["reason"] == "WinnerRegressed" and target.get("remeasure") is None
+        assert target["runs"] == [first, check, full]
+        (warning,) = events(cluster, p_namespace, "WinnerRegressed")
+        assert warning["type"] == "Warning" and WINNER in warning["message"] and full in warning["message"]
+        conditions = {c["type"]: c for c in policy(cluster, p_namespace)["status"]["conditions"]}
+        assert (
+            conditions["WinnerRegressed"]["status"] == "True" and gpu_type in conditions["WinnerRegressed"]["message"]
+        )
+        assert not runs(cluster, p_namespace)[full]["spec"]["search"].get("routes")  # the full re-tune
+        wait_for(lambda: regressions(operator) == 1, 30, "the regression counted", 0.2)
+    finally:
+        cluster.kubectl("delete", "tpol,trun", "--all", "-n", p_namespace, "--timeout=60s", check=False)
+        operator.stop()
+    operator.assert_clean()
