@@ -49,11 +49,14 @@ test: venv
 unit: venv
 	$(PY) -m pytest -q tests/unit
 
-# Lint, format and types (pyproject.toml's [tool.ruff] and [tool.mypy]); CI runs it before the tests.
+# Lint, format, types (pyproject.toml's [tool.ruff] and [tool.mypy]) and the generated CRDs (crds/ and
+# the chart's copy); CI runs it before the tests.
 lint: venv
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/enginewright crds --check --also charts/enginewright/crds
+	$(VENV)/bin/enginewright crds --check --also charts/enginewright/crds
 
 e2e: venv
 	$(PY) -m pytest -ra tests/e2e

@@ -20,10 +20,13 @@ def walk(node, path="schema"):
 
 
 def test_committed_crds_match_the_models():
-    for name, text in render_crds().items():
-        committed = Path("crds") / name
-        assert committed.exists(), f"{committed} missing: run `enginewright crds`"
-        assert committed.read_text() == text, f"{committed} drifted from the models: run `enginewright crds`"
+    # The Helm chart installs its own copy: a copy left behind installs an older schema (session 12's
+    # spec.search.routes reached crds/ but not the chart, and only the 35-minute chart test saw it).
+    for folder in (Path("crds"), Path("charts/enginewright/crds")):
+        for name, text in render_crds().items():
+            committed = folder / name
+            assert committed.exists(), f"{committed} missing: run `make crds`"
+            assert committed.read_text() == text, f"{committed} drifted from the models: run `make crds`"
 
 
 def test_schema_is_structural_typed_and_described():
