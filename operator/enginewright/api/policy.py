@@ -68,14 +68,20 @@ class PolicyTargetStatus(WireModel):
         None,
         description="Why that run started: Initial, or the changed parts, e.g. DriverMajorChanged, "
         "CompilerVersionChanged, ModelDigestChanged (a re-measure of the published winner when there is one); "
-        "after a re-measure, WinnerConfirmed, WinnerRegressed or RemeasureFailed (a full re-tune started).",
+        "after a re-measure, WinnerConfirmed, or WinnerRegressed, RunnerUpWins or RemeasureFailed (a full re-tune "
+        "started).",
     )
     message: str | None = Field(None, description="What changed (old -> new), or why the policy waits.")
     remeasure: str | None = Field(
         None,
         description="The published winner's route that the current run re-measures against the default on the "
         "new stack (a run of spec.search.routes); unset once that run has decided: WinnerConfirmed (it published "
-        "the winner for the new stack) or WinnerRegressed (the policy started a full re-tune).",
+        "the winner for the new stack) or WinnerRegressed / RunnerUpWins (the policy started a full re-tune).",
+    )
+    runners_up: list[str] = Field(
+        default_factory=list,
+        description="The published run's stage-1 routes that came closest to its winner (up to 2, from its cache "
+        "entries) that the re-measure measures too: one of them winning it (RunnerUpWins) starts the full re-tune.",
     )
     started_at: str | None = Field(None, description="When the policy recorded that run (RFC 3339).")
     runs: list[str] = Field(

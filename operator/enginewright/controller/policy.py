@@ -3,11 +3,13 @@ stack its current run was started for, whether to start a new TuningRun (and its
 and manifest), only record what was learned, wait, or do nothing; and the policy's status after.
 
 On a stack change a target whose current run published a winner other than the default route is
-first re-measured: a run of `spec.search.routes` = [that winner] measures only the default and the
-winner on the new stack and judges them by the product's confirmation rule. If the winner is
-confirmed, that run has published it for the new stack and nothing more starts (WinnerConfirmed);
-if the default wins (WinnerRegressed) or the re-measure fails (RemeasureFailed), the full re-tune
-starts, under the name a plain stack change would have given it.
+first re-measured: a run of `spec.search.routes` = [that winner, the run's runners-up] measures only
+the default, the winner and the (up to two) stage-1 routes that came closest to it, on the new
+stack, and judges them by the product's confirmation rule. If the winner is confirmed, that run has
+published it for the new stack and nothing more starts (WinnerConfirmed); if the default wins
+(WinnerRegressed), a runner-up wins (RunnerUpWins: a stage-1 route now beats the default and the
+winner) or the re-measure fails (RemeasureFailed), the full re-tune starts, under the name a plain
+stack change would have given it.
 
 The shell (`controller.policy_runs`) reads nodes and settings into these inputs, creates the run and
 writes what these return. A decision depends only on what is observed now and what the status says,
@@ -18,10 +20,11 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
-from enginewright.api.models import SearchMode, Target, TuningRunSpec
+from enginewright.api.cache import CacheEntry
+from enginewright.api.models import ReuseMode, SearchMode, Target, TuningRunSpec
 from enginewright.api.names import (
     API_VERSION,
     DRIVER_MAJOR_LABEL,
@@ -36,11 +39,15 @@ from enginewright.api.policy import RUNS_KEPT, PolicyTargetStatus, Stack, Trigge
 from enginewright.api.routes import canonical_route, parse_route
 from enginewright.controller.children import child_name, controller_reference, label_value
 from enginewright.controller.status import conditions, now
+from enginewright.search.winner import rank_candidates
 
 ANNOTATION_STACK = f"{GROUP}/stack"  # on a started run: the stack (JSON) it was started for
 ANNOTATION_TRIGGER = f"{GROUP}/trigger"  # on a started run: why the policy started it
 ANNOTATION_REMEASURE = f"{GROUP}/remeasure"  # on a re-measure run: the published winner's route it re-measures
+ANNOTATION_RUNNERS_UP = f"{GROUP}/runners-up"  # on a re-measure run: the runners-up it carries (JSON list)
 REGRESSED = "WinnerRegressed"
+RUNNER_UP_WINS = "RunnerUpWins"
+RUNNERS_UP = 2  # stage-1 routes of the published run a re-measure carries beside its winner
 
 # Stack part -> (trigger field, the reason word when it changed).
 PARTS = {
@@ -138,6 +145,29 @@ class Decision:
     message: str
     run: str | None = None
     remeasure: str | None = None
+    runners_up: tuple[str, ...] = ()
+
+
+def runners_up(entries: Iterable[CacheEntry], winner: str, limit: int = RUNNERS_UP) -> tuple[str, ...]:
+    """The stage-1 routes of a finished run (its cache entries) that came closest to its winner:
+    accuracy-passing, neither the default nor the winner, fastest against the default first (as the
+    run ranked its candidates). Empty when the default's entry is not among them."""
+    stage1 = [e for e in entries if e.stage == "stage1"]
+    default = next((e for e in stage1 if not e.route and e.passed), None)
+    if default is None or default.median_ms is None:
+        return ()
+    won = same_route(winner)
+    ranked = (same_route(e.route) for e in rank_candidates(stage1, default.route_id, default.median_ms))
+    return tuple(route for route in ranked if route != won)[:limit]
+
+
+def with_runners_up(decision: Decision, routes: Iterable[str]) -> Decision:
+    """A re-measure decision that also carries `routes` (the published run's `runners_up`)."""
+    carried = tuple(routes)
+    if decision.remeasure is None or not carried:
+        return decision
+    message = f"{decision.message} (and the runners-up {', '.join(carried)})"
+    return replace(decision, runners_up=carried, message=message)
 
 
 def decide(
@@ -155,9 +185,10 @@ def decide(
     None when it is not there) and, when that run is a re-measure, the winner's route it re-measures.
 
     A stack change re-measures the current run's published winner when it is not the default route
-    (there is nothing to re-measure a default against), else starts a full run. A finished re-measure
-    is recorded when its winner held (it published it for the new stack); a regression (the default
-    won) or a failed or vanished re-measure starts the full run for the stack."""
+    (there is nothing to re-measure a default against), else starts a full run; the shell adds the
+    runners-up (`with_runners_up`). A finished re-measure is recorded when its winner held (it
+    published it for the new stack); a regression (the default won), a runner-up that won, or a
+    failed or vanished re-measure starts the full run for the stack."""
     decision = _stack_decision(policy, gpu_type, triggers, observed, driver, recorded)
     if decision.action == "start" and decision.reason != "Initial" and decision.stack is not None:
         if current is not None and current.phase == "Succeeded" and current.winner:
@@ -185,9 +216,16 @@ def decide(
             f"the re-measure {check} confirmed {remeasuring} against the default on the new stack and published it"
         )
         return Decision("record", recorded, "WinnerConfirmed", message)
+    if current.winner:
+        # The re-measure measured only the default, the winner and its runners-up: one of those won.
+        message = (
+            f"the runner-up {current.winner} beat the default and the published winner {remeasuring} on the new "
+            f"stack (re-measure {check} published it): starting the full re-tune {full}"
+        )
+        return Decision("start", recorded, RUNNER_UP_WINS, message, full)
     message = (
         f"the published winner {remeasuring} no longer beats the default on the new stack (re-measure {check} "
-        f"kept {current.winner or 'the default route'}): starting the full re-tune {full}"
+        f"kept the default route): starting the full re-tune {full}"
     )
     return Decision("start", recorded, REGRESSED, message, full)
 
@@ -243,19 +281,27 @@ def run_manifest(
         ANNOTATION_TRIGGER: decision.reason,
     }
     if decision.remeasure is not None:
-        # Only the default and the winner, judged by the confirmation rule (at least that one candidate).
+        # Only the default, the winner and its runners-up, measured fresh (nothing reused: this is the
+        # measurement being repeated), every one of them a candidate of the confirmation round.
+        routes = [decision.remeasure, *decision.runners_up]
         search = spec.search.model_copy(
             update={
                 "mode": SearchMode.fast,
                 "knobs": [],
-                "routes": [decision.remeasure],
+                "routes": routes,
                 "measure_uncompiled": False,
                 "dry_run": False,
-                "confirm": spec.search.confirm.model_copy(update={"top_k": max(1, spec.search.confirm.top_k)}),
+                "reuse": ReuseMode.none,
+                "seed_cache": None,
+                "confirm": spec.search.confirm.model_copy(
+                    update={"top_k": max(len(routes), spec.search.confirm.top_k)}
+                ),
             }
         )
         spec = spec.model_copy(update={"search": search})
         annotations[ANNOTATION_REMEASURE] = decision.remeasure
+        if decision.runners_up:
+            annotations[ANNOTATION_RUNNERS_UP] = json.dumps(list(decision.runners_up))
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -293,12 +339,15 @@ def target_status(
                 "reason": decision.reason,
                 "message": decision.message,
                 "remeasure": decision.remeasure,
+                "runners_up": list(decision.runners_up),
                 "started_at": when,
                 "runs": runs[-RUNS_KEPT:],
             }
         )
     if decision.action == "record" and decision.reason == "WinnerConfirmed":
-        return out.model_copy(update={"reason": decision.reason, "message": decision.message, "remeasure": None})
+        return out.model_copy(
+            update={"reason": decision.reason, "message": decision.message, "remeasure": None, "runners_up": []}
+        )
     if decision.action == "record":
         return out.model_copy(update={"stack": decision.stack, "message": decision.message})
     if decision.action == "wait":

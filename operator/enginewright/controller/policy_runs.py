@@ -13,11 +13,14 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from enginewright.api.cache import CacheEntry
 from enginewright.api.names import GROUP, PLURAL, VERSION
 from enginewright.api.policy import PolicyTargetStatus, TuningPolicySpec
 from enginewright.controller import metrics
+from enginewright.controller.children import RunRef, selector
 from enginewright.controller.policy import (
     REGRESSED,
+    RUNNER_UP_WINS,
     DriverReading,
     RunOutcome,
     decide,
@@ -27,7 +30,9 @@ from enginewright.controller.policy import (
     policy_status,
     run_manifest,
     run_outcome,
+    runners_up,
     target_status,
+    with_runners_up,
 )
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import condition, now
@@ -87,6 +92,9 @@ class PolicyChecker:
                 current,
                 old.remeasure if old else None,
             )
+            if decision.remeasure is not None and old is not None and old.run:
+                entries = self._entries(namespace, uid, old.run, target.gpu_type)
+                decision = with_runners_up(decision, runners_up(entries, decision.remeasure))
             started = False
             if decision.action == "start":
                 doc = run_manifest(name, namespace, uid, spec.template, target, decision)
@@ -96,6 +104,8 @@ class PolicyChecker:
                     if decision.reason == REGRESSED:
                         metrics.POLICY_REGRESSIONS.inc()
                     emit("Warning", decision.reason, f"{target.gpu_type}: {decision.message}")
+                elif started and decision.reason == RUNNER_UP_WINS:
+                    emit("Normal", decision.reason, f"{target.gpu_type}: {decision.message}")
             elif decision.action == "record" and decision.reason == "WinnerConfirmed":
                 emit("Normal", decision.reason, f"{target.gpu_type}: {decision.message}")
             elif decision.action == "record":
@@ -116,6 +126,35 @@ class PolicyChecker:
                 return None
             raise
         return run_outcome(body) if owned_by(body, uid) else None
+
+    def _entries(self, namespace: str, uid: str, run: str, gpu_type: str) -> list[CacheEntry]:
+        """The cache entries of the target's current run, from its cache ConfigMaps (in the cluster as
+        long as the run is: a restarted operator reads the same); none when the run is gone or not this
+        policy's. An entry that does not parse is skipped: it only narrows the runners-up."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            body = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise
+        if not owned_by(body, uid):
+            return []
+        ref = RunRef(run, namespace, body["metadata"]["uid"])
+        maps = self.core.list_namespaced_config_map(
+            namespace, label_selector=selector(ref, gpu_type, component="cache")
+        ).items
+        entries = []
+        for shard in maps:
+            if not any(o.uid == ref.uid for o in shard.metadata.owner_references or []):
+                continue
+            for text in (shard.data or {}).values():
+                try:
+                    entries.append(CacheEntry.from_json(text))
+                except (ValueError, ValidationError):
+                    continue
+        return entries
 
     def _create(
         self, namespace: str, uid: str, doc: dict, reason: str, message: str, emit: Emit
