@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from enginewright.api.cache import CacheEntry
@@ -48,6 +50,7 @@ ANNOTATION_RUNNERS_UP = f"{GROUP}/runners-up"  # on a re-measure run: the runner
 REGRESSED = "WinnerRegressed"
 RUNNER_UP_WINS = "RunnerUpWins"
 RUNNERS_UP = 2  # stage-1 routes of the published run a re-measure carries beside its winner
+SCHEDULED = "Scheduled"  # the reason of a re-measure that spec.triggers.schedule started
 
 # Stack part -> (trigger field, the reason word when it changed).
 PARTS = {
@@ -98,6 +101,36 @@ def remeasure_name(policy: str, gpu_type: str, stack: Stack) -> str:
     """The re-measure run of a published winner on `stack`: `<policy>-<gpu-type>-<stack digest>-check`,
     beside the full re-tune's `run_name` for the same stack (which a regression starts)."""
     return child_name(policy, gpu_type, stack_digest(stack), "check")
+
+
+def scheduled_remeasure_name(policy: str, gpu_type: str, stack: Stack, since: str) -> str:
+    """The re-measure the schedule starts when the current run, recorded at `since` (its startedAt),
+    is a schedule old: `<policy>-<gpu-type>-<stack digest>-<since>-check`. The stack is unchanged, so
+    the time tells one scheduled re-measure from the one before; a check repeated before the status is
+    written sees the same `since` and names the same run."""
+    return child_name(policy, gpu_type, stack_digest(stack), _stamp(since), "check")
+
+
+def scheduled_retune_name(policy: str, gpu_type: str, stack: Stack, since: str) -> str:
+    """The full re-tune a scheduled re-measure, recorded at `since`, starts when its winner lost:
+    `<policy>-<gpu-type>-<stack digest>-<since>` (`run_name` of the same stack is the run that
+    measured it first)."""
+    return child_name(policy, gpu_type, stack_digest(stack), _stamp(since))
+
+
+def _stamp(when: str) -> str:
+    """An RFC 3339 time as a name part: 2026-12-03T06:14:26Z -> 20261203t061426z."""
+    return re.sub(r"[^0-9a-z]", "", when.lower()) or "unrecorded"
+
+
+def remeasure_due(every: float | None, since: str | None) -> datetime | None:
+    """When the schedule (`every` seconds) re-measures a run recorded at `since` (None: no schedule;
+    a run recorded without a time is due now)."""
+    if every is None:
+        return None
+    if since is None:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) + timedelta(seconds=every)
 
 
 @dataclass(frozen=True)
@@ -179,6 +212,9 @@ def decide(
     recorded: Stack | None,
     current: RunOutcome | None = None,
     remeasuring: str | None = None,
+    *,
+    current_run: str | None = None,
+    scheduled_since: str | None = None,
 ) -> Decision:
     """The decision for one target, from the stack observed now, the one its current run was started
     for (None: the policy has started no run for this target yet), that run's outcome (`current`,
@@ -188,7 +224,9 @@ def decide(
     (there is nothing to re-measure a default against), else starts a full run; the shell adds the
     runners-up (`with_runners_up`). A finished re-measure is recorded when its winner held (it
     published it for the new stack); a regression (the default won), a runner-up that won, or a
-    failed or vanished re-measure starts the full run for the stack."""
+    failed or vanished re-measure starts the full run for the stack. `current_run` names the current
+    run in messages; `scheduled_since` is the startedAt of a current re-measure the schedule started
+    (`scheduled`), whose full re-tune is `scheduled_retune_name`."""
     decision = _stack_decision(policy, gpu_type, triggers, observed, driver, recorded)
     if decision.action == "start" and decision.reason != "Initial" and decision.stack is not None:
         if current is not None and current.phase == "Succeeded" and current.winner:
@@ -205,29 +243,69 @@ def decide(
         return decision
     if current is not None and not current.finished:
         return decision
-    full = run_name(policy, gpu_type, recorded)
-    check = remeasure_name(policy, gpu_type, recorded)
+    if scheduled_since is None:
+        full, where = run_name(policy, gpu_type, recorded), "the new stack"
+    else:
+        full, where = scheduled_retune_name(policy, gpu_type, recorded, scheduled_since), "its stack, on schedule"
+    check = current_run or remeasure_name(policy, gpu_type, recorded)
     if current is None or current.phase == "Failed":
         why = "was deleted" if current is None else "failed"
         message = f"the re-measure {check} of {remeasuring} {why}: starting the full re-tune {full}"
         return Decision("start", recorded, "RemeasureFailed", message, full)
     if current.winner and same_route(current.winner) == same_route(remeasuring):
-        message = (
-            f"the re-measure {check} confirmed {remeasuring} against the default on the new stack and published it"
-        )
+        message = f"the re-measure {check} confirmed {remeasuring} against the default on {where} and published it"
         return Decision("record", recorded, "WinnerConfirmed", message)
     if current.winner:
         # The re-measure measured only the default, the winner and its runners-up: one of those won.
         message = (
-            f"the runner-up {current.winner} beat the default and the published winner {remeasuring} on the new "
-            f"stack (re-measure {check} published it): starting the full re-tune {full}"
+            f"the runner-up {current.winner} beat the default and the published winner {remeasuring} on {where} "
+            f"(re-measure {check} published it): starting the full re-tune {full}"
         )
         return Decision("start", recorded, RUNNER_UP_WINS, message, full)
     message = (
-        f"the published winner {remeasuring} no longer beats the default on the new stack (re-measure {check} "
+        f"the published winner {remeasuring} no longer beats the default on {where} (re-measure {check} "
         f"kept the default route): starting the full re-tune {full}"
     )
     return Decision("start", recorded, REGRESSED, message, full)
+
+
+def scheduled(
+    policy: str,
+    gpu_type: str,
+    decision: Decision,
+    current: RunOutcome | None,
+    remeasuring: str | None,
+    every: float | None,
+    since: str | None,
+    at: datetime,
+) -> Decision:
+    """`decide`'s decision, or the schedule's re-measure when it is due: nothing else is to be done
+    (`none`: the stack is unchanged, no re-measure is going), the current run has published a winner
+    other than the default (what is re-measured, with its runners-up, as after a stack change), and
+    `at` is `every` seconds or more after `since`, when the policy recorded that run. A run still
+    going, or one whose default won or that failed, is not re-measured: the schedule waits for it."""
+    due = remeasure_due(every, since)
+    if decision.action != "none" or due is None or remeasuring is not None or decision.stack is None:
+        return decision
+    if current is None or current.phase != "Succeeded" or not current.winner or at < due:
+        return decision
+    check = scheduled_remeasure_name(policy, gpu_type, decision.stack, since or "")
+    message = (
+        f"the schedule is due (the current run was recorded {since or 'at no recorded time'}): re-measuring the "
+        f"published winner {current.winner} against the default"
+    )
+    return Decision("start", decision.stack, SCHEDULED, message, check, remeasure=current.winner)
+
+
+def next_remeasure(every: float | None, target: PolicyTargetStatus, current: RunOutcome | None) -> str | None:
+    """When the schedule re-measures the target next (RFC 3339), for its status: None without a
+    schedule, while a re-measure goes, or while the current run has no published winner to re-measure."""
+    due = remeasure_due(every, target.started_at)
+    if due is None or target.started_at is None or target.remeasure is not None or current is None:
+        return None
+    if current.phase != "Succeeded" or not current.winner:
+        return None
+    return due.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _stack_decision(

@@ -9,6 +9,7 @@ status not yet written) finds the run it made (409, owned by this policy) and re
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pydantic import ValidationError
@@ -21,16 +22,19 @@ from enginewright.controller.children import RunRef, selector
 from enginewright.controller.policy import (
     REGRESSED,
     RUNNER_UP_WINS,
+    SCHEDULED,
     DriverReading,
     RunOutcome,
     decide,
     driver_reading,
+    next_remeasure,
     observed_stack,
     owned_by,
     policy_status,
     run_manifest,
     run_outcome,
     runners_up,
+    scheduled,
     target_status,
     with_runners_up,
 )
@@ -82,6 +86,7 @@ class PolicyChecker:
             observed = observed_stack(spec.template, driver, image)
             old = before.get(target.gpu_type)
             current = self._outcome(namespace, uid, old.run) if old and old.run else None
+            remeasuring = old.remeasure if old else None
             decision = decide(
                 name,
                 target.gpu_type,
@@ -90,8 +95,14 @@ class PolicyChecker:
                 driver,
                 old.stack if old else None,
                 current,
-                old.remeasure if old else None,
+                remeasuring,
+                current_run=old.run if old else None,
+                scheduled_since=old.started_at if old and remeasuring and old.reason == SCHEDULED else None,
             )
+            every = spec.triggers.schedule_seconds
+            since = old.started_at if old else None
+            at = datetime.now(timezone.utc)
+            decision = scheduled(name, target.gpu_type, decision, current, remeasuring, every, since, at)
             if decision.remeasure is not None and old is not None and old.run:
                 entries = self._entries(namespace, uid, old.run, target.gpu_type)
                 decision = with_runners_up(decision, runners_up(entries, decision.remeasure))
@@ -112,7 +123,9 @@ class PolicyChecker:
                 log.info(f"{namespace}/{name} {target.gpu_type}: {decision.message} (recorded, no new run)")
             elif decision.action == "wait":
                 waiting.append(decision.message)
-            targets.append(target_status(old, target.gpu_type, decision, observed, started, now()))
+            status = target_status(old, target.gpu_type, decision, observed, started, now())
+            upcoming = None if started else next_remeasure(every, status, current)
+            targets.append(status.model_copy(update={"next_remeasure": upcoming}))
         return self._finish(body, previous, policy_status(previous, generation, targets, problem, waiting), emit)
 
     def _outcome(self, namespace: str, uid: str, run: str) -> RunOutcome | None:
