@@ -36,6 +36,15 @@ def by_kind(objects: list[dict], kind: str) -> list[dict]:
     return [o for o in objects if o["kind"] == kind]
 
 
+def operator_settings(cluster, values: dict):
+    """The operator's Settings as they would read the environment of the Deployment rendered with `values`."""
+    from enginewright.controller.settings import Settings
+
+    (deployment,) = by_kind(render(cluster, "ew", "enginewright", values), "Deployment")
+    env = {e["name"]: e.get("value", "") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+    return Settings.from_env({k: v for k, v in env.items() if k.startswith("ENGINEWRIGHT_")})
+
+
 def service_account_kubeconfig(cluster, namespace: str, name: str, path: Path) -> Path:
     """A kubeconfig that authenticates as ServiceAccount namespace/name with a token from the
     TokenRequest API (`kubectl create token`), the same credential its pod would get."""

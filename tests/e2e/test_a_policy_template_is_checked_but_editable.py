@@ -24,7 +24,12 @@ def test_the_policy_crd_checks_the_template_and_lets_it_change(cluster, crd_inst
     assert {c["type"]: c["status"] for c in crd["status"]["conditions"]}["Established"] == "True"
     apply(cluster, namespace, EXAMPLE)
     stored = get_json(cluster, "tpol", "demo-mlp", "-n", namespace)
-    assert stored["spec"]["triggers"] == {"driverMajor": True, "compilerVersion": True, "modelDigest": True}
+    assert stored["spec"]["triggers"] == {
+        "driverMajor": True,
+        "compilerVersion": True,
+        "modelDigest": True,
+        "schedule": "168h",
+    }
 
     edited = copy.deepcopy(EXAMPLE)
     edited["spec"]["template"]["model"]["sha256"] = "e" * 64

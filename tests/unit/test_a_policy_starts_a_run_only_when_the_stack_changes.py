@@ -223,4 +223,4 @@ def test_the_example_policy_is_a_valid_policy():
     doc = yaml.safe_load(Path("examples/tuningpolicy-demo.yaml").read_text())
     example = TuningPolicy.model_validate(doc)
     assert [t.gpu_type for t in example.spec.template.targets] == ["NVIDIA-H200", "NVIDIA-L40S"]
-    assert example.spec.triggers == Triggers()
+    assert example.spec.triggers == Triggers(schedule="168h")  # every stack trigger on (the defaults), a week

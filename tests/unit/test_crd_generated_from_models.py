@@ -91,9 +91,13 @@ def test_the_policy_crd_is_structural_described_and_its_template_editable():
     assert any("oldSelf" in r["rule"] for r in run_spec["x-kubernetes-validations"])  # the run's spec still is
     assert template["properties"] == run_spec["properties"]
     triggers = schema["properties"]["spec"]["properties"]["triggers"]["properties"]
-    assert {k: v["default"] for k, v in triggers.items()} == {
+    assert {k: v.get("default") for k, v in triggers.items()} == {
         "driverMajor": True,
         "compilerVersion": True,
         "modelDigest": True,
+        "schedule": None,
     }
+    schedule = triggers["schedule"]  # a duration of at least an hour, refused at apply otherwise
+    assert schedule["type"] == "string" and schedule["pattern"]
+    assert [r["rule"] for r in schedule["x-kubernetes-validations"]] == ["duration(self) >= duration('1h')"]
     assert policy["spec"]["versions"][0]["subresources"] == {"status": {}}

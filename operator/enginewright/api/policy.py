@@ -9,14 +9,26 @@ starts a new TuningRun from its template, in its own namespace, with a name deri
 
 from __future__ import annotations
 
+import re
 from typing import Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, field_validator
 
 from enginewright.api.models import Condition, ObjectMeta, TuningRunSpec, WireModel
 from enginewright.api.names import API_VERSION, POLICY_KIND
 
 RUNS_KEPT = 20  # names of started runs a target's status lists (the runs themselves stay until deleted)
+SCHEDULE_MINIMUM = "1h"  # the shortest spec.triggers.schedule: a re-measure builds and times engines
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"  # a Go duration (metav1.Duration) in h, m and s
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
+
+
+def duration_seconds(text: str) -> float:
+    """A Go-style duration ("168h", "1h30m", "90m") in seconds; ValueError when it is not one."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"{text!r} is not a duration such as 168h, 24h or 1h30m (units h, m, s)")
+    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text))
 
 
 class Triggers(WireModel):
@@ -33,6 +45,35 @@ class Triggers(WireModel):
         "template.compiler.image): the image fixes the compiler version; the version inside it is not read.",
     )
     model_digest: bool = Field(True, description="A new template.model.sha256.")
+    schedule: str | None = Field(
+        None,
+        description=f"Re-measure each target's published winner (with its runners-up) against the default this "
+        f"often, on an unchanged stack: a duration such as 168h or 24h (units h, m, s; at least "
+        f"{SCHEDULE_MINIMUM}), counted from when the policy recorded the target's current run (its startedAt). "
+        "Unset: no schedule.",
+        json_schema_extra={
+            "maxLength": 64,
+            "pattern": DURATION_PATTERN,
+            "x-kubernetes-validations": [
+                {
+                    "rule": f"duration(self) >= duration('{SCHEDULE_MINIMUM}')",
+                    "message": f"must be at least {SCHEDULE_MINIMUM}, e.g. 168h (a re-measure builds and times "
+                    "engines on the target's GPUs)",
+                }
+            ],
+        },
+    )
+
+    @field_validator("schedule")
+    @classmethod
+    def _at_least_the_minimum(cls, schedule: str | None) -> str | None:
+        if schedule is not None and duration_seconds(schedule) < duration_seconds(SCHEDULE_MINIMUM):
+            raise ValueError(f"spec.triggers.schedule must be at least {SCHEDULE_MINIMUM} (got {schedule})")
+        return schedule
+
+    @property
+    def schedule_seconds(self) -> float | None:
+        return duration_seconds(self.schedule) if self.schedule else None
 
 
 class TuningPolicySpec(WireModel):
@@ -67,17 +108,31 @@ class PolicyTargetStatus(WireModel):
     reason: str | None = Field(
         None,
         description="Why that run started: Initial, or the changed parts, e.g. DriverMajorChanged, "
-        "CompilerVersionChanged, ModelDigestChanged (a re-measure of the published winner when there is one); "
-        "after a re-measure, WinnerConfirmed, WinnerRegressed or RemeasureFailed (a full re-tune started).",
+        "CompilerVersionChanged, ModelDigestChanged (a re-measure of the published winner when there is one), "
+        "Scheduled (triggers.schedule: a re-measure on an unchanged stack); "
+        "after a re-measure, WinnerConfirmed, or WinnerRegressed, RunnerUpWins or RemeasureFailed (a full re-tune "
+        "started).",
     )
     message: str | None = Field(None, description="What changed (old -> new), or why the policy waits.")
     remeasure: str | None = Field(
         None,
         description="The published winner's route that the current run re-measures against the default on the "
         "new stack (a run of spec.search.routes); unset once that run has decided: WinnerConfirmed (it published "
-        "the winner for the new stack) or WinnerRegressed (the policy started a full re-tune).",
+        "the winner for the new stack) or WinnerRegressed / RunnerUpWins (the policy started a full re-tune).",
     )
-    started_at: str | None = Field(None, description="When the policy recorded that run (RFC 3339).")
+    runners_up: list[str] = Field(
+        default_factory=list,
+        description="The published run's stage-1 routes that came closest to its winner (up to 2, from its cache "
+        "entries) that the re-measure measures too: one of them winning it (RunnerUpWins) starts the full re-tune.",
+    )
+    started_at: str | None = Field(
+        None, description="When the policy recorded that run (RFC 3339); triggers.schedule counts from it."
+    )
+    next_remeasure: str | None = Field(
+        None,
+        description="With triggers.schedule: when the published winner of the current run is re-measured next "
+        "(startedAt + schedule, RFC 3339); unset while there is none to re-measure.",
+    )
     runs: list[str] = Field(
         default_factory=list,
         description=f"Runs this policy started for the target, oldest first (the last {RUNS_KEPT}).",

@@ -51,8 +51,8 @@ POLICY_CHECKS = Counter(
 POLICY_RUNS_STARTED = Counter(
     "enginewright_policy_runs_started_total",
     "TuningRuns started by a TuningPolicy, by trigger (Initial, DriverMajorChanged, CompilerVersionChanged, "
-    "ModelDigestChanged, or several joined by commas; WinnerRegressed, RemeasureFailed: the full re-tune after a "
-    "re-measure)",
+    "ModelDigestChanged, or several joined by commas; Scheduled: a re-measure of triggers.schedule; "
+    "WinnerRegressed, RunnerUpWins, RemeasureFailed: the full re-tune after a re-measure)",
     ["trigger"],
 )
 POLICY_REGRESSIONS = Counter(

@@ -3,11 +3,13 @@ stack its current run was started for, whether to start a new TuningRun (and its
 and manifest), only record what was learned, wait, or do nothing; and the policy's status after.
 
 On a stack change a target whose current run published a winner other than the default route is
-first re-measured: a run of `spec.search.routes` = [that winner] measures only the default and the
-winner on the new stack and judges them by the product's confirmation rule. If the winner is
-confirmed, that run has published it for the new stack and nothing more starts (WinnerConfirmed);
-if the default wins (WinnerRegressed) or the re-measure fails (RemeasureFailed), the full re-tune
-starts, under the name a plain stack change would have given it.
+first re-measured: a run of `spec.search.routes` = [that winner, the run's runners-up] measures only
+the default, the winner and the (up to two) stage-1 routes that came closest to it, on the new
+stack, and judges them by the product's confirmation rule. If the winner is confirmed, that run has
+published it for the new stack and nothing more starts (WinnerConfirmed); if the default wins
+(WinnerRegressed), a runner-up wins (RunnerUpWins: a stage-1 route now beats the default and the
+winner) or the re-measure fails (RemeasureFailed), the full re-tune starts, under the name a plain
+stack change would have given it.
 
 The shell (`controller.policy_runs`) reads nodes and settings into these inputs, creates the run and
 writes what these return. A decision depends only on what is observed now and what the status says,
@@ -17,11 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
-from enginewright.api.models import SearchMode, Target, TuningRunSpec
+from enginewright.api.cache import CacheEntry
+from enginewright.api.models import ReuseMode, SearchMode, Target, TuningRunSpec
 from enginewright.api.names import (
     API_VERSION,
     DRIVER_MAJOR_LABEL,
@@ -36,11 +41,16 @@ from enginewright.api.policy import RUNS_KEPT, PolicyTargetStatus, Stack, Trigge
 from enginewright.api.routes import canonical_route, parse_route
 from enginewright.controller.children import child_name, controller_reference, label_value
 from enginewright.controller.status import conditions, now
+from enginewright.search.winner import rank_candidates
 
 ANNOTATION_STACK = f"{GROUP}/stack"  # on a started run: the stack (JSON) it was started for
 ANNOTATION_TRIGGER = f"{GROUP}/trigger"  # on a started run: why the policy started it
 ANNOTATION_REMEASURE = f"{GROUP}/remeasure"  # on a re-measure run: the published winner's route it re-measures
+ANNOTATION_RUNNERS_UP = f"{GROUP}/runners-up"  # on a re-measure run: the runners-up it carries (JSON list)
 REGRESSED = "WinnerRegressed"
+RUNNER_UP_WINS = "RunnerUpWins"
+RUNNERS_UP = 2  # stage-1 routes of the published run a re-measure carries beside its winner
+SCHEDULED = "Scheduled"  # the reason of a re-measure that spec.triggers.schedule started
 
 # Stack part -> (trigger field, the reason word when it changed).
 PARTS = {
@@ -93,6 +103,36 @@ def remeasure_name(policy: str, gpu_type: str, stack: Stack) -> str:
     return child_name(policy, gpu_type, stack_digest(stack), "check")
 
 
+def scheduled_remeasure_name(policy: str, gpu_type: str, stack: Stack, since: str) -> str:
+    """The re-measure the schedule starts when the current run, recorded at `since` (its startedAt),
+    is a schedule old: `<policy>-<gpu-type>-<stack digest>-<since>-check`. The stack is unchanged, so
+    the time tells one scheduled re-measure from the one before; a check repeated before the status is
+    written sees the same `since` and names the same run."""
+    return child_name(policy, gpu_type, stack_digest(stack), _stamp(since), "check")
+
+
+def scheduled_retune_name(policy: str, gpu_type: str, stack: Stack, since: str) -> str:
+    """The full re-tune a scheduled re-measure, recorded at `since`, starts when its winner lost:
+    `<policy>-<gpu-type>-<stack digest>-<since>` (`run_name` of the same stack is the run that
+    measured it first)."""
+    return child_name(policy, gpu_type, stack_digest(stack), _stamp(since))
+
+
+def _stamp(when: str) -> str:
+    """An RFC 3339 time as a name part: 2026-12-03T06:14:26Z -> 20261203t061426z."""
+    return re.sub(r"[^0-9a-z]", "", when.lower()) or "unrecorded"
+
+
+def remeasure_due(every: float | None, since: str | None) -> datetime | None:
+    """When the schedule (`every` seconds) re-measures a run recorded at `since` (None: no schedule;
+    a run recorded without a time is due now)."""
+    if every is None:
+        return None
+    if since is None:
+        return datetime.min.replace(tzinfo=timezone.utc)
+    return datetime.strptime(since, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc) + timedelta(seconds=every)
+
+
 @dataclass(frozen=True)
 class RunOutcome:
     """What the policy reads of a target's current run: its phase, and the route of the winner it
@@ -138,6 +178,29 @@ class Decision:
     message: str
     run: str | None = None
     remeasure: str | None = None
+    runners_up: tuple[str, ...] = ()
+
+
+def runners_up(entries: Iterable[CacheEntry], winner: str, limit: int = RUNNERS_UP) -> tuple[str, ...]:
+    """The stage-1 routes of a finished run (its cache entries) that came closest to its winner:
+    accuracy-passing, neither the default nor the winner, fastest against the default first (as the
+    run ranked its candidates). Empty when the default's entry is not among them."""
+    stage1 = [e for e in entries if e.stage == "stage1"]
+    default = next((e for e in stage1 if not e.route and e.passed), None)
+    if default is None or default.median_ms is None:
+        return ()
+    won = same_route(winner)
+    ranked = (same_route(e.route) for e in rank_candidates(stage1, default.route_id, default.median_ms))
+    return tuple(route for route in ranked if route != won)[:limit]
+
+
+def with_runners_up(decision: Decision, routes: Iterable[str]) -> Decision:
+    """A re-measure decision that also carries `routes` (the published run's `runners_up`)."""
+    carried = tuple(routes)
+    if decision.remeasure is None or not carried:
+        return decision
+    message = f"{decision.message} (and the runners-up {', '.join(carried)})"
+    return replace(decision, runners_up=carried, message=message)
 
 
 def decide(
@@ -149,15 +212,21 @@ def decide(
     recorded: Stack | None,
     current: RunOutcome | None = None,
     remeasuring: str | None = None,
+    *,
+    current_run: str | None = None,
+    scheduled_since: str | None = None,
 ) -> Decision:
     """The decision for one target, from the stack observed now, the one its current run was started
     for (None: the policy has started no run for this target yet), that run's outcome (`current`,
     None when it is not there) and, when that run is a re-measure, the winner's route it re-measures.
 
     A stack change re-measures the current run's published winner when it is not the default route
-    (there is nothing to re-measure a default against), else starts a full run. A finished re-measure
-    is recorded when its winner held (it published it for the new stack); a regression (the default
-    won) or a failed or vanished re-measure starts the full run for the stack."""
+    (there is nothing to re-measure a default against), else starts a full run; the shell adds the
+    runners-up (`with_runners_up`). A finished re-measure is recorded when its winner held (it
+    published it for the new stack); a regression (the default won), a runner-up that won, or a
+    failed or vanished re-measure starts the full run for the stack. `current_run` names the current
+    run in messages; `scheduled_since` is the startedAt of a current re-measure the schedule started
+    (`scheduled`), whose full re-tune is `scheduled_retune_name`."""
     decision = _stack_decision(policy, gpu_type, triggers, observed, driver, recorded)
     if decision.action == "start" and decision.reason != "Initial" and decision.stack is not None:
         if current is not None and current.phase == "Succeeded" and current.winner:
@@ -174,22 +243,69 @@ def decide(
         return decision
     if current is not None and not current.finished:
         return decision
-    full = run_name(policy, gpu_type, recorded)
-    check = remeasure_name(policy, gpu_type, recorded)
+    if scheduled_since is None:
+        full, where = run_name(policy, gpu_type, recorded), "the new stack"
+    else:
+        full, where = scheduled_retune_name(policy, gpu_type, recorded, scheduled_since), "its stack, on schedule"
+    check = current_run or remeasure_name(policy, gpu_type, recorded)
     if current is None or current.phase == "Failed":
         why = "was deleted" if current is None else "failed"
         message = f"the re-measure {check} of {remeasuring} {why}: starting the full re-tune {full}"
         return Decision("start", recorded, "RemeasureFailed", message, full)
     if current.winner and same_route(current.winner) == same_route(remeasuring):
-        message = (
-            f"the re-measure {check} confirmed {remeasuring} against the default on the new stack and published it"
-        )
+        message = f"the re-measure {check} confirmed {remeasuring} against the default on {where} and published it"
         return Decision("record", recorded, "WinnerConfirmed", message)
+    if current.winner:
+        # The re-measure measured only the default, the winner and its runners-up: one of those won.
+        message = (
+            f"the runner-up {current.winner} beat the default and the published winner {remeasuring} on {where} "
+            f"(re-measure {check} published it): starting the full re-tune {full}"
+        )
+        return Decision("start", recorded, RUNNER_UP_WINS, message, full)
     message = (
-        f"the published winner {remeasuring} no longer beats the default on the new stack (re-measure {check} "
-        f"kept {current.winner or 'the default route'}): starting the full re-tune {full}"
+        f"the published winner {remeasuring} no longer beats the default on {where} (re-measure {check} "
+        f"kept the default route): starting the full re-tune {full}"
     )
     return Decision("start", recorded, REGRESSED, message, full)
+
+
+def scheduled(
+    policy: str,
+    gpu_type: str,
+    decision: Decision,
+    current: RunOutcome | None,
+    remeasuring: str | None,
+    every: float | None,
+    since: str | None,
+    at: datetime,
+) -> Decision:
+    """`decide`'s decision, or the schedule's re-measure when it is due: nothing else is to be done
+    (`none`: the stack is unchanged, no re-measure is going), the current run has published a winner
+    other than the default (what is re-measured, with its runners-up, as after a stack change), and
+    `at` is `every` seconds or more after `since`, when the policy recorded that run. A run still
+    going, or one whose default won or that failed, is not re-measured: the schedule waits for it."""
+    due = remeasure_due(every, since)
+    if decision.action != "none" or due is None or remeasuring is not None or decision.stack is None:
+        return decision
+    if current is None or current.phase != "Succeeded" or not current.winner or at < due:
+        return decision
+    check = scheduled_remeasure_name(policy, gpu_type, decision.stack, since or "")
+    message = (
+        f"the schedule is due (the current run was recorded {since or 'at no recorded time'}): re-measuring the "
+        f"published winner {current.winner} against the default"
+    )
+    return Decision("start", decision.stack, SCHEDULED, message, check, remeasure=current.winner)
+
+
+def next_remeasure(every: float | None, target: PolicyTargetStatus, current: RunOutcome | None) -> str | None:
+    """When the schedule re-measures the target next (RFC 3339), for its status: None without a
+    schedule, while a re-measure goes, or while the current run has no published winner to re-measure."""
+    due = remeasure_due(every, target.started_at)
+    if due is None or target.started_at is None or target.remeasure is not None or current is None:
+        return None
+    if current.phase != "Succeeded" or not current.winner:
+        return None
+    return due.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _stack_decision(
@@ -243,19 +359,27 @@ def run_manifest(
         ANNOTATION_TRIGGER: decision.reason,
     }
     if decision.remeasure is not None:
-        # Only the default and the winner, judged by the confirmation rule (at least that one candidate).
+        # Only the default, the winner and its runners-up, measured fresh (nothing reused: this is the
+        # measurement being repeated), every one of them a candidate of the confirmation round.
+        routes = [decision.remeasure, *decision.runners_up]
         search = spec.search.model_copy(
             update={
                 "mode": SearchMode.fast,
                 "knobs": [],
-                "routes": [decision.remeasure],
+                "routes": routes,
                 "measure_uncompiled": False,
                 "dry_run": False,
-                "confirm": spec.search.confirm.model_copy(update={"top_k": max(1, spec.search.confirm.top_k)}),
+                "reuse": ReuseMode.none,
+                "seed_cache": None,
+                "confirm": spec.search.confirm.model_copy(
+                    update={"top_k": max(len(routes), spec.search.confirm.top_k)}
+                ),
             }
         )
         spec = spec.model_copy(update={"search": search})
         annotations[ANNOTATION_REMEASURE] = decision.remeasure
+        if decision.runners_up:
+            annotations[ANNOTATION_RUNNERS_UP] = json.dumps(list(decision.runners_up))
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -293,12 +417,15 @@ def target_status(
                 "reason": decision.reason,
                 "message": decision.message,
                 "remeasure": decision.remeasure,
+                "runners_up": list(decision.runners_up),
                 "started_at": when,
                 "runs": runs[-RUNS_KEPT:],
             }
         )
     if decision.action == "record" and decision.reason == "WinnerConfirmed":
-        return out.model_copy(update={"reason": decision.reason, "message": decision.message, "remeasure": None})
+        return out.model_copy(
+            update={"reason": decision.reason, "message": decision.message, "remeasure": None, "runners_up": []}
+        )
     if decision.action == "record":
         return out.model_copy(update={"stack": decision.stack, "message": decision.message})
     if decision.action == "wait":

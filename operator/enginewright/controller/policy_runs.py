@@ -9,25 +9,34 @@ status not yet written) finds the run it made (409, owned by this policy) and re
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pydantic import ValidationError
 
+from enginewright.api.cache import CacheEntry
 from enginewright.api.names import GROUP, PLURAL, VERSION
 from enginewright.api.policy import PolicyTargetStatus, TuningPolicySpec
 from enginewright.controller import metrics
+from enginewright.controller.children import RunRef, selector
 from enginewright.controller.policy import (
     REGRESSED,
+    RUNNER_UP_WINS,
+    SCHEDULED,
     DriverReading,
     RunOutcome,
     decide,
     driver_reading,
+    next_remeasure,
     observed_stack,
     owned_by,
     policy_status,
     run_manifest,
     run_outcome,
+    runners_up,
+    scheduled,
     target_status,
+    with_runners_up,
 )
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import condition, now
@@ -77,6 +86,7 @@ class PolicyChecker:
             observed = observed_stack(spec.template, driver, image)
             old = before.get(target.gpu_type)
             current = self._outcome(namespace, uid, old.run) if old and old.run else None
+            remeasuring = old.remeasure if old else None
             decision = decide(
                 name,
                 target.gpu_type,
@@ -85,8 +95,17 @@ class PolicyChecker:
                 driver,
                 old.stack if old else None,
                 current,
-                old.remeasure if old else None,
+                remeasuring,
+                current_run=old.run if old else None,
+                scheduled_since=old.started_at if old and remeasuring and old.reason == SCHEDULED else None,
             )
+            every = spec.triggers.schedule_seconds
+            since = old.started_at if old else None
+            at = datetime.now(timezone.utc)
+            decision = scheduled(name, target.gpu_type, decision, current, remeasuring, every, since, at)
+            if decision.remeasure is not None and old is not None and old.run:
+                entries = self._entries(namespace, uid, old.run, target.gpu_type)
+                decision = with_runners_up(decision, runners_up(entries, decision.remeasure))
             started = False
             if decision.action == "start":
                 doc = run_manifest(name, namespace, uid, spec.template, target, decision)
@@ -96,13 +115,17 @@ class PolicyChecker:
                     if decision.reason == REGRESSED:
                         metrics.POLICY_REGRESSIONS.inc()
                     emit("Warning", decision.reason, f"{target.gpu_type}: {decision.message}")
+                elif started and decision.reason == RUNNER_UP_WINS:
+                    emit("Normal", decision.reason, f"{target.gpu_type}: {decision.message}")
             elif decision.action == "record" and decision.reason == "WinnerConfirmed":
                 emit("Normal", decision.reason, f"{target.gpu_type}: {decision.message}")
             elif decision.action == "record":
                 log.info(f"{namespace}/{name} {target.gpu_type}: {decision.message} (recorded, no new run)")
             elif decision.action == "wait":
                 waiting.append(decision.message)
-            targets.append(target_status(old, target.gpu_type, decision, observed, started, now()))
+            status = target_status(old, target.gpu_type, decision, observed, started, now())
+            upcoming = None if started else next_remeasure(every, status, current)
+            targets.append(status.model_copy(update={"next_remeasure": upcoming}))
         return self._finish(body, previous, policy_status(previous, generation, targets, problem, waiting), emit)
 
     def _outcome(self, namespace: str, uid: str, run: str) -> RunOutcome | None:
@@ -116,6 +139,35 @@ class PolicyChecker:
                 return None
             raise
         return run_outcome(body) if owned_by(body, uid) else None
+
+    def _entries(self, namespace: str, uid: str, run: str, gpu_type: str) -> list[CacheEntry]:
+        """The cache entries of the target's current run, from its cache ConfigMaps (in the cluster as
+        long as the run is: a restarted operator reads the same); none when the run is gone or not this
+        policy's. An entry that does not parse is skipped: it only narrows the runners-up."""
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            body = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
+        except ApiException as exc:
+            if exc.status == 404:
+                return []
+            raise
+        if not owned_by(body, uid):
+            return []
+        ref = RunRef(run, namespace, body["metadata"]["uid"])
+        maps = self.core.list_namespaced_config_map(
+            namespace, label_selector=selector(ref, gpu_type, component="cache")
+        ).items
+        entries = []
+        for shard in maps:
+            if not any(o.uid == ref.uid for o in shard.metadata.owner_references or []):
+                continue
+            for text in (shard.data or {}).values():
+                try:
+                    entries.append(CacheEntry.from_json(text))
+                except (ValueError, ValidationError):
+                    continue
+        return entries
 
     def _create(
         self, namespace: str, uid: str, doc: dict, reason: str, message: str, emit: Emit
