@@ -1,26 +1,28 @@
-"""A TuningPolicy through a driver change, end to end: real worker Jobs (ONNX Runtime, the example
-model) on a node of a GPU type of the test's own, run by a node agent of its own, publishing to the
-real store, with an operator of its own (namespaces `p-*`, the policy checked every 0.5 s).
+"""A TuningPolicy through two driver changes, end to end: real worker Jobs (ONNX Runtime, the
+example model) on a node of a GPU type of the test's own, run by a node agent of its own, publishing
+to the real store, with an operator of its own (namespaces `p-*`, the policy checked every 0.5 s).
 
 The first run, on driver 550, publishes its winner; the node's `nvidia.com/cuda.driver.major` then
-becomes 560, and whatever the measurements decide, the catalog ends with an entry per stack: the 550
-entry kept and marked superseded by the run now current for 560, and `enginewright fetch` handing a
-consumer on 550 the first run's engine and one on 560 the new run's, byte for byte as published.
+becomes 560, and later 570. Whatever the measurements decide, the catalog ends with an entry per
+stack, each older one kept and marked superseded by the run now current for the next stack, and
+`enginewright fetch --driver-major N` hands a consumer on each driver that run's engine, byte for
+byte as published (its sha256 in the run's status, the index and the provenance).
 
-Which way the policy goes is decided by real measurements (the template's default route runs 4
-intra-op threads on 2-core machines, its one knob value 2: usually faster, not always on a busy one):
+Which way the policy goes at each change is decided by real measurements (the template's default
+route runs 4 intra-op threads on 2-core machines, its one knob value 2: usually faster, not always
+on a busy machine):
 
-- the first run keeps the default: nothing to re-measure, the full re-tune for 560 runs at once;
+- the current run published the default: nothing to re-measure, the full re-tune runs at once;
 - else the re-measure run (the default and the winner only) decides: WinnerConfirmed, its own
-  entry is the one for 560; or WinnerRegressed, the full re-tune runs and its entry is.
+  entry is the one for the new stack; or WinnerRegressed, the full re-tune runs and its entry is.
 
-`test_a_winner_the_default_has_caught_up_with_is_re_tuned` makes the winner lose honestly: before
-the driver changes, the template's base settings take the winner's knob, so the re-measure compares
-two identical settings and the winner cannot be confirmed faster (WinnerRegressed, unless the first
-run kept the default). `test_a_winner_that_keeps_winning_...` leaves the template as it is, so the
-re-measure usually confirms. Each test prints the branch it took. In the regressed branch the 550
-entry's mark names the full re-tune, not the re-measure that published for 560 before it (before
-`catalog.writer.superseded` moved a mark to a newer entry of the same stack, it named the re-measure).
+At 560 the template is as it was: the re-measure usually confirms. Before 570 the template's base
+settings take the winner's knob (an edit starts no run), so the re-measure compares two identical
+settings and the winner cannot be confirmed faster: WinnerRegressed (unless the default was
+published already). The test prints the branch each change took. After a regression the older
+entry's mark names the full re-tune, not the re-measure that published for the stack before it
+(before `catalog.writer.superseded` moved a mark to a newer entry of the same stack, it named the
+re-measure).
 """
 
 from __future__ import annotations
@@ -108,8 +110,36 @@ def settled(cluster, namespace: str, runs: tuple[str, str]) -> dict:
     return wait_for(done, 240, f"the policy to settle on one of {runs}", 0.5)
 
 
-def through_a_driver_change(cluster, namespace, new_node, s3, tmp_path, *, winner_catches_up: bool) -> str:
-    """Run the policy through 550 -> 560 and check the catalog and fetch; returns the branch taken."""
+def change_driver(cluster, namespace: str, node: str, gpu_type: str, before: tuple[str, dict], driver: str):
+    """Label the node with driver major `driver` and wait for the policy to settle; returns the branch it
+    took, and the run now current for the new stack with its target status. `before`: the run current
+    until now and its target status (what it published)."""
+    winner = same_route(before[1]["winner"]["route"])
+    stack = Stack(driver_major=driver, compiler_image=Settings().default_image("onnxruntime"))
+    check, full = remeasure_name("mlp", gpu_type, stack), run_name("mlp", gpu_type, stack)
+    cluster.kubectl("label", "node", node, f"{DRIVER}={driver}", "--overwrite")
+    target, current = settled(cluster, namespace, (check, full))
+    if not winner:
+        branch = "the default was published: the full re-tune at once"
+        assert target["run"] == full and target["reason"] == "DriverMajorChanged", target
+        assert target["runs"][-2:] == [before[0], full], target
+    elif target["reason"] == "WinnerConfirmed":
+        branch = "the re-measure confirmed the winner"
+        assert target["run"] == check and same_route(current["winner"]["route"]) == winner, (target, current)
+        assert target["runs"][-2:] == [before[0], check], target
+    else:
+        branch = "the re-measure kept the default: the full re-tune"
+        assert target["run"] == full and target["reason"] == "WinnerRegressed", target
+        assert target["runs"][-3:] == [before[0], check, full], target
+    now = current["winner"]["route"] or "(default)"
+    print(f"\ndriver {driver}: {branch} (was {winner or '(default)'}, now {now}: {current['decision']})")
+    return branch, target["run"], current
+
+
+def test_a_policy_through_two_driver_changes_publishes_an_entry_per_stack(
+    cluster, store_namespace, new_node, policy_operator, s3, tmp_path
+):
+    namespace = store_namespace
     gpu_type = f"POLICY-E2E-{namespace[2:].upper()}"
     node = f"policy-e2e-{namespace[2:]}"
     new_node(node, {"nvidia.com/gpu.product": gpu_type, DRIVER: "550"}, gpus=0)
@@ -130,75 +160,52 @@ def through_a_driver_change(cluster, namespace, new_node, s3, tmp_path, *, winne
         "metadata": {"name": "mlp"},
         "spec": {"template": template},
     }
-    image = Settings().default_image("onnxruntime")  # the test operator sets no worker image
-    old = Stack(driver_major="550", compiler_image=image, model_digest=None)
-    new = old.model_copy(update={"driver_major": "560"})
-    first, check, full = (
-        run_name("mlp", gpu_type, old),
-        remeasure_name("mlp", gpu_type, new),
-        run_name("mlp", gpu_type, new),
-    )
+    stack = Stack(driver_major="550", compiler_image=Settings().default_image("onnxruntime"))
+    first = run_name("mlp", gpu_type, stack)  # (the test operator sets no worker image)
     try:
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(doc))
         recorded(cluster, namespace, first)
         (measured,) = wait_condition(cluster, namespace, first, "Ready", 240)["targets"]
-        winner = same_route(measured["winner"]["route"])
+        print(f"\ndriver 550: the first run: {measured['decision']}")
         entries = index(s3, model)
         assert list(entries) == [first] and entries[first]["stack"]["driverMajor"] == "550", entries
-        assert entries[first]["sha256"] == measured["engineSha256"] and same_route(entries[first]["route"]) == winner
+        current = {"550": (first, measured)}
 
-        if winner_catches_up:  # the default takes the winner's setting: an edit starts no run by itself
-            settings = {**SETTINGS, **parse_route(winner)}
-            cluster.kubectl(
-                "patch", "tpol", "mlp", "-n", namespace, "--type=merge",
-                "-p", json.dumps({"spec": {"template": {"compiler": {"settings": settings}}}}),
-            )  # fmt: skip
-        cluster.kubectl("label", "node", node, f"{DRIVER}=560", "--overwrite")
-        target, current = settled(cluster, namespace, (check, full))
-        started = [r["metadata"]["name"] for r in get_json(cluster, "trun", "-n", namespace)["items"]]
+        # 560, the template as it is: the winner usually keeps winning.
+        _, run, status = change_driver(cluster, namespace, node, gpu_type, current["550"], "560")
+        current["560"] = (run, status)
 
-        if not winner:
-            branch = "the first run kept the default: the full re-tune at once"
-            assert target["run"] == full and target["reason"] == "DriverMajorChanged", target
-            assert sorted(started) == sorted([first, full])
-        elif target["reason"] == "WinnerConfirmed":
-            branch = "the re-measure confirmed the winner on 560"
-            assert target["run"] == check and same_route(current["winner"]["route"]) == winner, (target, current)
-            assert sorted(started) == sorted([first, check])
-        else:
-            branch = "the re-measure kept the default: the full re-tune"
-            assert target["run"] == full and target["reason"] == "WinnerRegressed", target
-            assert target["runs"] == [first, check, full] and sorted(started) == sorted([first, check, full])
-        print(f"\n{branch}; first run: {measured['decision']}; now {current['winner']['route'] or '(default)'}")
+        # 570, the default first given the winner's setting (an edit starts no run by itself): the
+        # re-measure compares two identical settings, so the winner cannot be confirmed faster.
+        settings = {**SETTINGS, **parse_route(status["winner"]["route"])}
+        cluster.kubectl(
+            "patch", "tpol", "mlp", "-n", namespace, "--type=merge",
+            "-p", json.dumps({"spec": {"template": {"compiler": {"settings": settings}}}}),
+        )  # fmt: skip
+        branch, run, status = change_driver(cluster, namespace, node, gpu_type, current["560"], "570")
+        current["570"] = (run, status)
+        assert "confirmed" not in branch
 
-        # The catalog: the 550 entry kept, marked superseded by the run now current for 560.
+        # The catalog: an entry per stack, each older one kept and marked superseded by the run now
+        # current for the next stack (a re-measure that kept the default published for its stack
+        # too, before its full re-tune: the mark names the re-tune).
         entries = index(s3, model)
-        latest = entries[target["run"]]
-        assert latest["stack"]["driverMajor"] == "560" and latest["sha256"] == current["engineSha256"], entries
-        kept = entries[first]
-        assert kept["sha256"] == measured["engineSha256"] and kept["stack"]["driverMajor"] == "550"
-        assert kept["supersededBy"]["run"] == f"{namespace}/{target['run']}", kept
-        assert kept["supersededBy"]["stack"]["driverMajor"] == "560" and "supersededBy" not in latest
+        drivers = list(current)
+        for older, newer in zip(drivers, drivers[1:] + [None]):
+            run, status = current[older]
+            entry = entries[run]
+            assert entry["stack"]["driverMajor"] == older and entry["sha256"] == status["engineSha256"], entry
+            if newer is None:
+                assert "supersededBy" not in entry, entry
+            else:
+                mark = entry["supersededBy"]
+                assert mark["run"] == f"{namespace}/{current[newer][0]}" and mark["stack"]["driverMajor"] == newer
 
-        # A consumer gets the engine measured on its own driver, as published.
-        for driver, want in (("550", measured), ("560", current)):
+        # A consumer gets the engine measured on its own driver, byte for byte as published.
+        for driver, (run, status) in current.items():
             out, engine = fetch(cluster, tmp_path / driver, model, gpu_type, driver)
             assert out["driverMajor"] == driver and f"on driver major {driver}" in out["selection"], out
-            assert hashlib.sha256(engine).hexdigest() == want["engineSha256"] == out["sha256"], out
-            assert out["runUid"] == entries[first if driver == "550" else target["run"]]["runUid"]
-        return branch
+            assert hashlib.sha256(engine).hexdigest() == status["engineSha256"] == out["sha256"], out
+            assert out["runUid"] == entries[run]["runUid"]
     finally:
         cluster.kubectl("delete", "tpol,trun", "--all", "-n", namespace, "--timeout=60s", check=False)
-
-
-def test_a_winner_that_keeps_winning_is_published_again_for_the_new_driver(
-    cluster, store_namespace, new_node, policy_operator, s3, tmp_path
-):
-    through_a_driver_change(cluster, store_namespace, new_node, s3, tmp_path, winner_catches_up=False)
-
-
-def test_a_winner_the_default_has_caught_up_with_is_re_tuned(
-    cluster, store_namespace, new_node, policy_operator, s3, tmp_path
-):
-    branch = through_a_driver_change(cluster, store_namespace, new_node, s3, tmp_path, winner_catches_up=True)
-    assert "confirmed" not in branch  # the same settings twice: never confirmed faster than themselves
