@@ -95,9 +95,10 @@ def fetch(cluster, dest, model: str, gpu_type: str, driver: str) -> tuple[dict, 
     return json.loads(done.stdout), (dest / "engine.ort.tar").read_bytes()
 
 
-def settled(cluster, namespace: str, runs: tuple[str, str]) -> dict:
-    """The policy's target once its current run is one of `runs` (the re-measure or the full re-tune for
-    the new stack), that run is Ready, and no re-measure is pending: the policy has nothing left to do."""
+def settled(cluster, namespace: str, runs: tuple[str, str]) -> tuple[dict, dict]:
+    """The policy's target and its current run's target status, once that run is one of `runs` (the
+    re-measure or the full re-tune for the new stack) and Ready, and no re-measure is pending: the
+    policy has nothing left to do."""
 
     def done():
         (target,) = policy(cluster, namespace).get("status", {}).get("targets") or [{}]
