@@ -69,6 +69,21 @@ def test_the_same_stack_is_left_as_before_and_a_mark_is_kept():
     assert again[0]["supersededBy"]["runUid"] == "b"  # the chain a -> b stays; b's own mark comes with b
 
 
+def test_a_newer_entry_of_the_superseding_stack_takes_the_mark_over():
+    # A policy's re-measure publishes for driver 560 (it kept the default), then its full re-tune does:
+    # the 550 entry's mark names the re-tune's entry, the one a consumer on 560 is now handed.
+    old = index_entry("first", driver="550")
+    check = index_entry("check", day="15", driver="560")
+    [old] = superseded([old], check)
+    full = index_entry("full", day="20", driver="560")
+    marked = superseded([old, check], full)
+    assert marked[0]["supersededBy"]["runUid"] == "full" and marked[0]["supersededBy"]["folder"] == full["folder"]
+    assert "supersededBy" not in marked[1]  # the same stack: left to selection
+    assert superseded(marked, full) == marked  # publishing the re-tune again changes nothing
+    # A publication older than the marked entry (a retried pass) does not take the mark back.
+    assert superseded(marked[:1] + [full], check)[0]["supersededBy"]["runUid"] == "full"
+
+
 def test_a_new_compiler_version_or_cuda_is_another_stack():
     new = index_entry("new", day="20")
     assert superseded([index_entry("t", version="inductor-torch-2.8.0+cu128-triton-3.4.0")], new)[0]["supersededBy"]

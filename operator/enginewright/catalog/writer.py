@@ -292,21 +292,32 @@ def same_stack(a: EntryStack, b: EntryStack) -> bool:
 
 
 def superseded(entries: list[dict], new: dict) -> list[dict]:
-    """`entries` with those that `new` supersedes marked so (`supersededBy`): the current (not yet
-    superseded) entries of its GPU product measured on another stack. They stay, the engines to fetch
-    for their own stacks; one of the same stack is left as it is (the newer wins for that stack, as
-    selection decides). An entry already superseded keeps the mark it has, so publishing again is
-    idempotent and the marks chain old -> newer -> newest."""
+    """`entries` with those that `new` supersedes marked so (`supersededBy`): the entries of its GPU
+    product measured on another stack that are current (not yet superseded), or that are superseded
+    for `new`'s own stack by an entry no newer than `new`. They stay, the engines to fetch for their
+    own stacks; one of the same stack is left as it is (the newer wins for that stack, as selection
+    decides). So a mark names the entry a consumer on the new stack is handed now, the newest of that
+    stack (a policy's re-measure publishes for a new stack, then its full re-tune publishes again
+    for it); a mark for a third stack is kept, so the marks chain old -> newer -> newest, and
+    publishing again is idempotent."""
     stack = entry_stack(new)
     mark = Supersession(run=new.get("run", ""), run_uid=new.get("runUid", ""), folder=new["folder"], stack=stack).wire()
-    return [
-        {**e, "supersededBy": mark}
-        if e.get("gpuProduct") == new["gpuProduct"]
-        and not e.get("supersededBy")
-        and not same_stack(entry_stack(e), stack)
-        else e
-        for e in entries
-    ]
+    published = {e["folder"]: e.get("publishedAt", "") for e in entries}
+
+    def marked_again(entry: dict) -> bool:
+        if entry.get("gpuProduct") != new["gpuProduct"] or same_stack(entry_stack(entry), stack):
+            return False
+        by = entry.get("supersededBy")
+        if not by:
+            return True
+        by_stack = EntryStack.model_validate(by["stack"]) if by.get("stack") else None
+        return (
+            by_stack is not None
+            and same_stack(by_stack, stack)
+            and published.get(by.get("folder"), "") <= new.get("publishedAt", "")
+        )
+
+    return [{**e, "supersededBy": mark} if marked_again(e) else e for e in entries]
 
 
 def gpu_facts(node_name: str, node_labels: dict[str, str]) -> dict:
