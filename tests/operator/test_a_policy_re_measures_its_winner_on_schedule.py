@@ -19,16 +19,18 @@ from enginewright.api.policy import Stack
 from enginewright.controller.policy import run_name, scheduled_remeasure_name, scheduled_retune_name
 from enginewright.controller.settings import Settings
 from tests.cluster.harness import wait_for
-from tests.cluster.operator_process import start_operator
 from tests.operator import test_a_policy_retunes_when_a_nodes_driver_changes as driver_test
-from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, Operator, manifest
+from tests.operator.conftest import Operator
 from tests.operator.test_a_policy_re_measures_its_winner_when_a_nodes_driver_changes import WINNER, finish
 from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
     checked_again,
     events,
     policy,
+    policy_doc,
     recorded,
     runs,
+    start_policy_operator,
+    template_for,
 )
 
 p_namespace, gpu_node = driver_test.p_namespace, driver_test.gpu_node  # that test's fixtures
@@ -54,25 +56,10 @@ def test_a_schedule_re_measures_the_published_winner_when_due_and_not_before(clu
     operators: list[Operator] = []
 
     def start() -> Operator:
-        started = start_operator(
-            cluster,
-            tmp_path / f"operator-{len(operators)}.log",
-            RUNS_BUCKET,
-            ENGINEWRIGHT_NAMESPACES="p-*",
-            ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
-            ENGINEWRIGHT_POLICY_INTERVAL="0.5",
-        )
-        operators.append(Operator(started.process, started.log, started.metrics_port, started.health_port))
+        operators.append(start_policy_operator(cluster, tmp_path / f"operator-{len(operators)}.log"))
         return operators[-1]
 
-    template = manifest("unused")["spec"]
-    template["targets"] = [{"gpuType": gpu_type, "gpusPerJob": 0}]
-    doc = {
-        "apiVersion": "tuning.enginewright.io/v1alpha1",
-        "kind": "TuningPolicy",
-        "metadata": {"name": "mlp"},
-        "spec": {"template": template, "triggers": {"schedule": "1h"}},
-    }
+    doc = policy_doc(template_for(gpu_type), triggers={"schedule": "1h"})
     stack = Stack(driver_major="550", compiler_image=Settings().default_image("onnxruntime"), model_digest=None)
     first = run_name("mlp", gpu_type, stack)
     try:

@@ -27,10 +27,18 @@ from enginewright.controller.policy import remeasure_name, run_name
 from enginewright.controller.settings import Settings
 from enginewright.controller.shards import data_key
 from tests.cluster.harness import wait_for
-from tests.cluster.operator_process import start_operator
 from tests.operator import test_a_policy_retunes_when_a_nodes_driver_changes as driver_test
-from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, Operator, manifest
-from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import DRIVER, events, policy, recorded, runs
+from tests.operator.conftest import RUNS_BUCKET, Operator
+from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
+    DRIVER,
+    events,
+    policy,
+    policy_doc,
+    recorded,
+    runs,
+    start_policy_operator,
+    template_for,
+)
 from tests.unit.entries import measured
 
 p_namespace, gpu_node = driver_test.p_namespace, driver_test.gpu_node  # that test's fixtures
@@ -92,23 +100,8 @@ def test_a_new_driver_re_measures_the_published_winner_and_a_lost_one_starts_the
     tmp_path,
 ):
     node, gpu_type = gpu_node
-    started = start_operator(
-        cluster,
-        tmp_path / "operator.log",
-        RUNS_BUCKET,
-        ENGINEWRIGHT_NAMESPACES="p-*",
-        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
-        ENGINEWRIGHT_POLICY_INTERVAL="0.5",
-    )
-    operator = Operator(started.process, started.log, started.metrics_port, started.health_port)
-    template = manifest("unused")["spec"]
-    template["targets"] = [{"gpuType": gpu_type, "gpusPerJob": 0}]
-    doc = {
-        "apiVersion": "tuning.enginewright.io/v1alpha1",
-        "kind": "TuningPolicy",
-        "metadata": {"name": "mlp"},
-        "spec": {"template": template},
-    }
+    operator = start_policy_operator(cluster, tmp_path / "operator.log")
+    doc = policy_doc(template_for(gpu_type))
     image = Settings().default_image("onnxruntime")
     old = Stack(driver_major="550", compiler_image=image, model_digest=None)
     new = old.model_copy(update={"driver_major": "560"})

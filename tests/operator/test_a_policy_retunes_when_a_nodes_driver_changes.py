@@ -61,6 +61,36 @@ def checked_again(operator: Operator, times: int = 3) -> None:
     wait_for(lambda: checks(operator) >= start + times, 60, f"{times} more policy checks", 0.2)
 
 
+def start_policy_operator(cluster, log) -> Operator:
+    """An operator of the policy tests' own: namespaces p-*, checks every half second."""
+    started = start_operator(
+        cluster,
+        log,
+        RUNS_BUCKET,
+        ENGINEWRIGHT_NAMESPACES="p-*",
+        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
+        ENGINEWRIGHT_POLICY_INTERVAL="0.5",
+    )
+    return Operator(started.process, started.log, started.metrics_port, started.health_port)
+
+
+def policy_doc(template: dict, **spec) -> dict:
+    """The TuningPolicy `mlp` of `template` (a TuningRun spec), with more of its spec (`triggers`)."""
+    return {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningPolicy",
+        "metadata": {"name": "mlp"},
+        "spec": {"template": template, **spec},
+    }
+
+
+def template_for(gpu_type: str) -> dict:
+    """The tests' TuningRun spec, targeting `gpu_type` with no GPUs a Job."""
+    template = manifest("unused")["spec"]
+    template["targets"] = [{"gpuType": gpu_type, "gpusPerJob": 0}]
+    return template
+
+
 def runs(cluster, namespace: str) -> dict[str, dict]:
     return {r["metadata"]["name"]: r for r in get_json(cluster, "trun", "-n", namespace)["items"]}
 
@@ -91,25 +121,10 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
     operators: list[Operator] = []
 
     def start() -> Operator:
-        started = start_operator(
-            cluster,
-            tmp_path / f"operator-{len(operators)}.log",
-            RUNS_BUCKET,
-            ENGINEWRIGHT_NAMESPACES="p-*",
-            ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
-            ENGINEWRIGHT_POLICY_INTERVAL="0.5",
-        )
-        operators.append(Operator(started.process, started.log, started.metrics_port, started.health_port))
+        operators.append(start_policy_operator(cluster, tmp_path / f"operator-{len(operators)}.log"))
         return operators[-1]
 
-    template = manifest("unused")["spec"]
-    template["targets"] = [{"gpuType": gpu_type, "gpusPerJob": 0}]
-    doc = {
-        "apiVersion": "tuning.enginewright.io/v1alpha1",
-        "kind": "TuningPolicy",
-        "metadata": {"name": "mlp"},
-        "spec": {"template": template},
-    }
+    doc = policy_doc(template_for(gpu_type))
     image = Settings().default_image("onnxruntime")  # the test operator sets no worker image
     first_stack = Stack(driver_major="550", compiler_image=image, model_digest=None)
     first, second = (

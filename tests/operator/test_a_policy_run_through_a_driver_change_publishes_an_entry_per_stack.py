@@ -39,14 +39,20 @@ from enginewright.api.routes import parse_route
 from enginewright.controller.policy import remeasure_name, run_name, same_route
 from enginewright.controller.settings import Settings
 from tests.cluster.harness import wait_for
-from tests.cluster.operator_process import create_store_secret, start_operator
+from tests.cluster.operator_process import create_store_secret
 from tests.conftest import get_json
 from tests.operator import (
     test_a_policy_retunes_when_a_nodes_driver_changes as driver_test,
     test_gpu_pools_that_scale_from_zero as pools_test,
 )
-from tests.operator.conftest import FAST_TIMING, RUNS_BUCKET, TEST_INTERVAL, Operator, manifest, wait_condition
-from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import DRIVER, policy, recorded
+from tests.operator.conftest import FAST_TIMING, RUNS_BUCKET, manifest, wait_condition
+from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
+    DRIVER,
+    policy,
+    policy_doc,
+    recorded,
+    start_policy_operator,
+)
 
 p_namespace, new_node = driver_test.p_namespace, pools_test.new_node  # those tests' fixtures
 
@@ -62,15 +68,7 @@ def store_namespace(cluster, p_namespace, example_in_store):
 
 @pytest.fixture
 def policy_operator(cluster, tmp_path):
-    started = start_operator(
-        cluster,
-        tmp_path / "operator.log",
-        RUNS_BUCKET,
-        ENGINEWRIGHT_NAMESPACES="p-*",
-        ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
-        ENGINEWRIGHT_POLICY_INTERVAL="0.5",
-    )
-    running = Operator(started.process, started.log, started.metrics_port, started.health_port)
+    running = start_policy_operator(cluster, tmp_path / "operator.log")
     yield running
     running.stop()
     running.assert_clean()
@@ -155,12 +153,7 @@ def test_a_policy_through_two_driver_changes_publishes_an_entry_per_stack(
     )
     template["compiler"]["settings"] = dict(SETTINGS)
     template["search"]["confirm"] = {"topK": 1, "rounds": 3, "loads": 4}
-    doc = {
-        "apiVersion": "tuning.enginewright.io/v1alpha1",
-        "kind": "TuningPolicy",
-        "metadata": {"name": "mlp"},
-        "spec": {"template": template},
-    }
+    doc = policy_doc(template)
     stack = Stack(driver_major="550", compiler_image=Settings().default_image("onnxruntime"))
     first = run_name("mlp", gpu_type, stack)  # (the test operator sets no worker image)
     try:
