@@ -221,7 +221,8 @@ def serve(request: ChildRequest) -> None:
                 )
             )
         elif op == "measurements":
-            say({"measurements": measure_all(engines[key].runner, inputs[0], timing.round_seconds).wire()})
+            held = engines[key]
+            say({"measurements": measure_all(held.runner, inputs[0], timing.round_seconds, held.calls).wire()})
         elif op == "drop":
             engines.pop(key).runner.close()
             gc.collect()  # what the engine's compiled code still held (device memory included)
