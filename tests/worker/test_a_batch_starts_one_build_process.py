@@ -4,6 +4,7 @@ from that one build process, which outlives a build that crashed or hung."""
 
 import json
 import os
+import signal
 
 from enginewright.api.cache import Outcome
 from enginewright.api.routes import Route
@@ -52,3 +53,38 @@ def test_a_build_past_its_timeout_is_killed_and_the_build_process_goes_on(exampl
     builds = [r for r in map(json.loads, intervals.read_text().splitlines()) if r["kind"] == "build"]
     assert [b["route"] for b in builds] == [{"enable_cpu_mem_arena": "0"}]  # the hung one never finished
     assert processes_mentioning(str(tmp_path / "work")) == []
+
+
+DRIVER = """
+import signal, sys
+from pathlib import Path
+from enginewright.api.routes import Route
+from enginewright.worker.measure import build
+from tests.worker.conftest import make_worker
+
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # as the worker's Job entrypoint does
+worker = make_worker(Path(sys.argv[1]), Path(sys.argv[2]))
+worker.ctx.backend = "tests.worker.interval_backend:IntervalRecordingBackend"
+build(worker.ctx, Route.of({"enable_mem_pattern": "0", "slow_build_seconds": "60"}), "stage1", "b0")
+"""
+
+
+def test_a_worker_ended_by_sigterm_mid_build_leaves_no_build_behind(example, tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    from tests.cluster.harness import wait_for
+
+    recording_worker(example, tmp_path, monkeypatch)  # (the environment its children need)
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(example), str(tmp_path)])
+    try:
+        wait_for(lambda: list((tmp_path / "work" / "routes").glob("*/build.log")), 60, "the build to start")
+        assert len(processes_mentioning(str(tmp_path / "work"))) == 2  # the build process and its build
+        driver.send_signal(signal.SIGTERM)
+        assert driver.wait(timeout=30) == 143
+        wait_for(lambda: processes_mentioning(str(tmp_path / "work")) == [], 10, "no build process or build left")
+    finally:
+        driver.kill()
+        driver.wait()
+        for pid in processes_mentioning(str(tmp_path / "work")):  # what a failed run of this test left
+            os.kill(pid, signal.SIGKILL)

@@ -95,6 +95,9 @@ class Builder:
                 except BuildEnded:
                     self.close()
             return ChildResult(False, {}, Outcome.timeout, f"{request.action} exceeded {timeout:.0f}s")
+        except BaseException:  # a signal (SIGTERM: SystemExit), Ctrl-C, a garbled reply: no build left behind
+            self.close()
+            raise
         finally:
             self.build_pid = None
         if not result_path.exists():
