@@ -61,6 +61,7 @@ class Builder:
         self.proc: subprocess.Popen[str] | None = None
         self.build_pid: int | None = None  # the build in flight (its process group's id)
         self.started = 0  # build processes started so far
+        self.replies = b""  # what was read of the build process's reply lines and not yet taken
 
     def run(self, request: ChildRequest, timeout: float, failure: Outcome) -> ChildResult:
         """Run one build step to its end, or until `timeout` seconds (its build process's start
@@ -131,20 +132,26 @@ class Builder:
             pass  # the reply (none) says what happened
 
     def _expect(self, key: str, deadline: float):
-        """The value of `key` in the build process's next reply line, by `deadline`."""
+        """The value of `key` in the build process's next reply line, by `deadline`. The pipe is
+        read raw, into `replies`: a buffered reader can take both of a build's lines (`pid` and
+        `code`) at once, and select() on the emptied pipe would then wait for the deadline."""
         proc = self.proc
         assert proc is not None and proc.stdout is not None  # launched with pipes
-        ready, _, _ = select.select([proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
-        if not ready:
-            raise BuildEnded("the deadline passed", timed_out=True)
-        line = proc.stdout.readline()
-        if not line:
-            try:
-                code = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                kill_group(proc)
-                code = proc.returncode
-            raise BuildEnded(f"the build process {how_it_ended(code, self.folder / 'builds.log')}", timed_out=False)
+        fd = proc.stdout.fileno()
+        while b"\n" not in self.replies:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise BuildEnded("the deadline passed", timed_out=True)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                try:
+                    code = proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:  # closed its output but hangs on exit
+                    kill_group(proc)
+                    code = proc.returncode
+                raise BuildEnded(f"the build process {how_it_ended(code, self.folder / 'builds.log')}", timed_out=False)
+            self.replies += chunk
+        line, self.replies = self.replies.split(b"\n", 1)
         return json.loads(line)[key]
 
     def _kill_build(self) -> None:
@@ -161,6 +168,7 @@ class Builder:
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
+        self.replies = b""
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
