@@ -77,11 +77,7 @@ class Builder:
         request_path.write_text(request.model_dump_json())
         log_path = folder / f"{request.action}.log"
         try:
-            if self.proc is None:
-                self._launch(request)
-                self._expect("ready", deadline)
-            self._send({"request": str(request_path), "log": str(log_path)})
-            self.build_pid = int(self._expect("pid", deadline))
+            self.build_pid = self._fork_build(request, {"request": str(request_path), "log": str(log_path)}, deadline)
             code = int(self._expect("code", deadline))
         except BuildEnded as ended:
             if not ended.timed_out:
@@ -107,6 +103,26 @@ class Builder:
         if not data.get("ok"):
             return ChildResult(False, data, failure, data.get("error"))
         return ChildResult(True, data)
+
+    def _fork_build(self, request: ChildRequest, message: dict, deadline: float) -> int:
+        """Have the build process fork the build in `message`; the build's pid. A build process that
+        died while idle (the OOM killer, a stray kill), found so before it acknowledged the fork, is
+        no fault of this route: a fresh one is started and the build forked from it, once."""
+        reused = self.proc is not None
+        try:
+            return self._fork_from_build_process(request, message, deadline)
+        except BuildEnded as ended:
+            if ended.timed_out or not reused:
+                raise
+            self.close()
+            return self._fork_from_build_process(request, message, deadline)
+
+    def _fork_from_build_process(self, request: ChildRequest, message: dict, deadline: float) -> int:
+        if self.proc is None:
+            self._launch(request)
+            self._expect("ready", deadline)
+        self._send(message)
+        return int(self._expect("pid", deadline))
 
     def _launch(self, request: ChildRequest) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
