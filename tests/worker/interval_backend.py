@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -83,7 +84,7 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))
-        record("build", started, route=route, parent=os.getppid())
+        record("build", started, route=route, parent=os.getppid(), torch_loaded="torch" in sys.modules)
         return engine
 
     def load(self, engine: bytes, workdir: Path) -> Runner:
