@@ -33,8 +33,11 @@ def test_known_calls_time_one_round_per_objective_without_calibrating():
     engine = Engine(0.002)
     measured = measure_all(engine, {}, 0.05, calls=25)
     # a round each of latency, throughput, gpuTime, with the calls given (a host that stalled one
-    # into a round and a half re-sizes it from that round), and no trial timings of one call
-    assert engine.stretches[0] == 25 and len(engine.stretches) <= 6 and 1 not in engine.stretches
+    # into a round and a half re-sizes it from that round), after untimed calls a tenth of them at a
+    # time, and no trial timings of one call
+    rounds = [count for count in engine.stretches if count > 2]
+    assert rounds[0] == 25 and len(rounds) <= 6 and set(engine.stretches) - set(rounds) == {2}
+    assert 1 not in engine.stretches
     assert engine.calls == sum(engine.stretches) + 4 * 8  # and the host CPU's default 4 calls x 8 trials
     assert 1.5 < measured.latency_ms < 20 and 1.5 < measured.gpu_time_ms < 20
 
@@ -48,7 +51,7 @@ def test_without_known_calls_each_objective_is_calibrated_as_before():
 def test_calls_that_no_longer_fill_a_round_are_found_again_from_that_round():
     engine = Engine(0.002)
     measure_all(engine, {}, 0.05, calls=2)  # 4 ms of calls: far under a round of 50 ms
-    # the first objective's short round, then rounds of the calls it says fill one (the others too)
+    # each objective's short round (too few calls to warm up), then a round of the calls it says fill one
     assert (
         engine.stretches[0] == 2
         and engine.stretches[1] > 5
