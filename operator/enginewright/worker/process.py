@@ -184,7 +184,6 @@ class Builder:
         if self.proc is None:
             return
         proc, self.proc = self.proc, None
-        self.replies = b""
         try:
             if proc.stdin is not None:
                 proc.stdin.close()
@@ -195,8 +194,33 @@ class Builder:
         except subprocess.TimeoutExpired:
             pass
         kill_group(proc)
+        self._kill_unacknowledged(proc)
         if proc.stdout is not None:
             proc.stdout.close()
+
+    def _kill_unacknowledged(self, proc: subprocess.Popen) -> None:
+        """Kill the group of a build that the (now killed) build process forked but whose `pid` line
+        the worker never took (the deadline passed, or `close` ran, first): it would run on."""
+        assert proc.stdout is not None  # launched with pipes
+        fd = proc.stdout.fileno()
+        while select.select([fd], [], [], 0)[0]:  # (a build still running holds the pipe open)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            self.replies += chunk
+        running = None
+        for line in self.replies.split(b"\n"):
+            try:
+                reply = json.loads(line)
+            except ValueError:
+                continue
+            running = reply.get("pid", running if "code" not in reply else None)
+        self.replies = b""
+        if running is not None:
+            try:
+                os.killpg(running, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def __enter__(self) -> Builder:
         return self
