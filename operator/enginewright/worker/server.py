@@ -161,6 +161,9 @@ class Server:
         # per-call time of the next process's 1 ms engine (3.1 ms against 1.1 ms with a 50 ms pause).
         # The wait comes before a request that times something, not after every reply: loads and
         # drops follow each other without timing anything, and waiting after each cost ~50 ms.
+        # The wait watches only this serving process's threads: enough while a batch times in one
+        # process at a time (builds never run during timing); a second process timing at once would
+        # need its threads watched too.
         if request["op"] in TIMED:
             wait_quiet(proc.pid)
         try:
