@@ -504,6 +504,8 @@ def read_outputs(tune_out: Path) -> dict:
         seconds["route_wall_seconds"] = route_seconds(entry) or 0
         for key, value in seconds.items():
             stage[key] = round(stage.get(key, 0) + value, 3)
+        # paired rounds (the default's own: min_rounds): how many the host's noise made the routes need
+        stage["rounds"] = stage.get("rounds", 0) + ((entry.get("paired") or {}).get("rounds") or 0)
     out["entries"] = {
         "count": len(entries),
         "by_stage": stages,
@@ -514,6 +516,7 @@ def read_outputs(tune_out: Path) -> dict:
                 "outcome": e.get("outcome"),
                 "median_ms": (e.get("timing") or {}).get("median_ms"),
                 "n": (e.get("timing") or {}).get("n"),
+                "rounds": (e.get("paired") or {}).get("rounds"),
                 **{k: v for k, v in e.items() if k.endswith("_seconds")},
                 "wall_seconds": route_seconds(e),
             }
@@ -683,7 +686,9 @@ def report(data: dict) -> None:
             f"tune [{label:<7}]: {tune.get('wall_seconds', float('nan')):7.1f} s wall, "
             f"{tune.get('cpu_seconds', float('nan')):7.1f} CPU-s "
             f"({tune.get('status')}; summary: {seconds or '-'}; phases: {phases or '-'}); "
-            f"{tune.get('entries', {}).get('count', 0)} routes; winner {win}"
+            f"{tune.get('entries', {}).get('count', 0)} routes, "
+            f"{sum(st.get('rounds', 0) for st in tune.get('entries', {}).get('by_stage', {}).values())} paired rounds; "
+            f"winner {win}"
             + (
                 f" {w['winner_ms']:.2f} ms vs default {w['default_ms']:.2f} ms ({w.get('decision')})"
                 if w.get("winner_ms") and w.get("default_ms")

@@ -5,7 +5,8 @@ import it by name (`tests.worker.interval_backend:IntervalRecordingBackend`).
 Intervals go, one JSON line each, to the file named by $ENGINEWRIGHT_TEST_INTERVALS, on the
 system-wide monotonic clock (comparable across processes), each naming the process and the route
 whose engine it was. Test-only route knobs: `slow_build_seconds` makes a build last at least that
-long, as a slow compiler would; `crash_when_timed=N` makes the engine kill its process (SIGSEGV) at
+long, as a slow compiler would; `crash_build=1` makes the build kill its process (SIGSEGV);
+`crash_when_timed=N` makes the engine kill its process (SIGSEGV) at
 its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise there instead
 ($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine)."""
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from enginewright.backends.base import BuildRequest, Runner
 from enginewright.backends.onnxruntime import OnnxRuntimeBackend
 
 SLOW_BUILD = "slow_build_seconds"
+CRASH_BUILD = "crash_build"
 CRASH_TIMED = "crash_when_timed"
 RAISE_TIMED = "raise_when_timed"
 DEFAULT_RAISES = "ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT"  # the default route's engine raises at that timed stretch
@@ -73,13 +76,15 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         started = time.monotonic()
         route = dict(route)
         slow = float(route.pop(SLOW_BUILD, 0))
+        if route.pop(CRASH_BUILD, None):
+            os.kill(os.getpid(), signal.SIGSEGV)
         tagged = dict(route)
         route.pop(CRASH_TIMED, None)
         route.pop(RAISE_TIMED, None)
         engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))
-        record("build", started, route=route)
+        record("build", started, route=route, parent=os.getppid(), torch_loaded="torch" in sys.modules)
         return engine
 
     def load(self, engine: bytes, workdir: Path) -> Runner:

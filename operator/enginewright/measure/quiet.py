@@ -1,6 +1,7 @@
 """Waiting for a process's threads to stop using the CPU before the next engine is timed: ONNX
 Runtime's intra-op threads spin for tens of milliseconds after a run, and on 2 cores that tripled the
-per-call time of the next engine's 1 ms run (3.1 ms against 1.1 ms with a 50 ms pause)."""
+per-call time of the next engine's 1 ms run (3.1 ms against 1.1 ms with a 50 ms pause). The worker
+waits before each request that times an engine (`worker.server.Server`), not after loads and drops."""
 
 from __future__ import annotations
 

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 from enginewright.backends.base import Runner
 from enginewright.measure.quiet import cpu_nanoseconds, wait_quiet
-from enginewright.measure.timing import calls_to_fill
+from enginewright.measure.timing import WARM_SHARE, calls_to_fill
 
-WARM_SHARE = 0.5  # untimed calls before each round, for this share of `roundSeconds`
 SPIN_SHARE = 0.2  # other threads busy for more than this share of a block's wall time: wait for them
 
 

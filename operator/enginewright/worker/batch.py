@@ -1,6 +1,7 @@
 """The worker: a batch of routes for one target in, one cache entry per route out.
 
-Each route is built in a child process; its engine bytes (the bytes that are measured are the bytes
+Each route is built in a process of its own, forked from the batch's build process (one interpreter
+start a batch, not one a route: `process.Builders`); its engine bytes (the bytes that are measured are the bytes
 that get kept and published) are then loaded into the serving process that holds the default route's
 engine for the whole batch, and the two are timed there in paired rounds, interleaved block by block
 on one thread (`measure.paired`, `rounds.interleaved_round`). Every entry is written to the store the moment it is known,
@@ -26,6 +27,7 @@ from enginewright.measure.paired import (
 )
 from enginewright.worker.context import WorkerContext
 from enginewright.worker.measure import Built, build, interleave, load, measure_default, measure_paired
+from enginewright.worker.process import Builders
 from enginewright.worker.server import Server
 
 log = logging.getLogger("enginewright.worker")
@@ -139,13 +141,19 @@ class Worker:
             f"against the default ({ctx.timing.objective.value})"
         )
         queue = [default, *todo]  # the default first: every other route is timed against it
-        with DefaultRoute(ctx, default, writes_default, batch) as baseline, ThreadPoolExecutor(width) as pool:
+        # (the build processes close first: a signal that ends the batch kills a build in flight
+        # instead of waiting for it with the pool)
+        with (
+            DefaultRoute(ctx, default, writes_default, batch) as baseline,
+            ThreadPoolExecutor(width) as pool,
+            Builders(ctx.workdir / "builds" / batch, width) as builders,
+        ):
             for start in range(0, len(queue), width):
                 if progress.out_of_time():
                     break
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
-                group = list(pool.map(lambda r: build(ctx, r, stage, batch), queue[start : start + width]))
+                group = list(pool.map(lambda r: build(ctx, r, stage, batch, builders), queue[start : start + width]))
                 if start == 0 and not self._measure_default(baseline, group.pop(0), progress):
                     break
                 for built in group:

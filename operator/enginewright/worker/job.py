@@ -271,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     # A deleted pod gets SIGTERM: exit through the normal path, so the route's child process group
-    # is killed too (run_child's finally) instead of running on as an orphan.
+    # is killed too (`process.Builder.close`) instead of running on as an orphan.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         request = BatchRequest.model_validate_json(read_request(args.batch))

@@ -1,4 +1,5 @@
-"""One route, measured: built in a child process (`process.run_child`), its engine loaded into a
+"""One route, measured: built in a process forked from the batch's build process
+(`process.Builders`), its engine loaded into a
 serving process (`server.Server`) and checked for accuracy there, and timed: the default's loads
 against each other, a route's loads beside the default's in paired rounds, several kept engines
 interleaved for confirmation. Each step returns the route's entry so far; a failure is the entry's
@@ -30,7 +31,7 @@ from enginewright.measure.paired import (
 )
 from enginewright.measure.timing import stats_of
 from enginewright.worker.context import WorkerContext
-from enginewright.worker.process import run_child
+from enginewright.worker.process import Builders, run_child
 from enginewright.worker.server import Server, ServerFailed, primer
 
 ROUTE = "route"  # the key a route's engine is loaded by, beside the default's, in the serving process
@@ -50,8 +51,9 @@ class Built:
     engine_path: Path | None
 
 
-def build(ctx: WorkerContext, route: Route, stage: str, batch: str) -> Built:
-    """Build `route` in a child process; the engine file stays in the route's folder."""
+def build(ctx: WorkerContext, route: Route, stage: str, batch: str, builders: Builders | None = None) -> Built:
+    """Build `route` in a process of its own, forked from one of the batch's `builders` (none given:
+    a build process started for this build alone); the engine file stays in the route's folder."""
     folder = ctx.workdir / "routes" / route.id
     shutil.rmtree(folder, ignore_errors=True)
     engine_path = folder / f"engine{ctx.engine_suffix}"
@@ -67,7 +69,7 @@ def build(ctx: WorkerContext, route: Route, stage: str, batch: str) -> Built:
         run=ctx.run,
         fingerprint=ctx.fingerprint.for_route(route.id) if ctx.fingerprint else None,
     )
-    result = run_child(
+    result = (builders.run if builders is not None else run_child)(
         ctx.child_request(
             "build",
             folder,

@@ -20,6 +20,9 @@ from enginewright.worker.process import child_command, how_it_ended, kill_group
 log = logging.getLogger("enginewright.worker")
 
 
+TIMED = frozenset({"time", "interleave", "measurements"})  # the requests that time an engine
+
+
 def primer(key: str) -> str:
     """The key of an engine's first load in a process: checked for accuracy, never timed."""
     return f"{key}@primer"
@@ -153,17 +156,22 @@ class Server:
 
     def _ask(self, request: dict, timeout: float) -> dict:
         proc, requests, _ = self._running()
+        # An engine is timed only once the threads of what ran before have gone idle: ONNX Runtime's
+        # intra-op threads spin for tens of milliseconds after a run, and on 2 cores that tripled the
+        # per-call time of the next process's 1 ms engine (3.1 ms against 1.1 ms with a 50 ms pause).
+        # The wait comes before a request that times something, not after every reply: loads and
+        # drops follow each other without timing anything, and waiting after each cost ~50 ms.
+        # The wait watches only this serving process's threads: enough while a batch times in one
+        # process at a time (builds never run during timing); a second process timing at once would
+        # need its threads watched too.
+        if request["op"] in TIMED:
+            wait_quiet(proc.pid)
         try:
             requests.write(json.dumps(request) + "\n")
             requests.flush()
         except (BrokenPipeError, OSError):
             pass  # the reply (none) says what happened
-        reply = self._reply(timeout, request["op"])
-        # The next engine is timed only once this one's threads have gone idle: ONNX Runtime's
-        # intra-op threads spin for tens of milliseconds after a run, and on 2 cores that tripled the
-        # per-call time of the next process's 1 ms engine (3.1 ms against 1.1 ms with a 50 ms pause).
-        wait_quiet(proc.pid)
-        return reply
+        return self._reply(timeout, request["op"])
 
     def _reply(self, timeout: float, what: str) -> dict:
         proc, _, replies = self._running()
