@@ -56,7 +56,6 @@ lint: venv
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	$(VENV)/bin/enginewright crds --check --also charts/enginewright/crds
-	$(VENV)/bin/enginewright crds --check --also charts/enginewright/crds
 
 e2e: venv
 	$(PY) -m pytest -ra tests/e2e
