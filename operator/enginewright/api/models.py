@@ -223,9 +223,10 @@ class Compiler(WireModel):
         default_factory=dict,
         max_length=128,
         json_schema_extra=keys_at_most(),
-        description="Base settings applied to every route (not tuner knobs), e.g. TensorRT "
-        "builder_optimization_level=5, tf32=false; ONNX Runtime intra_op_num_threads=2. A value "
-        "must not be a path out of the worker's work directory (absolute, ~, or a '..' segment).",
+        description="Base settings applied to every route, the default route included, e.g. TensorRT "
+        "builder_optimization_level=5, tf32=false; ONNX Runtime intra_op_num_threads=2. One that names a "
+        "knob (ONNX Runtime) is that knob's value in the default route: routes hold the values that differ "
+        "from it. A value must not be a path out of the worker's work directory (absolute, ~, or a '..' segment).",
     )
     input_shapes: list[InputShape] = Field(
         default_factory=list, max_length=64, description="Shape ranges per input; empty = the model's static shapes."

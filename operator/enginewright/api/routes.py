@@ -37,12 +37,15 @@ class Knob:
 
 @dataclass(frozen=True)
 class Route:
-    """A set of knob settings; `knobs` holds only settings that differ from the knobs' defaults."""
+    """A set of knob settings; `knobs` holds only settings that differ from what the default route is
+    built with (the knobs' defaults, a base setting naming a knob in place of its default)."""
 
     knobs: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     @classmethod
     def of(cls, knobs: dict[str, str], defaults: dict[str, str] | None = None) -> Route:
+        """The route of `knobs`, dropping each value equal to its knob's entry in `defaults`: the values
+        the default route is built with (the planners pass `search.planners.as_built` defaults)."""
         defaults = defaults or {}
         return cls(tuple(sorted((k, v) for k, v in knobs.items() if defaults.get(k) != v)))
 

@@ -36,6 +36,7 @@ from enginewright.search.flow import (
     first_step,
     next_step,
 )
+from enginewright.search.planners import as_built
 from enginewright.search.winner import Decision
 from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
@@ -290,7 +291,7 @@ def _tune(
                 rtol=opts.rtol,
                 search_mode=opts.mode,
                 threshold=opts.threshold,
-                knobs=knobs,
+                knobs=as_built(knobs, opts.settings),  # the default route as it was built: base settings applied
                 tuner_version=compiler.removeprefix("tensorrt-tuner-"),
                 files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None),
             )

@@ -22,6 +22,7 @@ from enginewright.api.models import Confirm, Search, default_of
 from enginewright.api.routes import Knob, Route
 from enginewright.search.planners import (
     Batch,
+    as_built,
     build_space,
     improving_values,
     make_batches,
@@ -48,6 +49,8 @@ class FlowSpec:
     # exclusive knobs (not compiling) measured whatever the knob space
     measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
     routes: tuple[str, ...] = ()  # spec.search.routes: only these (and the default) instead of the mode's plan
+    # spec.compiler.settings: the base every route is built on; one naming a knob is its default (`as_built`)
+    settings: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
@@ -66,6 +69,7 @@ class FlowSpec:
             confirm_loads=search.confirm.loads,
             measure_uncompiled=search.measure_uncompiled,
             routes=tuple(search.routes),
+            settings=dict(spec.compiler.settings),
         )
 
 
@@ -292,9 +296,10 @@ def sweep_decision(measured: Sequence[CacheEntry], default_id: str, floor: float
 def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
-    space = build_space(observed.knobs, spec.knobs, dict(spec.pinned), spec.measure_uncompiled)
+    knobs = as_built(observed.knobs, spec.settings)
+    space = build_space(knobs, spec.knobs, dict(spec.pinned), spec.measure_uncompiled)
     if spec.routes:
-        stage1 = plan_listed(observed.knobs, space, spec.routes, dict(spec.pinned))
+        stage1 = plan_listed(knobs, space, spec.routes, dict(spec.pinned))
     else:
         stage1 = plan_stage1(spec.mode, space, dict(spec.pinned), spec.max_routes)
     default = stage1[0]

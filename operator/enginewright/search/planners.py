@@ -5,8 +5,8 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Iterable, Mapping, Sequence
 
 from enginewright.api.routes import Knob, Route, parse_route
 
@@ -36,6 +36,17 @@ class Batch:
     name: str
     stage: str
     routes: tuple[Route, ...]
+
+
+def as_built(compiler_knobs: Sequence[Knob], settings: Mapping[str, str]) -> list[Knob]:
+    """The compiler's knobs with the defaults the default route is built with: a base setting
+    (`spec.compiler.settings`, `tune --setting`) that names a knob takes the place of the knob's own
+    default, as every route is built with the base settings and its knobs over them. So a route holds
+    the values that differ from the base: with the base setting graph_optimization_level=disable,
+    `-graph_optimization_level=all` (ONNX Runtime's own default) is a route of its own, and
+    `-graph_optimization_level=disable` is the default route. Without such settings the knobs, and
+    so every route id, are as the compiler reports them."""
+    return [replace(k, default=settings[k.name]) if k.name in settings else k for k in compiler_knobs]
 
 
 def build_space(
@@ -120,7 +131,8 @@ def _defaults(space: Sequence[SpaceKnob]) -> dict[str, str]:
 
 
 def baseline(pinned: dict[str, str] | None = None, space: Sequence[SpaceKnob] = ()) -> Route:
-    """The default route: every knob at its default, pinned knobs applied."""
+    """The default route: every knob at its default (its base setting's value: `as_built`), pinned
+    knobs applied."""
     return Route.of(dict(pinned or {}), _defaults(space))
 
 
