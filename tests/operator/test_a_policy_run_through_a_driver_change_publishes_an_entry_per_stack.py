@@ -17,8 +17,8 @@ on a busy machine):
   entry is the one for the new stack; or WinnerRegressed, the full re-tune runs and its entry is.
 
 At 560 the template is as it was: the re-measure usually confirms. Before 570 the template's base
-settings take the winner's knob (an edit starts no run), so the re-measure compares two identical
-settings and the winner cannot be confirmed faster: WinnerRegressed (unless the default was
+settings take the winner's knob (an edit starts no run), so the winner's route is the default route
+as built and the re-measure measures the default alone: the winner is not confirmed, WinnerRegressed (unless the default was
 published already). The test prints the branch each change took. After a regression the older
 entry's mark names the full re-tune, not the re-measure that published for the stack before it
 (before `catalog.writer.superseded` moved a mark to a newer entry of the same stack, it named the
@@ -170,7 +170,7 @@ def test_a_policy_through_two_driver_changes_publishes_an_entry_per_stack(
         current["560"] = (run, status)
 
         # 570, the default first given the winner's setting (an edit starts no run by itself): the
-        # re-measure compares two identical settings, so the winner cannot be confirmed faster.
+        # winner's route is then the default route as built, so the re-measure cannot confirm it.
         settings = {**SETTINGS, **parse_route(status["winner"]["route"])}
         cluster.kubectl(
             "patch", "tpol", "mlp", "-n", namespace, "--type=merge",
