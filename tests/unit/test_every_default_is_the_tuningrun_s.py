@@ -79,7 +79,9 @@ def test_the_flow_and_the_worker_default_to_the_tuningrun_s():
 
 def test_tune_options_reach_the_flow_through_the_spec_mapper():
     options = TuneOptions(backend="inductor", model=Path("m.pt2"), out=Path("out"), inputs=[])
-    assert FlowSpec.of(options.spec()) == FlowSpec()
+    # (the one field with no TuningRun default: the spec names its compiler, and Inductor's builds
+    # read no knob from the base settings)
+    assert FlowSpec.of(options.spec()) == FlowSpec(settings_are_knobs=False)
     options = TuneOptions(
         backend="inductor",
         model=Path("m.pt2"),
@@ -107,4 +109,5 @@ def test_tune_options_reach_the_flow_through_the_spec_mapper():
         confirm_rounds=1,
         confirm_loads=2,
         measure_uncompiled=False,
+        settings_are_knobs=False,
     )

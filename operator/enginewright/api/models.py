@@ -141,6 +141,13 @@ class CompilerName(str, Enum):
     onnxruntime = "onnxruntime"
 
 
+SETTINGS_ARE_KNOBS = frozenset({CompilerName.onnxruntime.value})
+"""Compilers whose base settings and route knobs are one namespace (ONNX Runtime's session options):
+a base setting that names a knob builds every route with that value. Inductor reads only `device`
+and `input_dtype` from its settings and TensorRT only its builder settings, so for them a setting
+that names a knob would be ignored by the build: the planner refuses it."""
+
+
 class InputShape(WireModel):
     """Shape range of one model input (a TensorRT optimization profile); opt is what gets timed."""
 

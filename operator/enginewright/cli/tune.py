@@ -15,6 +15,7 @@ from typing import Callable
 
 from enginewright.api.cache import CacheEntry
 from enginewright.api.models import (
+    SETTINGS_ARE_KNOBS,
     Accuracy as AccuracySpec,
     Compiler,
     CompilerName,
@@ -291,7 +292,8 @@ def _tune(
                 rtol=opts.rtol,
                 search_mode=opts.mode,
                 threshold=opts.threshold,
-                knobs=as_built(knobs, opts.settings),  # the default route as it was built: base settings applied
+                # the default route as it was built: base settings applied
+                knobs=as_built(knobs, opts.settings, settings_are_knobs=opts.backend in SETTINGS_ARE_KNOBS),
                 tuner_version=compiler.removeprefix("tensorrt-tuner-"),
                 files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None),
             )

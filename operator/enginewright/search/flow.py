@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry, Outcome
-from enginewright.api.models import Confirm, Search, default_of
+from enginewright.api.models import SETTINGS_ARE_KNOBS, Confirm, Search, default_of
 from enginewright.api.routes import Knob, Route
 from enginewright.search.planners import (
     Batch,
@@ -51,6 +51,8 @@ class FlowSpec:
     routes: tuple[str, ...] = ()  # spec.search.routes: only these (and the default) instead of the mode's plan
     # spec.compiler.settings: the base every route is built on; one naming a knob is its default (`as_built`)
     settings: Mapping[str, str] = field(default_factory=dict)
+    # the compiler's builds read knobs from the settings (`SETTINGS_ARE_KNOBS`; the spec has no default compiler)
+    settings_are_knobs: bool = True
 
     @classmethod
     def of(cls, spec) -> FlowSpec:
@@ -70,6 +72,7 @@ class FlowSpec:
             measure_uncompiled=search.measure_uncompiled,
             routes=tuple(search.routes),
             settings=dict(spec.compiler.settings),
+            settings_are_knobs=spec.compiler.name.value in SETTINGS_ARE_KNOBS,
         )
 
 
@@ -296,7 +299,7 @@ def sweep_decision(measured: Sequence[CacheEntry], default_id: str, floor: float
 def next_step(spec: FlowSpec, observed: Observed) -> Step:
     """The one next step of a target's flow. Raises `PlanError` when the spec cannot be planned
     against the compiler's knobs (the message names the field)."""
-    knobs = as_built(observed.knobs, spec.settings)
+    knobs = as_built(observed.knobs, spec.settings, settings_are_knobs=spec.settings_are_knobs)
     space = build_space(knobs, spec.knobs, dict(spec.pinned), spec.measure_uncompiled)
     if spec.routes:
         stage1 = plan_listed(knobs, space, spec.routes, dict(spec.pinned))

@@ -38,14 +38,27 @@ class Batch:
     routes: tuple[Route, ...]
 
 
-def as_built(compiler_knobs: Sequence[Knob], settings: Mapping[str, str]) -> list[Knob]:
+def as_built(compiler_knobs: Sequence[Knob], settings: Mapping[str, str], *, settings_are_knobs: bool) -> list[Knob]:
     """The compiler's knobs with the defaults the default route is built with: a base setting
     (`spec.compiler.settings`, `tune --setting`) that names a knob takes the place of the knob's own
     default, as every route is built with the base settings and its knobs over them. So a route holds
     the values that differ from the base: with the base setting graph_optimization_level=disable,
     `-graph_optimization_level=all` (ONNX Runtime's own default) is a route of its own, and
     `-graph_optimization_level=disable` is the default route. Without such settings the knobs, and
-    so every route id, are as the compiler reports them."""
+    so every route id, are as the compiler reports them.
+
+    Raises PlanError for a setting that names a knob with a value the knob does not allow, and, for a
+    compiler whose builds do not read knobs from the base settings (`settings_are_knobs` false:
+    `api.models.SETTINGS_ARE_KNOBS`), for any setting that names a knob: the build would ignore it."""
+    by_name = {k.name: k for k in compiler_knobs}
+    for name in sorted(set(settings) & set(by_name)):
+        where = f"spec.compiler.settings.{name}"
+        if not settings_are_knobs:
+            raise PlanError(
+                f"{where}: {name!r} is a route knob of this compiler, not a base setting (its build does "
+                "not read it from the settings): pin it with spec.search.pinned or sweep it with spec.search.knobs"
+            )
+        _check_value(by_name, name, settings[name], where)
     return [replace(k, default=settings[k.name]) if k.name in settings else k for k in compiler_knobs]
 
 
