@@ -160,11 +160,7 @@ class Builder:
                 raise BuildEnded("the deadline passed", timed_out=True)
             chunk = os.read(fd, 65536)
             if not chunk:
-                try:
-                    code = proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                    kill_group(proc)
-                    code = proc.returncode
+                code = exit_code(proc, grace_s=10)
                 raise BuildEnded(f"the build process {how_it_ended(code, self.folder / 'builds.log')}", timed_out=False)
             self.replies += chunk
         line, self.replies = self.replies.split(b"\n", 1)
@@ -267,6 +263,16 @@ def how_it_ended(code: int, log_path: Path, when: str = "") -> str:
     tail = log_path.read_text(errors="replace")[-1500:].strip()
     how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
     return how + when + (f": {tail}" if tail else "")
+
+
+def exit_code(proc: subprocess.Popen, grace_s: float) -> int:
+    """The exit status of a child that closed its output: it has `grace_s` seconds to exit, else
+    (it hangs on exit) its whole group is killed."""
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return proc.returncode
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -15,7 +15,7 @@ from typing import IO, Sequence
 from enginewright.api.cache import Measurements, Outcome
 from enginewright.measure.quiet import wait_quiet
 from enginewright.worker.context import WorkerContext
-from enginewright.worker.process import child_command, how_it_ended, kill_group
+from enginewright.worker.process import child_command, exit_code, how_it_ended, kill_group
 
 log = logging.getLogger("enginewright.worker")
 
@@ -181,11 +181,7 @@ class Server:
             raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
         line = replies.readline()
         if not line:
-            try:
-                code = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                kill_group(proc)
-                code = proc.returncode
+            code = exit_code(proc, grace_s=10)
             raise ServerFailed(
                 Outcome.crash,
                 f"the process holding engine {self.key} "
