@@ -1,5 +1,5 @@
 """A test backend: the real onnxruntime backend, recording when each build and each timed stretch
-happens (loading, every timed stretch), so a test can check that measuring never overlaps building. The worker's child processes
+happens (loading, every timed stretch and its calls), so a test can check that measuring never overlaps building. The worker's child processes
 import it by name (`tests.worker.interval_backend:IntervalRecordingBackend`).
 
 Intervals go, one JSON line each, to the file named by $ENGINEWRIGHT_TEST_INTERVALS, on the
@@ -65,7 +65,7 @@ class RecordingRunner(Runner):
         try:
             return self.inner.timed_calls(objective, inputs, count)
         finally:
-            record("timed", started, objective=objective, route=self.route, runner=id(self))
+            record("timed", started, objective=objective, route=self.route, runner=id(self), calls=count)
 
     def close(self) -> None:
         self.inner.close()

@@ -4,14 +4,18 @@ apart, and rounds taken one after the other see the host's drift between them). 
 and the next route is timed against the default loaded again in a fresh process."""
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
 from enginewright.api.cache import Outcome
 from enginewright.api.routes import Route
+from enginewright.measure.paired import engine_of
+from enginewright.worker.measure import ROUTE
+from enginewright.worker.server import Server
 from tests.worker.conftest import recording_worker
-from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED
+from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED, RecordingRunner
 
 THREE_ROUNDS = {"min_rounds": 3, "max_rounds": 3}  # paired rounds of each route
 
@@ -26,8 +30,32 @@ def timed_by_route(intervals: Path) -> list[tuple[str, int]]:
     ]
 
 
+def timed_stretches(intervals: Path) -> list[dict]:
+    """Every timed stretch's record, in the order they ran."""
+    records = [json.loads(line) for line in intervals.read_text().splitlines()]
+    return sorted((r for r in records if r["kind"] == "timed"), key=lambda r: r["start"])
+
+
+def recording_rounds(monkeypatch) -> list[tuple[list[str], list[int], float, float]]:
+    """Every interleaved round the worker asks for, as it asks: (the keys in their order, the calls
+    per round of each it holds, when the request went out, when its reply came back)."""
+    rounds: list[tuple[list[str], list[int], float, float]] = []
+    real = Server.interleave
+
+    def recorded(self, keys, timeout):
+        calls, asked = [self.calls_of[k] for k in keys], time.monotonic()
+        try:
+            return real(self, keys, timeout)
+        finally:
+            rounds.append((list(keys), calls, asked, time.monotonic()))
+
+    monkeypatch.setattr(Server, "interleave", recorded)
+    return rounds
+
+
 def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example, tmp_path, monkeypatch):
     worker, intervals = recording_worker(example, tmp_path, monkeypatch, **THREE_ROUNDS, round_seconds=0.05)
+    rounds = recording_rounds(monkeypatch)
     default, first, second = (
         Route.of({}),
         Route.of({"enable_mem_pattern": "0"}),
@@ -40,18 +68,35 @@ def test_each_route_is_timed_in_the_defaults_process_interleaved_with_it(example
     timed = timed_by_route(intervals)
     assert len({pid for _, pid in timed}) == 1  # the default and both routes: one process
     # From the route's loading (warm-up, calibration) to its last round, the default's blocks come in
-    # between its own, and nothing else does: each round takes turns block by block (up to 10 blocks
-    # of each; whole rounds one after the other would switch engines about 6 times in 3 rounds).
+    # between its own, and nothing else does.
     names = [name for name, _ in timed]
     blank = json.dumps({})
     for route in (first, second):
         mine = json.dumps(route.as_dict, sort_keys=True)
         first_at = names.index(mine)
         last_at = len(names) - 1 - names[::-1].index(mine)
-        stretch = names[first_at : last_at + 1]
-        assert set(stretch) == {mine, blank}, stretch
-        switches = sum(a != b for a, b in zip(stretch, stretch[1:]))
-        assert switches >= 3 * 2 * 5, switches
+        assert set(names[first_at : last_at + 1]) == {mine, blank}, names[first_at : last_at + 1]
+    # Each round takes turns block by block: it ends in as many turns of its engines, in the order
+    # asked, as the calls of its rounds allow (up to 10; whole rounds one after the other: one turn).
+    # The turns follow the calls per round the worker held when it asked, not a count that a busy
+    # host (fewer calls a round) would bring down.
+    stretches = timed_stretches(intervals)
+    paired = [r for r in rounds if any(engine_of(k) == ROUTE for k in r[0])]
+    assert len(paired) == 2 * 3  # three paired rounds of each route
+    for keys, calls, asked, replied in rounds:
+        # `interleaved_round`: 10 blocks of each (the recording runner's), fewer when a round has fewer calls
+        blocks = min([RecordingRunner.interleave_blocks, *calls])
+        ran = [r for r in stretches if asked <= r["start"] and r["end"] <= replied]
+        turns = ran[len(ran) - blocks * len(keys) :]
+        assert len(ran) >= blocks * len(keys), (keys, blocks, ran)
+        turn = [r["runner"] for r in turns[: len(keys)]]
+        assert len(set(turn)) == len(keys), (keys, turns)  # each engine once a turn
+        assert [r["runner"] for r in turns] == turn * blocks, (keys, blocks, turns)
+        kinds = ["route" if engine_of(k) == ROUTE else "default" for k in keys]
+        assert ["default" if r["route"] == {} else "route" for r in turns[: len(keys)]] == kinds, (keys, turns)
+        assert [r["calls"] for r in turns[: len(keys)]] == [max(1, c // blocks) for c in calls], (keys, calls, turns)
+    # (a round of an engine of one call a round is one turn either way: one at least had more)
+    assert any(min([RecordingRunner.interleave_blocks, *calls]) > 1 for _, calls, _, _ in paired), paired
 
 
 def test_a_route_that_kills_the_process_is_a_crash_and_the_next_is_timed_against_a_reloaded_default(

@@ -40,6 +40,42 @@ def run_child(request: ChildRequest, timeout: float, failure: Outcome) -> ChildR
         return builder.run(request, timeout, failure)
 
 
+class ReplyLines:
+    """The reply lines a child writes to a pipe (`fd`), read raw (os.read) and split here: select()
+    sees only what is still in the pipe, so a buffered reader (`readline`) that took two lines of
+    one write would hold the second where select() cannot see it, and the wait for it would last
+    until the deadline."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.pending = b""  # read from the pipe and not yet handed out
+
+    def next(self, deadline: float) -> bytes | None:
+        """The next complete line (without its newline) by `deadline` (`time.monotonic()`), or None
+        when the child closed its end first; TimeoutError when the deadline passed."""
+        while b"\n" not in self.pending:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return line
+
+    def drain(self) -> list[bytes]:
+        """Every line read or waiting in the pipe now (the last one perhaps cut short), without
+        waiting for more."""
+        while select.select([self.fd], [], [], 0)[0]:  # (a build still running holds the pipe open)
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                break
+            self.pending += chunk
+        lines, self.pending = self.pending.split(b"\n"), b""
+        return lines
+
+
 class BuildEnded(Exception):
     """The build process stopped answering: it exited (`timed_out` False) or the deadline passed."""
 
@@ -61,7 +97,7 @@ class Builder:
         self.proc: subprocess.Popen[str] | None = None
         self.build_pid: int | None = None  # the build in flight (its process group's id)
         self.started = 0  # build processes started so far
-        self.replies = b""  # what was read of the build process's reply lines and not yet taken
+        self.replies: ReplyLines | None = None  # the build process's reply lines
 
     def run(self, request: ChildRequest, timeout: float, failure: Outcome) -> ChildResult:
         """Run one build step to its end, or until `timeout` seconds (its build process's start
@@ -137,6 +173,8 @@ class Builder:
                 text=True,
                 start_new_session=True,
             )
+        assert self.proc.stdout is not None  # launched with pipes
+        self.replies = ReplyLines(self.proc.stdout.fileno())
         self.started += 1
 
     def _send(self, message: dict) -> None:
@@ -148,26 +186,17 @@ class Builder:
             pass  # the reply (none) says what happened
 
     def _expect(self, key: str, deadline: float):
-        """The value of `key` in the build process's next reply line, by `deadline`. The pipe is
-        read raw, into `replies`: a buffered reader can take both of a build's lines (`pid` and
-        `code`) at once, and select() on the emptied pipe would then wait for the deadline."""
-        proc = self.proc
-        assert proc is not None and proc.stdout is not None  # launched with pipes
-        fd = proc.stdout.fileno()
-        while b"\n" not in self.replies:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                raise BuildEnded("the deadline passed", timed_out=True)
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                try:
-                    code = proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                    kill_group(proc)
-                    code = proc.returncode
-                raise BuildEnded(f"the build process {how_it_ended(code, self.folder / 'builds.log')}", timed_out=False)
-            self.replies += chunk
-        line, self.replies = self.replies.split(b"\n", 1)
+        """The value of `key` in the build process's next reply line, by `deadline` (both of a
+        build's lines, `pid` and `code`, may come in one read: `ReplyLines`)."""
+        proc, replies = self.proc, self.replies
+        assert proc is not None and replies is not None  # launched
+        try:
+            line = replies.next(deadline)
+        except TimeoutError:
+            raise BuildEnded("the deadline passed", timed_out=True) from None
+        if line is None:
+            code = exit_code(proc, grace_s=10)
+            raise BuildEnded(f"the build process {how_it_ended(code, self.folder / 'builds.log')}", timed_out=False)
         return json.loads(line)[key]
 
     def _kill_build(self) -> None:
@@ -194,28 +223,21 @@ class Builder:
         except subprocess.TimeoutExpired:
             pass
         kill_group(proc)
-        self._kill_unacknowledged(proc)
+        self._kill_unacknowledged()
         if proc.stdout is not None:
             proc.stdout.close()
 
-    def _kill_unacknowledged(self, proc: subprocess.Popen) -> None:
+    def _kill_unacknowledged(self) -> None:
         """Kill the group of a build that the (now killed) build process forked but whose `pid` line
         the worker never took (the deadline passed, or `close` ran, first): it would run on."""
-        assert proc.stdout is not None  # launched with pipes
-        fd = proc.stdout.fileno()
-        while select.select([fd], [], [], 0)[0]:  # (a build still running holds the pipe open)
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            self.replies += chunk
+        replies, self.replies = self.replies, None
         running = None
-        for line in self.replies.split(b"\n"):
+        for line in replies.drain() if replies is not None else []:
             try:
                 reply = json.loads(line)
             except ValueError:
                 continue
             running = reply.get("pid", running if "code" not in reply else None)
-        self.replies = b""
         if running is not None:
             try:
                 os.killpg(running, signal.SIGKILL)
@@ -267,6 +289,16 @@ def how_it_ended(code: int, log_path: Path, when: str = "") -> str:
     tail = log_path.read_text(errors="replace")[-1500:].strip()
     how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited {code}"
     return how + when + (f": {tail}" if tail else "")
+
+
+def exit_code(proc: subprocess.Popen, grace_s: float) -> int:
+    """The exit status of a child that closed its output: it has `grace_s` seconds to exit, else
+    (it hangs on exit) its whole group is killed."""
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return proc.returncode
 
 
 def kill_group(proc: subprocess.Popen) -> None:

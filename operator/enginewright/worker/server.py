@@ -7,15 +7,15 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
 import subprocess
+import time
 from pathlib import Path
 from typing import IO, Sequence
 
 from enginewright.api.cache import Measurements, Outcome
 from enginewright.measure.quiet import wait_quiet
 from enginewright.worker.context import WorkerContext
-from enginewright.worker.process import child_command, how_it_ended, kill_group
+from enginewright.worker.process import ReplyLines, child_command, exit_code, how_it_ended, kill_group
 
 log = logging.getLogger("enginewright.worker")
 
@@ -46,6 +46,7 @@ class Server:
         self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
         self.references = references
         self.proc: subprocess.Popen[str] | None = None
+        self.replies: ReplyLines | None = None  # the serving process's reply lines
         self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
 
     @property
@@ -80,6 +81,8 @@ class Server:
                 text=True,
                 start_new_session=True,
             )
+        assert self.proc.stdout is not None  # launched with pipes
+        self.replies = ReplyLines(self.proc.stdout.fileno())
         if ctx.measure_cpus:
             try:  # before the child starts any thread: every thread it starts inherits the set
                 os.sched_setaffinity(self.proc.pid, ctx.measure_cpus)
@@ -147,12 +150,13 @@ class Server:
             )
         return reply
 
-    def _running(self) -> tuple[subprocess.Popen[str], IO[str], IO[str]]:
-        """The serving process and its request and reply pipes; asking a closed one is a caller's bug."""
-        proc = self.proc
-        if proc is None or proc.stdin is None or proc.stdout is None:
+    def _running(self) -> tuple[subprocess.Popen[str], IO[str], ReplyLines]:
+        """The serving process, its request pipe and its reply lines; asking a closed one is a
+        caller's bug."""
+        proc, replies = self.proc, self.replies
+        if proc is None or proc.stdin is None or replies is None:
             raise RuntimeError(f"the process holding engine {self.key} is not running (closed, or never launched)")
-        return proc, proc.stdin, proc.stdout
+        return proc, proc.stdin, replies
 
     def _ask(self, request: dict, timeout: float) -> dict:
         proc, requests, _ = self._running()
@@ -175,17 +179,13 @@ class Server:
 
     def _reply(self, timeout: float, what: str) -> dict:
         proc, _, replies = self._running()
-        ready, _, _ = select.select([replies], [], [], timeout)
-        if not ready:
+        try:
+            line = replies.next(time.monotonic() + timeout)
+        except TimeoutError:
             self.close()
-            raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s")
-        line = replies.readline()
-        if not line:
-            try:
-                code = proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # closed its output but hangs on exit
-                kill_group(proc)
-                code = proc.returncode
+            raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s") from None
+        if line is None:
+            code = exit_code(proc, grace_s=10)
             raise ServerFailed(
                 Outcome.crash,
                 f"the process holding engine {self.key} "
@@ -196,7 +196,7 @@ class Server:
     def close(self) -> None:
         if self.proc is None:
             return
-        proc, self.proc = self.proc, None
+        proc, self.proc, self.replies = self.proc, None, None
         try:
             if proc.stdin is not None:  # (always: it is opened with a pipe)
                 proc.stdin.close()
