@@ -8,7 +8,11 @@ import time
 import pytest
 
 from enginewright.backends.base import Runner
-from enginewright.measure.timing import measure_all
+from enginewright.measure.timing import RETIMES, measure_all
+
+MOST_ROUNDS = 3 * (2 + RETIMES)
+"""Timed rounds `measure_all` may take: per objective its first round, one re-sized from it and
+`RETIMES` more while a stalled host keeps a round far from a round's length (load, not the code)."""
 
 
 class Engine(Runner):
@@ -36,7 +40,7 @@ def test_known_calls_time_one_round_per_objective_without_calibrating():
     # into a round and a half re-sizes it from that round), after untimed calls a tenth of them at a
     # time, and no trial timings of one call
     rounds = [count for count in engine.stretches if count > 2]
-    assert rounds[0] == 25 and len(rounds) <= 6 and set(engine.stretches) - set(rounds) == {2}
+    assert rounds[0] == 25 and len(rounds) <= MOST_ROUNDS and set(engine.stretches) - set(rounds) == {2}
     assert 1 not in engine.stretches
     assert engine.calls == sum(engine.stretches) + 4 * 8  # and the host CPU's default 4 calls x 8 trials
     assert 1.5 < measured.latency_ms < 20 and 1.5 < measured.gpu_time_ms < 20
@@ -55,7 +59,7 @@ def test_calls_that_no_longer_fill_a_round_are_found_again_from_that_round():
     assert (
         engine.stretches[0] == 2
         and engine.stretches[1] > 5
-        and len(engine.stretches) <= 6
+        and len(engine.stretches) <= MOST_ROUNDS
         and 1 not in engine.stretches
     )
 
