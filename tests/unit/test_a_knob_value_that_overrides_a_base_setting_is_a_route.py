@@ -137,3 +137,13 @@ def test_a_setting_naming_a_knob_with_a_value_it_does_not_allow_names_the_settin
     spec = FlowSpec(mode="fast", settings={"graph_optimization_level": "ALL"}, settings_are_knobs=True)
     with pytest.raises(PlanError, match=r"spec\.compiler\.settings\.graph_optimization_level: .*does not allow 'ALL'"):
         first_step(spec, KNOBS)
+
+
+def test_a_listed_route_of_a_knob_the_space_does_not_sweep_is_the_default_when_the_base_has_it():
+    knobs = [*KNOBS, Knob("inter_op_num_threads", None, "0")]  # open-ended, nothing suggested: not swept
+    spec = FlowSpec(
+        routes=("-inter_op_num_threads=2", "-inter_op_num_threads=3"),
+        settings={"inter_op_num_threads": "2"},
+        settings_are_knobs=True,
+    )
+    assert [r.canonical for b in first_step(spec, knobs).batches for r in b.routes] == ["", "-inter_op_num_threads=3"]

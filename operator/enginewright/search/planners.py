@@ -310,11 +310,15 @@ def plan_listed(
     pinned = dict(pinned or {})
     by_name = {k.name: k for k in compiler_knobs}
     planned = [baseline(pinned, space)]
+    # A listed value is compared with every knob's default as built (a knob the space does not sweep
+    # too: `-inter_op_num_threads=2` over that base setting is the default route), a pinned knob's as
+    # the baseline holds it.
+    defaults = {k.name: k.default for k in compiler_knobs if k.name not in pinned} | _defaults(space)
     for text in routes:
         knobs = parse_route(text)
         for name, value in knobs.items():
             _check_value(by_name, name, value, f"spec.search.routes[{text!r}]")
-        route = Route.of({**pinned, **knobs}, _defaults(space))
+        route = Route.of({**pinned, **knobs}, defaults)
         if route not in planned:
             planned.append(route)
     return planned
