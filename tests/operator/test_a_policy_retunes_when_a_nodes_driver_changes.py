@@ -61,8 +61,9 @@ def checked_again(operator: Operator, times: int = 3) -> None:
     wait_for(lambda: checks(operator) >= start + times, 60, f"{times} more policy checks", 0.2)
 
 
-def start_policy_operator(cluster, log) -> Operator:
-    """An operator of the policy tests' own: namespaces p-*, checks every half second."""
+def start_policy_operator(cluster, log, **extra_env: str) -> Operator:
+    """An operator of the policy tests' own: namespaces p-*, checks every half second (`extra_env`:
+    more of its settings)."""
     started = start_operator(
         cluster,
         log,
@@ -70,6 +71,7 @@ def start_policy_operator(cluster, log) -> Operator:
         ENGINEWRIGHT_NAMESPACES="p-*",
         ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
         ENGINEWRIGHT_POLICY_INTERVAL="0.5",
+        **extra_env,
     )
     return Operator(started.process, started.log, started.metrics_port, started.health_port)
 
