@@ -97,15 +97,15 @@ def runs(cluster, namespace: str) -> dict[str, dict]:
     return {r["metadata"]["name"]: r for r in get_json(cluster, "trun", "-n", namespace)["items"]}
 
 
-def policy(cluster, namespace: str) -> dict:
-    return get_json(cluster, "tpol", "mlp", "-n", namespace)
+def policy(cluster, namespace: str, name: str = "mlp") -> dict:
+    return get_json(cluster, "tpol", name, "-n", namespace)
 
 
-def recorded(cluster, namespace: str, run: str) -> dict:
+def recorded(cluster, namespace: str, run: str, name: str = "mlp") -> dict:
     """The policy's target status once it records `run` (and Ready says so)."""
 
     def done():
-        status = policy(cluster, namespace).get("status") or {}
+        status = policy(cluster, namespace, name).get("status") or {}
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
         targets = status.get("targets") or []
         return targets[0] if ready and targets and targets[0].get("run") == run else None

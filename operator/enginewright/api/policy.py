@@ -54,9 +54,12 @@ class Triggers(WireModel):
         json_schema_extra={
             "maxLength": 64,
             "pattern": DURATION_PATTERN,
+            # A value that is not a duration is the pattern's to refuse: duration() of it is an evaluation
+            # error, which the API server does not ratchet, so every status write of a policy stored
+            # with it (before this rule, or past an older CRD) would be refused (422).
             "x-kubernetes-validations": [
                 {
-                    "rule": f"duration(self) >= duration('{SCHEDULE_MINIMUM}')",
+                    "rule": f"!self.matches(r'{DURATION_PATTERN}') || duration(self) >= duration('{SCHEDULE_MINIMUM}')",
                     "message": f"must be at least {SCHEDULE_MINIMUM}, e.g. 168h (a re-measure builds and times "
                     "engines on the target's GPUs)",
                 }
