@@ -54,7 +54,7 @@ def test_a_bad_schedule_stored_past_the_crd_stalls_the_policy_until_it_is_correc
     cluster, p_namespace, gpu_node, tmp_path
 ):
     _, gpu_type = gpu_node
-    operator = start_policy_operator(cluster, tmp_path / "operator.log")
+    operator = None
     try:
         # The CRD as it was before the schedule was validated.
         cluster.kubectl(
@@ -76,11 +76,18 @@ def test_a_bad_schedule_stored_past_the_crd_stalls_the_policy_until_it_is_correc
                 wait_for(stored, 30, f"the API server to store schedule {schedule} (the older CRD in use)", 0.2)
         finally:  # the CRD as generated again (taking back the fields the patch took)
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / f"{CRD}.yaml"))
-        refused = cluster.kubectl(
-            "patch", "tpol", "mlp", "-n", p_namespace, "--type=merge",
-            "-p", json.dumps({"spec": {"triggers": {"schedule": "5m"}}}), check=False,
-        )  # fmt: skip
-        assert refused.returncode != 0 and "must be at least 1h" in refused.stderr, refused.stderr
+
+        def refused():
+            edit = cluster.kubectl(
+                "patch", "tpol", "mlp", "-n", p_namespace, "--type=merge", "--dry-run=server",
+                "-p", json.dumps({"spec": {"triggers": {"schedule": "5m"}}}), check=False,
+            )  # fmt: skip
+            return edit.returncode != 0 and "must be at least 1h" in edit.stderr
+
+        # The operator starts once the generated CRD is in use (else its first status writes could
+        # still pass under the older one).
+        wait_for(refused, 30, "the API server to refuse a bad schedule again (the generated CRD in use)", 0.2)
+        operator = start_policy_operator(cluster, tmp_path / "operator.log")
 
         for name, schedule in BAD.items():
             stall = wait_for(lambda: stalled(cluster, p_namespace, name), 60, f"{name} to stall", 0.2)
@@ -109,5 +116,7 @@ def test_a_bad_schedule_stored_past_the_crd_stalls_the_policy_until_it_is_correc
         assert stalled(cluster, p_namespace, "hourly")
     finally:
         cluster.kubectl("delete", "tpol,trun", "--all", "-n", p_namespace, "--timeout=60s", check=False)
-        operator.stop()
+        if operator is not None:
+            operator.stop()
+    assert operator is not None
     operator.assert_clean()
