@@ -61,8 +61,9 @@ def checked_again(operator: Operator, times: int = 3) -> None:
     wait_for(lambda: checks(operator) >= start + times, 60, f"{times} more policy checks", 0.2)
 
 
-def start_policy_operator(cluster, log) -> Operator:
-    """An operator of the policy tests' own: namespaces p-*, checks every half second."""
+def start_policy_operator(cluster, log, **extra_env: str) -> Operator:
+    """An operator of the policy tests' own: namespaces p-*, checks every half second (`extra_env`:
+    more of its settings)."""
     started = start_operator(
         cluster,
         log,
@@ -70,6 +71,7 @@ def start_policy_operator(cluster, log) -> Operator:
         ENGINEWRIGHT_NAMESPACES="p-*",
         ENGINEWRIGHT_RECONCILE_INTERVAL=TEST_INTERVAL,
         ENGINEWRIGHT_POLICY_INTERVAL="0.5",
+        **extra_env,
     )
     return Operator(started.process, started.log, started.metrics_port, started.health_port)
 
@@ -95,15 +97,15 @@ def runs(cluster, namespace: str) -> dict[str, dict]:
     return {r["metadata"]["name"]: r for r in get_json(cluster, "trun", "-n", namespace)["items"]}
 
 
-def policy(cluster, namespace: str) -> dict:
-    return get_json(cluster, "tpol", "mlp", "-n", namespace)
+def policy(cluster, namespace: str, name: str = "mlp") -> dict:
+    return get_json(cluster, "tpol", name, "-n", namespace)
 
 
-def recorded(cluster, namespace: str, run: str) -> dict:
+def recorded(cluster, namespace: str, run: str, name: str = "mlp") -> dict:
     """The policy's target status once it records `run` (and Ready says so)."""
 
     def done():
-        status = policy(cluster, namespace).get("status") or {}
+        status = policy(cluster, namespace, name).get("status") or {}
         ready = any(c["type"] == "Ready" and c["status"] == "True" for c in status.get("conditions") or [])
         targets = status.get("targets") or []
         return targets[0] if ready and targets and targets[0].get("run") == run else None

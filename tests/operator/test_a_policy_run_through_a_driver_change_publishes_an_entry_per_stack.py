@@ -80,12 +80,13 @@ def index(s3, model: str) -> dict[str, dict]:
     return {e["run"].split("/", 1)[1]: e for e in doc["entries"]}
 
 
-def fetch(cluster, dest, model: str, gpu_type: str, driver: str) -> tuple[dict, bytes]:
-    """`enginewright fetch` as a consumer on driver major `driver` runs it: its JSON and the engine."""
+def fetch(cluster, dest, model: str, gpu_type: str, driver: str, *more: str) -> tuple[dict, bytes]:
+    """`enginewright fetch` as a consumer on driver major `driver` runs it (`more`: its other
+    arguments, e.g. --run): its JSON and the engine."""
     done = subprocess.run(
         [
             sys.executable, "-m", "enginewright", "fetch", "--catalog", f"s3://{RUNS_BUCKET}", "--model", model,
-            "--gpu", gpu_type, "--driver-major", driver, "--dest", str(dest), "--json",
+            "--gpu", gpu_type, "--driver-major", driver, "--dest", str(dest), "--json", *more,
         ],
         env=cluster.env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

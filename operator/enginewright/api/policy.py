@@ -47,16 +47,19 @@ class Triggers(WireModel):
     model_digest: bool = Field(True, description="A new template.model.sha256.")
     schedule: str | None = Field(
         None,
-        description=f"Re-measure each target's published winner (with its runners-up) against the default this "
-        f"often, on an unchanged stack: a duration such as 168h or 24h (units h, m, s; at least "
+        description=f"Re-measure each target's published winner (with its runners-up) against the default, or a "
+        f"default that won against its runners-up, this often, on an unchanged stack: a duration such as 168h or 24h (units h, m, s; at least "
         f"{SCHEDULE_MINIMUM}), counted from when the policy recorded the target's current run (its startedAt). "
         "Unset: no schedule.",
         json_schema_extra={
             "maxLength": 64,
             "pattern": DURATION_PATTERN,
+            # A value that is not a duration is the pattern's to refuse: duration() of it is an evaluation
+            # error, which the API server does not ratchet, so every status write of a policy stored
+            # with it (before this rule, or past an older CRD) would be refused (422).
             "x-kubernetes-validations": [
                 {
-                    "rule": f"duration(self) >= duration('{SCHEDULE_MINIMUM}')",
+                    "rule": f"!self.matches(r'{DURATION_PATTERN}') || duration(self) >= duration('{SCHEDULE_MINIMUM}')",
                     "message": f"must be at least {SCHEDULE_MINIMUM}, e.g. 168h (a re-measure builds and times "
                     "engines on the target's GPUs)",
                 }
@@ -117,7 +120,8 @@ class PolicyTargetStatus(WireModel):
     remeasure: str | None = Field(
         None,
         description="The published winner's route that the current run re-measures against the default on the "
-        "new stack (a run of spec.search.routes); unset once that run has decided: WinnerConfirmed (it published "
+        "new stack (a run of spec.search.routes; empty: the default route, re-measured on schedule against its "
+        "runners-up); unset once that run has decided: WinnerConfirmed (it published "
         "the winner for the new stack) or WinnerRegressed / RunnerUpWins (the policy started a full re-tune).",
     )
     runners_up: list[str] = Field(

@@ -14,6 +14,7 @@ import kopf
 from enginewright.api.names import FINALIZER, GROUP, KIND, LABEL_COMPONENT, PLURAL, POLICY_PLURAL, VERSION
 from enginewright.controller import metrics
 from enginewright.controller.children import RunRef
+from enginewright.controller.errors import api_reason
 from enginewright.controller.policy_runs import PolicyChecker
 from enginewright.controller.reconcile import Clients, Reconciler
 from enginewright.controller.settings import Settings
@@ -166,15 +167,26 @@ async def job_changed(body, **_) -> None:
             _wake[owner["uid"]].set()
 
 
+_status_refused: dict[str, str] = {}  # policy uid -> the API server's last refusal of its status, said once
+
+
 @kopf.timer(GROUP, VERSION, POLICY_PLURAL, interval=SETTINGS.policy_interval, id="policy_check")
-def check_policy(body, patch, **_) -> None:
+def check_policy(body, **_) -> None:
     """Check a TuningPolicy's targets: start a TuningRun for each whose stack changed, write the status.
 
     A timer, not a watch of nodes: each check reads the nodes of the policy's GPU types by label (a
     `list`, no cluster-wide watch of every node and its heartbeats), and a check is complete by itself,
     so one missed while the operator was down is simply the next one. A driver change is seen within
-    ENGINEWRIGHT_POLICY_INTERVAL seconds; a driver upgrade takes far longer than that."""
-    where = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+    ENGINEWRIGHT_POLICY_INTERVAL seconds; a driver upgrade takes far longer than that.
+
+    The status is written here, not through kopf's patch: when the API server refuses it (422: the
+    stored spec no longer passes the CRD, e.g. it was stored under an older one), kopf's own write
+    would end the timer for good, and with it every later check of the policy, corrected or not."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    meta = body["metadata"]
+    where = f"{meta['namespace']}/{meta['name']}"
 
     def emit(kind: str, reason: str, message: str) -> None:
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
@@ -188,8 +200,25 @@ def check_policy(body, patch, **_) -> None:
             log.warning(f"{where}: policy check deferred ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
             return
         raise
-    if status is not None:
-        patch.status.update(status)
+    if status is None:
+        return
+    try:
+        client.CustomObjectsApi(reconciler().k8s.core.api_client).patch_namespaced_custom_object_status(
+            GROUP, VERSION, meta["namespace"], POLICY_PLURAL, meta["name"], {"status": status},
+            _content_type="application/merge-patch+json",
+        )  # fmt: skip
+        _status_refused.pop(meta["uid"], None)
+    except ApiException as exc:
+        if exc.status != 422:
+            if went_away(exc) or transient(exc):
+                log.warning(f"{where}: policy status not written ({exc.status}); the next check writes it")
+                return
+            raise
+        refusal = api_reason(exc)
+        if _status_refused.get(meta["uid"]) != refusal:
+            _status_refused[meta["uid"]] = refusal
+            message = f"the API server refused the policy's status: {refusal}; correct the spec to what the CRD accepts"
+            emit("Warning", "StatusRefused", message)
 
 
 _policy_checker: PolicyChecker | None = None

@@ -195,9 +195,10 @@ def runners_up(entries: Iterable[CacheEntry], winner: str, limit: int = RUNNERS_
 
 
 def with_runners_up(decision: Decision, routes: Iterable[str]) -> Decision:
-    """A re-measure decision that also carries `routes` (the published run's `runners_up`)."""
+    """A re-measure decision that also carries `routes` (the published run's `runners_up`), unless it
+    carries its runners-up already (a default's scheduled re-measure)."""
     carried = tuple(routes)
-    if decision.remeasure is None or not carried:
+    if decision.remeasure is None or decision.runners_up or not carried:
         return decision
     message = f"{decision.message} (and the runners-up {', '.join(carried)})"
     return replace(decision, runners_up=carried, message=message)
@@ -252,13 +253,17 @@ def decide(
         why = "was deleted" if current is None else "failed"
         message = f"the re-measure {check} of {remeasuring} {why}: starting the full re-tune {full}"
         return Decision("start", recorded, "RemeasureFailed", message, full)
+    if not remeasuring and not current.winner:
+        message = f"the re-measure {check} kept the default route against its runners-up on {where} and published it"
+        return Decision("record", recorded, "WinnerConfirmed", message)
     if current.winner and same_route(current.winner) == same_route(remeasuring):
         message = f"the re-measure {check} confirmed {remeasuring} against the default on {where} and published it"
         return Decision("record", recorded, "WinnerConfirmed", message)
     if current.winner:
         # The re-measure measured only the default, the winner and its runners-up: one of those won.
+        beaten = f"the default and the published winner {remeasuring}" if remeasuring else "the published default"
         message = (
-            f"the runner-up {current.winner} beat the default and the published winner {remeasuring} on {where} "
+            f"the runner-up {current.winner} beat {beaten} on {where} "
             f"(re-measure {check} published it): starting the full re-tune {full}"
         )
         return Decision("start", recorded, RUNNER_UP_WINS, message, full)
@@ -278,32 +283,45 @@ def scheduled(
     every: float | None,
     since: str | None,
     at: datetime,
+    default_runners_up: tuple[str, ...] = (),
 ) -> Decision:
     """`decide`'s decision, or the schedule's re-measure when it is due: nothing else is to be done
-    (`none`: the stack is unchanged, no re-measure is going), the current run has published a winner
-    other than the default (what is re-measured, with its runners-up, as after a stack change), and
-    `at` is `every` seconds or more after `since`, when the policy recorded that run. A run still
-    going, or one whose default won or that failed, is not re-measured: the schedule waits for it."""
+    (`none`: the stack is unchanged, no re-measure is going), the current run has published its
+    winner, and `at` is `every` seconds or more after `since`, when the policy recorded that run.
+    A winner other than the default is re-measured against the default (the shell adds its
+    runners-up, as after a stack change); a default that won is re-measured against its runners-up,
+    `default_runners_up` (the run's `runners_up` of ""), and only when it has some: there is nothing
+    else to measure it against. A run still going, or one that failed, is not re-measured: the
+    schedule waits for it."""
     due = remeasure_due(every, since)
     if decision.action != "none" or due is None or remeasuring is not None or decision.stack is None:
         return decision
-    if current is None or current.phase != "Succeeded" or not current.winner or at < due:
+    if current is None or current.phase != "Succeeded" or current.winner is None or at < due:
+        return decision
+    if not current.winner and not default_runners_up:
         return decision
     check = scheduled_remeasure_name(policy, gpu_type, decision.stack, since or "")
-    message = (
-        f"the schedule is due (the current run was recorded {since or 'at no recorded time'}): re-measuring the "
-        f"published winner {current.winner} against the default"
-    )
+    recorded = f"the schedule is due (the current run was recorded {since or 'at no recorded time'})"
+    if not current.winner:
+        message = f"{recorded}: re-measuring the default route against its runners-up {', '.join(default_runners_up)}"
+        return Decision("start", decision.stack, SCHEDULED, message, check, remeasure="", runners_up=default_runners_up)
+    message = f"{recorded}: re-measuring the published winner {current.winner} against the default"
     return Decision("start", decision.stack, SCHEDULED, message, check, remeasure=current.winner)
 
 
-def next_remeasure(every: float | None, target: PolicyTargetStatus, current: RunOutcome | None) -> str | None:
+def next_remeasure(
+    every: float | None,
+    target: PolicyTargetStatus,
+    current: RunOutcome | None,
+    default_runners_up: tuple[str, ...] = (),
+) -> str | None:
     """When the schedule re-measures the target next (RFC 3339), for its status: None without a
-    schedule, while a re-measure goes, or while the current run has no published winner to re-measure."""
+    schedule, while a re-measure goes, or while the current run has nothing to re-measure (no
+    published winner, or a default that won with no runners-up, `default_runners_up`)."""
     due = remeasure_due(every, target.started_at)
     if due is None or target.started_at is None or target.remeasure is not None or current is None:
         return None
-    if current.phase != "Succeeded" or not current.winner:
+    if current.phase != "Succeeded" or current.winner is None or not (current.winner or default_runners_up):
         return None
     return due.strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -361,7 +379,7 @@ def run_manifest(
     if decision.remeasure is not None:
         # Only the default, the winner and its runners-up, measured fresh (nothing reused: this is the
         # measurement being repeated), every one of them a candidate of the confirmation round.
-        routes = [decision.remeasure, *decision.runners_up]
+        routes = [r for r in (decision.remeasure, *decision.runners_up) if r]  # (the default is always measured)
         search = spec.search.model_copy(
             update={
                 "mode": SearchMode.fast,

@@ -97,13 +97,16 @@ class PolicyChecker:
                 current,
                 remeasuring,
                 current_run=old.run if old else None,
-                scheduled_since=old.started_at if old and remeasuring and old.reason == SCHEDULED else None,
+                scheduled_since=old.started_at if old and remeasuring is not None and old.reason == SCHEDULED else None,
             )
             every = spec.triggers.schedule_seconds
             since = old.started_at if old else None
             at = datetime.now(timezone.utc)
-            decision = scheduled(name, target.gpu_type, decision, current, remeasuring, every, since, at)
-            if decision.remeasure is not None and old is not None and old.run:
+            defaults: tuple[str, ...] = ()
+            if every is not None and current is not None and current.winner == "" and old and old.run:
+                defaults = runners_up(self._entries(namespace, uid, old.run, target.gpu_type), "")
+            decision = scheduled(name, target.gpu_type, decision, current, remeasuring, every, since, at, defaults)
+            if decision.remeasure and old is not None and old.run:  # (a default's carries its runners-up)
                 entries = self._entries(namespace, uid, old.run, target.gpu_type)
                 decision = with_runners_up(decision, runners_up(entries, decision.remeasure))
             started = False
@@ -124,7 +127,7 @@ class PolicyChecker:
             elif decision.action == "wait":
                 waiting.append(decision.message)
             status = target_status(old, target.gpu_type, decision, observed, started, now())
-            upcoming = None if started else next_remeasure(every, status, current)
+            upcoming = None if started else next_remeasure(every, status, current, defaults)
             targets.append(status.model_copy(update={"next_remeasure": upcoming}))
         return self._finish(body, previous, policy_status(previous, generation, targets, problem, waiting), emit)
 
