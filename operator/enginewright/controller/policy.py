@@ -26,7 +26,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 from enginewright.api.cache import CacheEntry
-from enginewright.api.models import ReuseMode, SearchMode, Target, TuningRunSpec
+from enginewright.api.models import SETTINGS_ARE_KNOBS, ReuseMode, SearchMode, Target, TuningRunSpec
 from enginewright.api.names import (
     API_VERSION,
     DRIVER_MAJOR_LABEL,
@@ -162,6 +162,33 @@ def same_route(text: str) -> str:
     return canonical_route(parse_route(text))
 
 
+def template_base(template: TuningRunSpec) -> dict[str, str]:
+    """The template's base settings that routes are planned against (`search.planners.as_built`):
+    its `compiler.settings` for a compiler whose settings are its knobs, else none."""
+    return dict(template.compiler.settings) if template.compiler.name.value in SETTINGS_ARE_KNOBS else {}
+
+
+def over_base(route: str, base: Mapping[str, str]) -> str:
+    """A route as the template now builds it: in canonical form, without the knobs the base settings
+    `base` (`template_base`) already set to the same value. A run published before the template took
+    its winner's knob into its base names a route that the template now builds as, in part or whole,
+    its default route: re-measured, compared or ranked, it is that route."""
+    return canonical_route({k: v for k, v in parse_route(route).items() if base.get(k) != v})
+
+
+def as_built_outcome(
+    outcome: RunOutcome | None, base: Mapping[str, str], remeasuring: str | None = None
+) -> RunOutcome | None:
+    """A run's outcome with its winner as the template now builds it (`over_base`): a winner whose
+    every knob is now a base setting is the default route (""). A re-measure's own outcome
+    (`remeasuring` set: the route it re-measures) stays in the terms it was planned in, the route it
+    re-measures being in them too: a template edited while it runs must not make its published
+    winner, or the route it re-measures, read as another route (a regression read as confirmed)."""
+    if outcome is None or outcome.winner is None or remeasuring is not None:
+        return outcome
+    return replace(outcome, winner=over_base(outcome.winner, base))
+
+
 Action = Literal["none", "start", "record", "wait"]
 
 
@@ -181,17 +208,20 @@ class Decision:
     runners_up: tuple[str, ...] = ()
 
 
-def runners_up(entries: Iterable[CacheEntry], winner: str, limit: int = RUNNERS_UP) -> tuple[str, ...]:
+def runners_up(
+    entries: Iterable[CacheEntry], winner: str, limit: int = RUNNERS_UP, base: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """The stage-1 routes of a finished run (its cache entries) that came closest to its winner:
     accuracy-passing, neither the default nor the winner, fastest against the default first (as the
-    run ranked its candidates). Empty when the default's entry is not among them."""
+    run ranked its candidates), each as the template builds it now (`over_base` of `base`; `winner`
+    already so). Empty when the default's entry is not among them."""
     stage1 = [e for e in entries if e.stage == "stage1"]
     default = next((e for e in stage1 if not e.route and e.passed), None)
     if default is None or default.median_ms is None:
         return ()
-    won = same_route(winner)
-    ranked = (same_route(e.route) for e in rank_candidates(stage1, default.route_id, default.median_ms))
-    return tuple(route for route in ranked if route != won)[:limit]
+    won, base = same_route(winner), base or {}
+    ranked = (over_base(e.route, base) for e in rank_candidates(stage1, default.route_id, default.median_ms))
+    return tuple(dict.fromkeys(route for route in ranked if route not in (won, "")))[:limit]
 
 
 def with_runners_up(decision: Decision, routes: Iterable[str]) -> Decision:

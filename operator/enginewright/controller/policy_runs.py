@@ -25,6 +25,7 @@ from enginewright.controller.policy import (
     SCHEDULED,
     DriverReading,
     RunOutcome,
+    as_built_outcome,
     decide,
     driver_reading,
     next_remeasure,
@@ -36,6 +37,7 @@ from enginewright.controller.policy import (
     runners_up,
     scheduled,
     target_status,
+    template_base,
     with_runners_up,
 )
 from enginewright.controller.settings import Settings
@@ -85,8 +87,13 @@ class PolicyChecker:
                 continue
             observed = observed_stack(spec.template, driver, image)
             old = before.get(target.gpu_type)
-            current = self._outcome(namespace, uid, old.run) if old and old.run else None
+            # the current run's winner as the template builds it now: a knob the template's base
+            # settings took from it since is its default route's (`over_base`); a re-measure's is
+            # judged in the terms it was planned in
+            base = template_base(spec.template)
             remeasuring = old.remeasure if old else None
+            outcome = self._outcome(namespace, uid, old.run) if old and old.run else None
+            current = as_built_outcome(outcome, base, remeasuring)
             decision = decide(
                 name,
                 target.gpu_type,
@@ -104,11 +111,11 @@ class PolicyChecker:
             at = datetime.now(timezone.utc)
             defaults: tuple[str, ...] = ()
             if every is not None and current is not None and current.winner == "" and old and old.run:
-                defaults = runners_up(self._entries(namespace, uid, old.run, target.gpu_type), "")
+                defaults = runners_up(self._entries(namespace, uid, old.run, target.gpu_type), "", base=base)
             decision = scheduled(name, target.gpu_type, decision, current, remeasuring, every, since, at, defaults)
             if decision.remeasure and old is not None and old.run:  # (a default's carries its runners-up)
                 entries = self._entries(namespace, uid, old.run, target.gpu_type)
-                decision = with_runners_up(decision, runners_up(entries, decision.remeasure))
+                decision = with_runners_up(decision, runners_up(entries, decision.remeasure, base=base))
             started = False
             if decision.action == "start":
                 doc = run_manifest(name, namespace, uid, spec.template, target, decision)
