@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from pydantic import ValidationError
 
@@ -24,7 +24,6 @@ from enginewright.controller.policy import (
     RUNNER_UP_WINS,
     SCHEDULED,
     DriverReading,
-    RunOutcome,
     as_built_outcome,
     decide,
     driver_reading,
@@ -71,6 +70,7 @@ class PolicyChecker:
             return self._finish(body, previous, policy_status(previous, generation, kept, invalid, []), emit)
         before = {t["gpuType"]: PolicyTargetStatus.model_validate(t) for t in previous.get("targets") or []}
         image = self.settings.image(spec.template.compiler.name.value, spec.template.compiler.image)
+        base = template_base(spec.template)  # (routes as the template builds them now: `over_base`)
         targets: list[PolicyTargetStatus] = []
         waiting: list[str] = []
         problem: tuple[str, str] | None = None
@@ -90,10 +90,9 @@ class PolicyChecker:
             # the current run's winner as the template builds it now: a knob the template's base
             # settings took from it since is its default route's (`over_base`); a re-measure's is
             # judged in the terms it was planned in
-            base = template_base(spec.template)
             remeasuring = old.remeasure if old else None
-            outcome = self._outcome(namespace, uid, old.run) if old and old.run else None
-            current = as_built_outcome(outcome, base, remeasuring)
+            run_doc = self._run(namespace, uid, old.run) if old and old.run else None
+            current = as_built_outcome(run_outcome(run_doc), base, remeasuring)
             decision = decide(
                 name,
                 target.gpu_type,
@@ -110,11 +109,11 @@ class PolicyChecker:
             since = old.started_at if old else None
             at = datetime.now(timezone.utc)
             defaults: tuple[str, ...] = ()
-            if every is not None and current is not None and current.winner == "" and old and old.run:
-                defaults = runners_up(self._entries(namespace, uid, old.run, target.gpu_type), "", base=base)
+            if every is not None and run_doc is not None and current is not None and current.winner == "":
+                defaults = runners_up(self._entries(run_doc, target.gpu_type), "", base=base)
             decision = scheduled(name, target.gpu_type, decision, current, remeasuring, every, since, at, defaults)
-            if decision.remeasure and old is not None and old.run:  # (a default's carries its runners-up)
-                entries = self._entries(namespace, uid, old.run, target.gpu_type)
+            if decision.remeasure and run_doc is not None:  # (a default's carries its runners-up)
+                entries = self._entries(run_doc, target.gpu_type)
                 decision = with_runners_up(decision, runners_up(entries, decision.remeasure, base=base))
             started = False
             if decision.action == "start":
@@ -138,8 +137,9 @@ class PolicyChecker:
             targets.append(status.model_copy(update={"next_remeasure": upcoming}))
         return self._finish(body, previous, policy_status(previous, generation, targets, problem, waiting), emit)
 
-    def _outcome(self, namespace: str, uid: str, run: str) -> RunOutcome | None:
-        """The outcome of the target's current run (None: it is gone, or it is not this policy's)."""
+    def _run(self, namespace: str, uid: str, run: str) -> dict | None:
+        """The target's current run as read back (None: it is gone, or it is not this policy's): its
+        outcome (`run_outcome`) and its cache entries (`_entries`) come from this one read."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -148,23 +148,14 @@ class PolicyChecker:
             if exc.status == 404:
                 return None
             raise
-        return run_outcome(body) if owned_by(body, uid) else None
+        return body if owned_by(body, uid) else None
 
-    def _entries(self, namespace: str, uid: str, run: str, gpu_type: str) -> list[CacheEntry]:
-        """The cache entries of the target's current run, from its cache ConfigMaps (in the cluster as
-        long as the run is: a restarted operator reads the same); none when the run is gone or not this
-        policy's. An entry that does not parse is skipped: it only narrows the runners-up."""
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            body = self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, run)
-        except ApiException as exc:
-            if exc.status == 404:
-                return []
-            raise
-        if not owned_by(body, uid):
-            return []
-        ref = RunRef(run, namespace, body["metadata"]["uid"])
+    def _entries(self, run: Mapping, gpu_type: str) -> list[CacheEntry]:
+        """The cache entries of the target's current run (`_run`), from its cache ConfigMaps (in the
+        cluster as long as the run is: a restarted operator reads the same). An entry that does not
+        parse is skipped: it only narrows the runners-up."""
+        meta = run["metadata"]
+        namespace, ref = meta["namespace"], RunRef(meta["name"], meta["namespace"], meta["uid"])
         maps = self.core.list_namespaced_config_map(
             namespace, label_selector=selector(ref, gpu_type, component="cache")
         ).items
