@@ -15,7 +15,6 @@ from typing import Callable
 
 from enginewright.api.cache import CacheEntry
 from enginewright.api.models import (
-    SETTINGS_ARE_KNOBS,
     Accuracy as AccuracySpec,
     Compiler,
     CompilerName,
@@ -293,7 +292,7 @@ def _tune(
                 search_mode=opts.mode,
                 threshold=opts.threshold,
                 # the default route as it was built: base settings applied
-                knobs=as_built(knobs, opts.settings, settings_are_knobs=opts.backend in SETTINGS_ARE_KNOBS),
+                knobs=as_built(knobs, spec.settings, settings_are_knobs=spec.settings_are_knobs),
                 tuner_version=compiler.removeprefix("tensorrt-tuner-"),
                 files=trtexec_files(opts.model, opts.inputs[0], opts.references[0] if opts.references else None),
             )
