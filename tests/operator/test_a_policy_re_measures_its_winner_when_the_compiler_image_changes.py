@@ -30,12 +30,10 @@ import pytest
 from enginewright.api.policy import Stack
 from enginewright.controller.policy import ANNOTATION_REMEASURE, ANNOTATION_TRIGGER, remeasure_name, run_name
 from enginewright.controller.settings import Settings
-from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.operator import test_a_policy_run_through_a_driver_change_publishes_an_entry_per_stack as e2e
 from tests.operator.conftest import FAST_TIMING, manifest, wait_condition
 from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
-    DRIVER,
     events,
     policy_doc,
     recorded,
@@ -66,10 +64,7 @@ def test_a_new_compiler_image_re_measures_the_winner_on_jobs_of_that_image(
     cluster, store_namespace, new_node, policy_operator, s3, tmp_path
 ):
     namespace = store_namespace
-    gpu_type = f"POLICY-IMAGE-{namespace[2:].upper()}"
-    node = f"policy-image-{namespace[2:]}"
-    new_node(node, {"nvidia.com/gpu.product": gpu_type, DRIVER: "550"}, gpus=0)
-    wait_for(lambda: cluster.kubectl("get", "node", node, check=False).returncode == 0, 60, f"node {node}", 0.2)
+    gpu_type, node = e2e.node_of_its_own(cluster, new_node, "policy-image", namespace)
     model = f"policy-image-{namespace}"
     template = manifest("unused", knobs=e2e.KNOBS)["spec"]
     template.update(

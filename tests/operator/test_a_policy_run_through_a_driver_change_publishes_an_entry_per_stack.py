@@ -111,6 +111,16 @@ def settled(cluster, namespace: str, runs: tuple[str, str]) -> tuple[dict, dict]
     return wait_for(done, 240, f"the policy to settle on one of {runs}", 0.5)
 
 
+def node_of_its_own(cluster, new_node, prefix: str, namespace: str) -> tuple[str, str]:
+    """A node of a GPU type of the test's own (`<PREFIX>-<namespace>`), labelled with driver 550, its
+    node agent started (`new_node`); (GPU type, node name). Registered before the policy's first
+    check, so the first run is named for driver 550."""
+    gpu_type, node = f"{prefix.upper()}-{namespace[2:].upper()}", f"{prefix}-{namespace[2:]}"
+    new_node(node, {"nvidia.com/gpu.product": gpu_type, DRIVER: "550"}, gpus=0)
+    wait_for(lambda: cluster.kubectl("get", "node", node, check=False).returncode == 0, 60, f"node {node}", 0.2)
+    return gpu_type, node
+
+
 def change_driver(
     cluster, namespace: str, node: str, gpu_type: str, before: tuple[str, dict], driver: str, base: dict[str, str]
 ):
@@ -143,11 +153,7 @@ def test_a_policy_through_two_driver_changes_publishes_an_entry_per_stack(
     cluster, store_namespace, new_node, policy_operator, s3, tmp_path
 ):
     namespace = store_namespace
-    gpu_type = f"POLICY-E2E-{namespace[2:].upper()}"
-    node = f"policy-e2e-{namespace[2:]}"
-    new_node(node, {"nvidia.com/gpu.product": gpu_type, DRIVER: "550"}, gpus=0)
-    # Registered before the policy's first check, so the first run is named for driver 550.
-    wait_for(lambda: cluster.kubectl("get", "node", node, check=False).returncode == 0, 60, f"node {node}", 0.2)
+    gpu_type, node = node_of_its_own(cluster, new_node, "policy-e2e", namespace)
     model = f"policy-e2e-{namespace}"  # a catalog model of this namespace's own
     template = manifest("unused", knobs=KNOBS)["spec"]
     template.update(
