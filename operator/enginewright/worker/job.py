@@ -75,7 +75,7 @@ def prepare_inputs(request: BatchRequest, workdir: Path):
         references.append(fetch(pair.references, workdir / f"references-{i}.npz"))
     backend = get_backend(spec.compiler.name.value)
     try:
-        signature = backend.signature(model, spec.compiler.settings)  # (ONNX: onnx.checker first)
+        signature = backend.signature(model, spec.compiler.settings)  # (onnxruntime: a session of it)
     except Exception as exc:  # the parser's own error for a corrupt model
         raise InputError(f"{spec.model.uri} is not a valid {spec.model.format.value} model: {exc}") from None
     accuracy = spec.accuracy
