@@ -1,0 +1,101 @@
+"""Where one `enginewright tune` run's wall time goes (issue 19, ask 7): the run in this process, with
+the worker's requests to its serving processes, the quiet waits before timing, the serving processes'
+starts and ends, the build processes, the reference data check and the report's figure timed as they
+happen. A profiling aid: it changes no code path, it wraps the functions named in WRAPPED.
+
+    python bench/tune_profile.py --json out/profile.json -- MODEL --backend onnxruntime --search mixed ...
+
+Everything after `--` is `enginewright tune`'s own arguments. Prints one line per wrapped function
+(seconds in it, calls) and writes them to --json as it ends (also when tune fails). Seconds nest: a
+request's seconds include its quiet wait (`wait_quiet` is also counted alone), and `server.start`
+includes the first engine's load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+spent: dict[str, float] = collections.defaultdict(float)
+calls: collections.Counter[str] = collections.Counter()
+
+
+def timed(name: str, fn: Callable) -> Callable:
+    def wrapper(*args, **kwargs):
+        started = time.monotonic()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[name] += time.monotonic() - started
+            calls[name] += 1
+
+    return wrapper
+
+
+def wrap() -> None:
+    """WRAPPED: `Server._ask` per request op, `Server.start`/`close`, the server's `wait_quiet`, the
+    build processes' `Builders.close`, tune's `_check_data` and `report.plot`."""
+    import enginewright.cli.tune as tune
+    import enginewright.report as report
+    from enginewright.worker import process, server
+
+    ask = server.Server._ask
+
+    def by_op(self, request, timeout):
+        started = time.monotonic()
+        try:
+            return ask(self, request, timeout)
+        finally:
+            spent[f"request {request['op']}"] += time.monotonic() - started
+            calls[f"request {request['op']}"] += 1
+
+    server.Server._ask = by_op  # type: ignore[method-assign]
+    server.Server.start = timed("server.start (process + first load)", server.Server.start)  # type: ignore[method-assign]
+    server.Server.close = timed("server.close", server.Server.close)  # type: ignore[method-assign]
+    server.wait_quiet = timed("wait_quiet (before timing requests)", server.wait_quiet)
+    process.Builders.close = timed("build processes: close", process.Builders.close)  # type: ignore[method-assign]
+    tune._check_data = timed("tune: reference data check", tune._check_data)
+    report.plot = timed("report: figure (report.png)", report.plot)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json", type=Path, required=True, help="where the seconds are written")
+    p.add_argument("tune", nargs=argparse.REMAINDER, help="-- then enginewright tune's arguments")
+    args = p.parse_args()
+    tune_args = args.tune[1:] if args.tune[:1] == ["--"] else args.tune
+    wrap()
+    from enginewright.cli import main as cli
+
+    began = time.monotonic()
+    code: int | None = None
+    try:
+        code = cli(["tune", *tune_args])
+    finally:
+        total = time.monotonic() - began
+        rows = sorted(spent.items(), key=lambda kv: -kv[1])
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps(
+                {
+                    "command": ["enginewright", "tune", *tune_args],
+                    "exit_code": code,
+                    "wall_seconds": round(total, 3),
+                    "spent": {name: {"seconds": round(s, 3), "calls": calls[name]} for name, s in rows},
+                },
+                indent=2,
+            )
+        )
+        print(f"\ntune's wall time in this process: {total:.2f} s", file=sys.stderr)
+        for name, seconds in rows:
+            print(f"  {name:42s} {seconds:8.2f} s  x{calls[name]}", file=sys.stderr)
+    return code or 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,64 @@
+"""`bench/tune_profile.py` runs one real `enginewright tune` and counts where its wall time went:
+the serving processes' requests by kind, their starts, the quiet waits, the data check and the
+report's figure, written to its JSON whether or not tune succeeds."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tests.worker.conftest import tune_args
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def profile(args: list[str], tmp_path: Path) -> tuple[subprocess.CompletedProcess, dict]:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "bench" / "tune_profile.py"),
+            "--json",
+            str(tmp_path / "profile.json"),
+            "--",
+            *args,
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO / "operator")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return done, json.loads((tmp_path / "profile.json").read_text())
+
+
+def arguments(example: Path, tmp_path: Path) -> list[str]:
+    """tune's arguments (after `enginewright tune`) for the example: one knob, no confirmation."""
+    return tune_args(example, tmp_path / "out", "--knob", "enable_mem_pattern=0", "--no-confirm")[4:]
+
+
+def test_a_run_is_counted_by_request_and_its_seconds_fit_its_wall_time(example, tmp_path):
+    done, found = profile(arguments(example, tmp_path), tmp_path)
+    assert done.returncode == 0 and found["exit_code"] == 0, done.stderr
+    spent = found["spent"]
+    # one serving process for the batch: the default's rounds, then the route's beside it
+    assert spent["server.start (process + first load)"]["calls"] == 1
+    assert spent["request load"]["calls"] >= 3  # the route's primer and timed loads, the default's second load
+    assert spent["request interleave"]["calls"] >= 2  # the route's rounds (--min-rounds)
+    assert spent["request measurements"]["calls"] == 2  # the default and the route
+    assert spent["wait_quiet (before timing requests)"]["calls"] >= spent["request interleave"]["calls"]
+    assert spent["tune: reference data check"]["calls"] == spent["report: figure (report.png)"]["calls"] == 1
+    parts = sum(spent[k]["seconds"] for k in spent if k.startswith("request ") or k.startswith("server."))
+    assert 0 < parts < found["wall_seconds"]
+    assert "request interleave" in done.stderr  # printed too
+
+
+def test_a_failed_run_still_writes_what_it_counted(example, tmp_path):
+    wrong = tmp_path / "wrong-inputs.npz"
+    np.savez(wrong, image=np.zeros((8, 3, 32, 32), dtype=np.float64))  # the model takes float32
+    args = [str(wrong) if a.endswith("inputs-1.npz") else a for a in arguments(example, tmp_path)]
+    done, found = profile(args, tmp_path)
+    assert done.returncode == found["exit_code"] == 3, done.stderr  # tune's exit code for data that does not fit
+    assert found["spent"]["tune: reference data check"]["calls"] == 1
+    assert "request interleave" not in found["spent"]
