@@ -1,6 +1,6 @@
 """Where one `enginewright tune` run's wall time goes (issue 19, ask 7): the run in this process, with
 the worker's requests to its serving processes, the quiet waits before timing, the serving processes'
-starts and ends, the build processes, the reference data check and the report's figure timed as they
+starts and ends, the build processes' ends, the reference data check and the report's figure timed as they
 happen. A profiling aid: it changes no code path, it wraps the functions named in WRAPPED.
 
     python bench/tune_profile.py --json out/profile.json -- MODEL --backend onnxruntime --search mixed ...
@@ -8,7 +8,7 @@ happen. A profiling aid: it changes no code path, it wraps the functions named i
 Everything after `--` is `enginewright tune`'s own arguments. Prints one line per wrapped function
 (seconds in it, calls) and writes them to --json as it ends (also when tune fails). Seconds nest: a
 request's seconds include its quiet wait (`wait_quiet` is also counted alone), and `server.start`
-includes the first engine's load.
+includes the first engine's load (not counted as a `load` request).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """The ONNX Runtime backend reads a model's signature with an ORT session of it, not with the onnx
 package: importing onnx (ml_dtypes first) took 1.2-2.4 s of every `tune`'s and probe Job's start on
-2 cores (issue 19, ask 7: fixed costs). What it reads agrees with the onnx package's reading wherever
-the model declares it; a graph input with no shape is read as a rank not declared (ORT gives it as
-it gives a scalar), and a file ORT cannot load raises."""
+2 cores (issue 19, ask 7: fixed costs). What it reads agrees with the onnx package's reading
+(scalars, bfloat16 and dynamic sizes included), and a file ORT cannot load raises."""
 
 import subprocess
 import sys
@@ -47,40 +46,54 @@ def test_it_reads_what_the_onnx_package_reads(example):
 
 def dynamic_model(path: Path) -> Path:
     """Inputs of a named and an unnamed dynamic size, an int64 input, an initializer listed among the
-    inputs, an input with no shape declared; two outputs."""
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])
-    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [None, 3])
-    bias = helper.make_tensor_value_info("bias", TensorProto.FLOAT, [4])
-    free = helper.make_tensor_value_info("free", TensorProto.FLOAT, None)
+    inputs, a scalar, a bfloat16 input; outputs of a dynamic size, an inferred shape and a scalar."""
+    value = helper.make_tensor_value_info
+    inputs = [
+        value("x", TensorProto.FLOAT, ["batch", 4]),
+        value("ids", TensorProto.INT64, [None, 3]),
+        value("bias", TensorProto.FLOAT, [4]),
+        value("scale", TensorProto.FLOAT, []),
+        value("half", TensorProto.BFLOAT16, [2]),
+    ]
     nodes = [
         helper.make_node("Add", ["x", "bias"], ["shifted"]),
-        helper.make_node("Add", ["shifted", "free"], ["y"]),
+        helper.make_node("Mul", ["shifted", "scale"], ["y"]),
         helper.make_node("Shape", ["ids"], ["ids_shape"]),
+        helper.make_node("ReduceSum", ["y"], ["total"], keepdims=0),
+        helper.make_node("Cast", ["half"], ["widened"], to=TensorProto.FLOAT),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "dynamic",
-        [x, ids, bias, free],
-        [
-            helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4]),
-            helper.make_tensor_value_info("ids_shape", TensorProto.INT64, [2]),
-        ],
-        initializer=[helper.make_tensor("bias", TensorProto.FLOAT, [4], np.ones(4, np.float32))],
+    outputs = [
+        value("y", TensorProto.FLOAT, ["batch", 4]),
+        value("ids_shape", TensorProto.INT64, [2]),
+        value("total", TensorProto.FLOAT, []),
+        value("widened", TensorProto.FLOAT, [2]),
+    ]
+    bias = helper.make_tensor("bias", TensorProto.FLOAT, [4], np.ones(4, np.float32))
+    built = helper.make_model(
+        helper.make_graph(nodes, "dynamic", inputs, outputs, initializer=[bias]),
+        opset_imports=[helper.make_opsetid("", 17)],
     )
-    built = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     built.ir_version = 8
     onnx.save(built, str(path))
     return path
 
 
-def test_dynamic_sizes_and_dtypes_are_read_and_initializers_left_out(tmp_path):
-    found = OnnxRuntimeBackend().signature(dynamic_model(tmp_path / "dynamic.onnx"), {})
+def test_dynamic_sizes_scalars_and_dtypes_are_read_and_initializers_left_out(tmp_path):
+    model = dynamic_model(tmp_path / "dynamic.onnx")
+    found = OnnxRuntimeBackend().signature(model, {})
     assert found.inputs == (
         TensorSpec("x", "float32", ("batch", 4)),
         TensorSpec("ids", "int64", (None, 3)),
-        TensorSpec("free", "float32", None),  # no shape declared: any rank
+        TensorSpec("scale", "float32", ()),  # a scalar: data of another rank is refused
+        TensorSpec("half", "bfloat16", (2,)),  # named as the onnx package (ml_dtypes) names it
     )
-    assert found.outputs == (TensorSpec("y", "float32", ("batch", 4)), TensorSpec("ids_shape", "int64", (2,)))
+    assert found.outputs == (
+        TensorSpec("y", "float32", ("batch", 4)),
+        TensorSpec("ids_shape", "int64", (2,)),
+        TensorSpec("total", "float32", ()),
+        TensorSpec("widened", "float32", (2,)),
+    )
+    assert found == onnx_signature(model)
 
 
 def test_a_file_onnxruntime_cannot_load_raises(tmp_path):

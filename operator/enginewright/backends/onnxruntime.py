@@ -82,26 +82,15 @@ def _ort():
     return onnxruntime
 
 
-# ONNX Runtime's element type names (NodeArg.type) as numpy names; one not here (bfloat16, float8,
-# strings) is not checked.
+# ONNX Runtime's element type names (NodeArg.type) as numpy's (ml_dtypes' for bfloat16, float8 and
+# int4, as the onnx package names them); one not here (strings) is not checked.
 _ORT_DTYPES = {
     f"tensor({name})": name
-    for name in (
-        "float16",
-        "float",
-        "double",
-        "int8",
-        "int16",
-        "int32",
-        "int64",
-        "uint8",
-        "uint16",
-        "uint32",
-        "uint64",
-        "bool",
-    )
+    for name in ("float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool")
+    + ("bfloat16", "int4", "uint4")
 }
 _ORT_DTYPES.update({"tensor(float)": "float32", "tensor(double)": "float64"})
+_ORT_DTYPES.update({f"tensor(float8{k})": f"float8_{k}" for k in ("e4m3fn", "e4m3fnuz", "e5m2", "e5m2fnuz")})
 
 
 def ort_signature(model_path: Path) -> "Signature":
@@ -117,7 +106,7 @@ def ort_signature(model_path: Path) -> "Signature":
     session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 
     def spec(arg) -> TensorSpec:
-        shape = tuple(arg.shape) if arg.shape else None  # [] is a scalar or no shape declared: not checked
+        shape = None if arg.shape is None else tuple(arg.shape)  # [] is a scalar (or no shape declared)
         return TensorSpec(arg.name, _ORT_DTYPES.get(arg.type), shape)
 
     return Signature(tuple(map(spec, session.get_inputs())), tuple(map(spec, session.get_outputs())))
@@ -239,6 +228,6 @@ class OnnxRuntimeBackend(Backend):
         """The model's inputs and outputs as ONNX Runtime reads them: a session of it (graph optimization
         off, one thread) is what loads it here, and ORT is imported already. Not `onnx_signature`:
         importing the onnx package (ml_dtypes first) took 1.2-2.4 s of every tune's and probe's start
-        on 2 cores, longer than reading the model. ORT gives a graph input with no shape declared and a
-        scalar alike (`[]`): read as a rank not declared, neither is refused."""
+        on 2 cores, longer than reading the model. ORT gives a graph input with no shape declared as it
+        gives a scalar (`[]`): read as a scalar (onnx.checker refused such a model outright)."""
         return ort_signature(model_path)
