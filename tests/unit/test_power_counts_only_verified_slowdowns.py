@@ -32,10 +32,15 @@ def test_the_injection_slows_only_the_loads_it_is_switched_on_for():
     injection.on.add(id(slowed))
 
     def took(runner) -> float:
-        started = time.perf_counter()
-        for _ in range(20):
-            runner._call(None)
-        return time.perf_counter() - started
+        """The least of 5 timings of 20 calls: a 2 ms sleep overslept by the host (CI, 2026-12-03:
+        43.9 against 57.8 ms for the same unslowed calls) only ever adds."""
+        best = float("inf")
+        for _ in range(5):
+            started = time.perf_counter()
+            for _ in range(20):
+                runner._call(None)
+            best = min(best, time.perf_counter() - started)
+        return best
 
     assert took(slowed) > 1.3 * took(plain)  # half of each call's own time added, on this load only
     injection.on.clear()

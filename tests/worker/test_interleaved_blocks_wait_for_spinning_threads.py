@@ -2,17 +2,30 @@
 spinning (as ONNX Runtime's intra-op threads do for ~45 ms after a run) have stopped; engines whose
 threads stay idle are not held up."""
 
+import hashlib
 import threading
 import time
 
 from enginewright.backends.base import Runner
 from enginewright.measure.rounds import Held, interleaved_round
 
+CHUNK = bytes(1 << 18)  # hashed a piece at a time: sha256 of 256 KiB runs ~0.1-0.5 ms without the GIL
+
+
+def busy_until(until: float) -> None:
+    """Keep a core busy until `until` (time.monotonic) the way a runtime's native threads do: without
+    holding the GIL (hashlib lets it go for data this size). A pure-Python spin would take the GIL
+    from the calling thread and wait for it in turns: a spinning thread that waits for the GIL uses
+    no CPU, and under load the block's one read of the threads' CPU time missed it (CI, 2026-12-03:
+    a block began 27 ms before the spinner stopped)."""
+    while time.monotonic() < until:
+        hashlib.sha256(CHUNK)
+
 
 class Engine(Runner):
     """Each timed stretch: `work` seconds on the calling thread and (`spin`) a thread of its own
     busy beside it that keeps a core busy for `spin` seconds more, as a runtime's worker threads do
-    (they run with the call, then spin on)."""
+    (they run with the call, then spin on), both off the GIL as native threads are."""
 
     def __init__(self, name: str, log: list, spin: float = 0.0, work: float = 0.001):
         self.name, self.log, self.spin, self.work = name, log, spin, work
@@ -27,14 +40,11 @@ class Engine(Runner):
         if self.spin:
 
             def spin():
-                until = started + self.work + self.spin
-                while time.monotonic() < until:
-                    pass
+                busy_until(started + self.work + self.spin)
                 self.spun.append(time.monotonic())
 
             threading.Thread(target=spin, daemon=True).start()
-        while time.monotonic() < started + self.work:
-            pass
+        busy_until(started + self.work)
         return (time.monotonic() - started) * 1000.0
 
 
