@@ -98,12 +98,9 @@ def ort_signature(model_path: Path) -> "Signature":
     an ONNX model as an ORT session of it reads them. Raises on a model ORT cannot load."""
     from enginewright.accuracy.signature import Signature, TensorSpec
 
-    ort = _ort()
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
-    options.log_severity_level = 3  # errors only: the model's warnings belong to its builds
-    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    one_thread = {"intra_op_num_threads": "1", "inter_op_num_threads": "1"}
+    options = session_options(one_thread, optimize=False)  # (errors only: the model's warnings are its builds')
+    session = _ort().InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
 
     def spec(arg) -> TensorSpec:
         shape = None if arg.shape is None else tuple(arg.shape)  # [] is a scalar (or no shape declared)
