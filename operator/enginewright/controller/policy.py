@@ -326,10 +326,9 @@ def scheduled(
     due = remeasure_due(every, since)
     if decision.action != "none" or due is None or remeasuring is not None or decision.stack is None:
         return decision
-    if current is None or current.phase != "Succeeded" or current.winner is None or at < due:
+    if not re_measurable(current, default_runners_up) or at < due:
         return decision
-    if not current.winner and not default_runners_up:
-        return decision
+    assert current is not None and current.winner is not None  # (re_measurable)
     check = scheduled_remeasure_name(policy, gpu_type, decision.stack, since or "")
     recorded = f"the schedule is due (the current run was recorded {since or 'at no recorded time'})"
     if not current.winner:
@@ -349,11 +348,20 @@ def next_remeasure(
     schedule, while a re-measure goes, or while the current run has nothing to re-measure (no
     published winner, or a default that won with no runners-up, `default_runners_up`)."""
     due = remeasure_due(every, target.started_at)
-    if due is None or target.started_at is None or target.remeasure is not None or current is None:
+    if due is None or target.started_at is None or target.remeasure is not None:
         return None
-    if current.phase != "Succeeded" or current.winner is None or not (current.winner or default_runners_up):
+    if not re_measurable(current, default_runners_up):
         return None
     return due.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def re_measurable(current: RunOutcome | None, default_runners_up: tuple[str, ...]) -> bool:
+    """Whether the schedule has something to re-measure in the current run (`scheduled` and
+    `next_remeasure` both ask): it succeeded and published a winner, and a default that won has
+    runners-up to be measured against."""
+    if current is None or current.phase != "Succeeded" or current.winner is None:
+        return False
+    return bool(current.winner or default_runners_up)
 
 
 def _stack_decision(
