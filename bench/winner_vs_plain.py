@@ -171,12 +171,16 @@ def plain_loop(torch, workload, files, winner_knobs: dict, args, headline: dict)
         end.synchronize()
         return start.elapsed_time(end) / args.calls
 
+    from host_state import probe_py
+
     turns: dict[str, list[float]] = {"default": [], "winner": []}
+    probes: list[float] = []  # the host's speed at each turn (bench/host_state.py's pure-Python probe)
     with torch.inference_mode():
         for name in runs:
             for _ in range(50):
                 call(name)
         for turn in range(args.turns):
+            probes.append(probe_py())
             for name in ("default", "winner") if turn % 2 == 0 else ("winner", "default"):
                 turns[name].append(timed(name))
     ratios = sorted(d / w for d, w in zip(turns["default"], turns["winner"]))
@@ -186,6 +190,7 @@ def plain_loop(torch, workload, files, winner_knobs: dict, args, headline: dict)
     return {
         "plain_turns_default_ms": turns["default"],
         "plain_turns_winner_ms": turns["winner"],
+        "plain_turns_probe_py_ms": probes,
         "plain_default_ms": statistics.median(turns["default"]),
         "plain_winner_ms": statistics.median(turns["winner"]),
         "plain_ratio": ratio,
