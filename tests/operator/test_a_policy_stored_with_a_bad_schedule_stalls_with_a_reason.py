@@ -4,10 +4,14 @@ anyway, against the real control plane (an operator of the policy tests' own on 
 - a schedule that is not a duration (7d) or is under the 1h minimum (30m): the policy is Stalled
   with reason InvalidInput naming the field and the value, one Warning Event says so (not one per
   check), it starts no run; corrected, it starts its run and is Ready;
-- a schedule the CRD's rule cannot evaluate (3000000h: past the largest duration, an evaluation
-  error): the API server refuses every status write of the policy; one Warning StatusRefused says
-  why, and the operator keeps checking it (kopf's own status write would have ended its timer for
-  good), so once corrected its status is written.
+- a schedule past Go's largest duration (3000000h): under the previous release's CRD (an unbounded
+  pattern it matched, so its rule's duration() failed with an evaluation error; Helm never upgrades
+  a chart's CRDs, so clusters keep it) the API server refuses every status write of the policy; one
+  Warning StatusRefused says why, and the operator keeps checking it (kopf's own status write would
+  have ended its timer for good) and starts no run (the operator's model refuses the value too). Under
+  the CRD as generated now (digits bounded: the value fails the pattern, which ratchets, and the rule
+  is not evaluated) the same policy's status is written: Stalled, InvalidInput, naming the value;
+  once corrected it starts its run.
 
 The operator's log holds no traceback. How such values get stored: an older CRD (before the
 schedule's pattern and CEL rule) accepted them. The test removes both from the installed CRD,
@@ -37,7 +41,9 @@ p_namespace, gpu_node = driver_test.p_namespace, driver_test.gpu_node  # that te
 CRD = "tuningpolicies.tuning.enginewright.io"
 SCHEDULE = "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/triggers/properties/schedule"
 BAD = {"mlp": "7d", "hourly": "30m"}  # not a duration of h, m, s; shorter than the 1h minimum
-UNEVALUABLE = {"forever": "3000000h"}  # a duration to the pattern and the model, past what CEL's duration() holds
+UNEVALUABLE = {"forever": "3000000h"}  # past what Go's and CEL's duration() hold
+OLD_PATTERN = r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"  # the previous release's: 3000000h matched it
+OLD_RULE = f"!self.matches(r'{OLD_PATTERN}') || duration(self) >= duration('1h')"  # and its rule
 
 
 def stalled(cluster, namespace: str, name: str) -> dict | None:
@@ -74,8 +80,14 @@ def test_a_bad_schedule_stored_past_the_crd_stalls_the_policy_until_it_is_correc
                     )
 
                 wait_for(stored, 30, f"the API server to store schedule {schedule} (the older CRD in use)", 0.2)
-        finally:  # the CRD as generated again (taking back the fields the patch took)
+        finally:  # the previous release's CRD: as generated, with the unbounded pattern
             cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / f"{CRD}.yaml"))
+            cluster.kubectl(
+                "patch", "crd", CRD, "--type=json",
+                "-p", json.dumps([{"op": "replace", "path": f"{SCHEDULE}/pattern", "value": OLD_PATTERN},
+                                  {"op": "replace", "path": f"{SCHEDULE}/x-kubernetes-validations/0/rule",
+                                   "value": OLD_RULE}]),
+            )  # fmt: skip
 
         def refused():
             edit = cluster.kubectl(
@@ -86,7 +98,7 @@ def test_a_bad_schedule_stored_past_the_crd_stalls_the_policy_until_it_is_correc
 
         # The operator starts once the generated CRD is in use (else its first status writes could
         # still pass under the older one).
-        wait_for(refused, 30, "the API server to refuse a bad schedule again (the generated CRD in use)", 0.2)
+        wait_for(refused, 30, "the API server to refuse a bad schedule again (the previous CRD in use)", 0.2)
         operator = start_policy_operator(cluster, tmp_path / "operator.log")
 
         for name, schedule in BAD.items():
@@ -94,13 +106,27 @@ def test_a_bad_schedule_stored_past_the_crd_stalls_the_policy_until_it_is_correc
             assert stall["reason"] == "InvalidInput", stall
             assert "triggers.schedule" in stall["message"] and schedule in stall["message"], stall
         checked_again(operator, 6)
-        (started,) = runs(cluster, p_namespace)  # forever's: its spec is valid to the operator
-        assert started.startswith("forever-"), started
+        assert not runs(cluster, p_namespace)  # forever's too: 3000000h is no duration to the operator
         for name in BAD:
             (warning,) = warnings(cluster, p_namespace, name)
             assert warning["reason"] == "InvalidInput", warning
-        (refusal,) = warnings(cluster, p_namespace, "forever")
-        assert refusal["reason"] == "StatusRefused" and "spec.triggers.schedule" in refusal["message"], refusal
+        said = warnings(cluster, p_namespace, "forever")
+        # each once, not at every check (the status that would record the first was never written)
+        assert sorted(w["reason"] for w in said) == ["InvalidInput", "StatusRefused"], said
+        said = {w["reason"]: w for w in said}
+        assert "spec.triggers.schedule" in said["StatusRefused"]["message"], said
+        assert stalled(cluster, p_namespace, "forever") is None  # its status was never written
+
+        # The CRD as generated now: forever's status is written, Stalled, naming the value.
+        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds" / f"{CRD}.yaml"))
+        stall = wait_for(
+            lambda: stalled(cluster, p_namespace, "forever"), 60, "forever to stall (the current CRD)", 0.2
+        )
+        assert stall["reason"] == "InvalidInput" and "3000000h" in stall["message"], stall
+        assert sorted(w["reason"] for w in warnings(cluster, p_namespace, "forever")) == [
+            "InvalidInput",
+            "StatusRefused",
+        ]
 
         # Corrected, each is checked again: its first run recorded, Ready, not Stalled.
         for name in ("mlp", "forever"):

@@ -19,15 +19,22 @@ from enginewright.api.names import API_VERSION, POLICY_KIND
 
 RUNS_KEPT = 20  # names of started runs a target's status lists (the runs themselves stay until deleted)
 SCHEDULE_MINIMUM = "1h"  # the shortest spec.triggers.schedule: a re-measure builds and times engines
-DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(h|m|s))+$"  # a Go duration (metav1.Duration) in h, m and s
+# A Go duration (metav1.Duration) in h, m and s, each at most once and in that order, with digits
+# bounded so that no value overflows Go's (and so CEL's) duration, 2562047h: "3000000h" matched the
+# unbounded pattern and then failed duration() in the CRD's rule with an evaluation error, not a reason.
+# The largest value, 999999h9999999m99999999s, is about 136 years. minLength 2 refuses "".
+DURATION_PATTERN = r"^([0-9]{1,6}(\.[0-9]{1,9})?h)?([0-9]{1,7}(\.[0-9]{1,9})?m)?([0-9]{1,8}(\.[0-9]{1,9})?s)?$"
 _DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|m|s)")
 _UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 def duration_seconds(text: str) -> float:
     """A Go-style duration ("168h", "1h30m", "90m") in seconds; ValueError when it is not one."""
-    if not re.fullmatch(DURATION_PATTERN, text):
-        raise ValueError(f"{text!r} is not a duration such as 168h, 24h or 1h30m (units h, m, s)")
+    if not text or not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(
+            f"{text!r} is not a duration such as 168h, 24h or 1h30m (units h, m, s, each at most once and in "
+            "that order, at most 999999h)"
+        )
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text))
 
 
@@ -48,10 +55,12 @@ class Triggers(WireModel):
     schedule: str | None = Field(
         None,
         description=f"Re-measure each target's published winner (with its runners-up) against the default, or a "
-        f"default that won against its runners-up, this often, on an unchanged stack: a duration such as 168h or 24h (units h, m, s; at least "
+        f"default that won against its runners-up, this often, on an unchanged stack: a duration such as 168h or 24h (units h, m, s, "
+        f"each at most once and in that order; at least "
         f"{SCHEDULE_MINIMUM}), counted from when the policy recorded the target's current run (its startedAt). "
         "Unset: no schedule.",
         json_schema_extra={
+            "minLength": 2,
             "maxLength": 64,
             "pattern": DURATION_PATTERN,
             # A value that is not a duration is the pattern's to refuse: duration() of it is an evaluation

@@ -168,6 +168,10 @@ async def job_changed(body, **_) -> None:
 
 
 _status_refused: dict[str, str] = {}  # policy uid -> the API server's last refusal of its status, said once
+# policy uid -> the Warnings said at checks whose status the API server refused: the checker says a
+# Warning when the stored status does not hold it yet, which a refused status never does, so without
+# this each check would say it again
+_said_while_refused: dict[str, set[tuple[str, str]]] = {}
 
 
 @kopf.timer(GROUP, VERSION, POLICY_PLURAL, interval=SETTINGS.policy_interval, id="policy_check")
@@ -187,8 +191,13 @@ def check_policy(body, **_) -> None:
 
     meta = body["metadata"]
     where = f"{meta['namespace']}/{meta['name']}"
+    said: set[tuple[str, str]] = set()
 
     def emit(kind: str, reason: str, message: str) -> None:
+        if kind == "Warning":
+            if (reason, message) in _said_while_refused.get(meta["uid"], ()):
+                return
+            said.add((reason, message))
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
 
@@ -208,6 +217,7 @@ def check_policy(body, **_) -> None:
             _content_type="application/merge-patch+json",
         )  # fmt: skip
         _status_refused.pop(meta["uid"], None)
+        _said_while_refused.pop(meta["uid"], None)
     except ApiException as exc:
         if exc.status != 422:
             if went_away(exc) or transient(exc):
@@ -215,6 +225,7 @@ def check_policy(body, **_) -> None:
                 return
             raise
         refusal = api_reason(exc)
+        _said_while_refused.setdefault(meta["uid"], set()).update(said)
         if _status_refused.get(meta["uid"]) != refusal:
             _status_refused[meta["uid"]] = refusal
             message = f"the API server refused the policy's status: {refusal}; correct the spec to what the CRD accepts"
