@@ -70,10 +70,18 @@ def current_cpu() -> int | None:
 
 
 def ranks(values: list[float]) -> list[float]:
+    """Ranks from 0, equal values sharing their average rank (steal ticks are mostly 0: broken by
+    turn order, their ties made a correlation with the turn's number)."""
     order = sorted(range(len(values)), key=values.__getitem__)
     out = [0.0] * len(values)
-    for rank, index in enumerate(order):
-        out[index] = float(rank)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for index in order[start : end + 1]:
+            out[index] = (start + end) / 2
+        start = end + 1
     return out
 
 

@@ -17,6 +17,11 @@ def test_spearman_is_a_rank_correlation():
     assert hs.spearman([1, 2, 3, 4], [10, 20, 30, 400]) == pytest.approx(1.0)
     assert hs.spearman([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
     assert hs.spearman([1, 2], [1, 2]) is None and hs.spearman([1, 1, 1], [1, 2, 3]) is None
+    # ties share their rank: a mostly-zero column says nothing about a rising one
+    assert hs.ranks([0, 0, 5, 0]) == [1.0, 1.0, 3.0, 1.0]
+    assert hs.spearman([0, 0, 0, 0, 1, 0], [1, 2, 3, 4, 5, 6]) == pytest.approx(
+        0.393, abs=1e-3
+    )  # turn-order ties: 0.943
 
 
 def turn(probe_ms: float, default_ms: float, winner_ms: float = 0.15) -> dict:

@@ -33,7 +33,7 @@ def duration_seconds(text: str) -> float:
     if not text or not re.fullmatch(DURATION_PATTERN, text):
         raise ValueError(
             f"{text!r} is not a duration such as 168h, 24h or 1h30m (units h, m, s, each at most once and in "
-            "that order, at most 999999h)"
+            "that order, with at most 6 digits of hours, 7 of minutes, 8 of seconds)"
         )
     return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _DURATION_PART.findall(text))
 
@@ -68,7 +68,10 @@ class Triggers(WireModel):
             # with it (before this rule, or past an older CRD) would be refused (422).
             "x-kubernetes-validations": [
                 {
-                    "rule": f"!self.matches(r'{DURATION_PATTERN}') || duration(self) >= duration('{SCHEDULE_MINIMUM}')",
+                    # (size: the pattern matches "", which minLength refuses but ratchets for a value
+                    # stored past it, while duration('') would be an evaluation error)
+                    "rule": f"self.size() < 2 || !self.matches(r'{DURATION_PATTERN}') || "
+                    f"duration(self) >= duration('{SCHEDULE_MINIMUM}')",
                     "message": f"must be at least {SCHEDULE_MINIMUM}, e.g. 168h (a re-measure builds and times "
                     "engines on the target's GPUs)",
                 }

@@ -168,8 +168,8 @@ async def job_changed(body, **_) -> None:
 
 
 _status_refused: dict[str, str] = {}  # policy uid -> the API server's last refusal of its status, said once
-# policy uid -> the Warnings said at checks whose status the API server refused: the checker says a
-# Warning when the stored status does not hold it yet, which a refused status never does, so without
+# policy uid -> the Warnings of the last check whose status the API server refused: the checker says
+# a Warning when the stored status does not hold it yet, which a refused status never does, so without
 # this each check would say it again
 _said_while_refused: dict[str, set[tuple[str, str]]] = {}
 
@@ -191,13 +191,13 @@ def check_policy(body, **_) -> None:
 
     meta = body["metadata"]
     where = f"{meta['namespace']}/{meta['name']}"
-    said: set[tuple[str, str]] = set()
+    said: set[tuple[str, str]] = set()  # every Warning this check has to say, said now or not
 
     def emit(kind: str, reason: str, message: str) -> None:
         if kind == "Warning":
+            said.add((reason, message))
             if (reason, message) in _said_while_refused.get(meta["uid"], ()):
                 return
-            said.add((reason, message))
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
 
@@ -225,7 +225,7 @@ def check_policy(body, **_) -> None:
                 return
             raise
         refusal = api_reason(exc)
-        _said_while_refused.setdefault(meta["uid"], set()).update(said)
+        _said_while_refused[meta["uid"]] = said  # (one this check did not have is said again when it returns)
         if _status_refused.get(meta["uid"]) != refusal:
             _status_refused[meta["uid"]] = refusal
             message = f"the API server refused the policy's status: {refusal}; correct the spec to what the CRD accepts"
