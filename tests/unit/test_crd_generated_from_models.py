@@ -99,8 +99,10 @@ def test_the_policy_crd_is_structural_described_and_its_template_editable():
     }
     schedule = triggers["schedule"]  # a duration of at least an hour, refused at apply otherwise
     assert schedule["type"] == "string" and schedule["pattern"]
-    # The minimum is evaluated only for what the pattern lets through (duration() of anything else fails).
+    # The minimum is evaluated only for what the pattern lets through (duration() of anything else fails),
+    # and not for "" (the pattern matches it; minLength refuses it at apply, but ratchets once stored).
+    assert schedule["minLength"] == 2
     assert [r["rule"] for r in schedule["x-kubernetes-validations"]] == [
-        f"!self.matches(r'{schedule['pattern']}') || duration(self) >= duration('1h')"
+        f"self.size() < 2 || !self.matches(r'{schedule['pattern']}') || duration(self) >= duration('1h')"
     ]
     assert policy["spec"]["versions"][0]["subresources"] == {"status": {}}

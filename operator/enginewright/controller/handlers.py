@@ -195,8 +195,9 @@ def check_policy(body, **_) -> None:
 
     def emit(kind: str, reason: str, message: str) -> None:
         if kind == "Warning":
+            known = (reason, message) in _said_while_refused.get(meta["uid"], ())
             said.add((reason, message))
-            if (reason, message) in _said_while_refused.get(meta["uid"], ()):
+            if known:
                 return
         kopf.event(body, type=kind, reason=reason, message=message[:1000])
         log.log(logging.WARNING if kind == "Warning" else logging.INFO, f"{where} {reason}: {message}")
@@ -225,7 +226,7 @@ def check_policy(body, **_) -> None:
                 return
             raise
         refusal = api_reason(exc)
-        _said_while_refused[meta["uid"]] = said  # (one this check did not have is said again when it returns)
+        _said_while_refused[meta["uid"]] = set(said)  # (one this check did not have is said again when it returns)
         if _status_refused.get(meta["uid"]) != refusal:
             _status_refused[meta["uid"]] = refusal
             message = f"the API server refused the policy's status: {refusal}; correct the spec to what the CRD accepts"
