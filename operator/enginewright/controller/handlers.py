@@ -167,10 +167,9 @@ async def job_changed(body, **_) -> None:
             _wake[owner["uid"]].set()
 
 
-_status_refused: dict[str, str] = {}  # policy uid -> the API server's last refusal of its status, said once
-# policy uid -> the Warnings of the last check whose status the API server refused: the checker says
-# a Warning when the stored status does not hold it yet, which a refused status never does, so without
-# this each check would say it again
+# policy uid -> the Warnings of the last check whose status the API server refused (its StatusRefused
+# among them), each said once: the checker says a Warning when the stored status does not hold it yet,
+# which a refused status never does, so without this each check would say it again
 _said_while_refused: dict[str, set[tuple[str, str]]] = {}
 
 
@@ -217,7 +216,6 @@ def check_policy(body, **_) -> None:
             GROUP, VERSION, meta["namespace"], POLICY_PLURAL, meta["name"], {"status": status},
             _content_type="application/merge-patch+json",
         )  # fmt: skip
-        _status_refused.pop(meta["uid"], None)
         _said_while_refused.pop(meta["uid"], None)
     except ApiException as exc:
         if exc.status != 422:
@@ -226,11 +224,9 @@ def check_policy(body, **_) -> None:
                 return
             raise
         refusal = api_reason(exc)
-        _said_while_refused[meta["uid"]] = set(said)  # (one this check did not have is said again when it returns)
-        if _status_refused.get(meta["uid"]) != refusal:
-            _status_refused[meta["uid"]] = refusal
-            message = f"the API server refused the policy's status: {refusal}; correct the spec to what the CRD accepts"
-            emit("Warning", "StatusRefused", message)
+        message = f"the API server refused the policy's status: {refusal}; correct the spec to what the CRD accepts"
+        emit("Warning", "StatusRefused", message)
+        _said_while_refused[meta["uid"]] = said  # (one this check did not have is said again when it returns)
 
 
 _policy_checker: PolicyChecker | None = None
