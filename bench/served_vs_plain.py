@@ -16,6 +16,11 @@ ratio 1.00 on the block):
   (`rounds.interleaved_round`, as every paired comparison);
 - `served-N`: a serving process holding `--copies` loads of each (as the confirmation holds its
   loads), one interleaved round of all of them in the worker's order (`round_order`);
+- `plain-hot`: the plain loop again straight after its own turn, with no idle before it (as
+  winner_vs_plain's turns follow each other), where every other layout's turn follows the wait for
+  another process;
+- `alone-<n>`: the `served-<n>` process's engines each timed in a round of its own (`time`), not
+  interleaved;
 and around every turn bench/host_state.py's pure-Python probe. OUT/served_vs_plain.json (and
 --export) holds every turn, written after each turn; the summary gives each layout's median per
 route and its per-turn ratio to `plain`.
@@ -146,15 +151,22 @@ def main() -> int:
                 timed(route, 1)
     two_name, many_name = f"served-{len(two_keys)}", f"served-{len(many_keys)}"
     turns: dict[str, list[float]] = {
-        f"{layout}/{route}": [] for layout in ("plain", two_name, many_name) for route in routes
+        f"{layout}/{route}": []
+        for layout in ("plain", "plain-hot", two_name, f"alone-{len(two_keys)}", many_name)
+        for route in routes
     }
     probes: list[float] = []
 
     def plain_turn(index):
         order = list(routes) if index % 2 == 0 else list(routes)[::-1]
         with torch.inference_mode():
-            for route in order:
-                turns[f"plain/{route}"].append(timed(route, two.calls_of[f"{route}#0"]))
+            for layout in ("plain", "plain-hot"):
+                for route in order:
+                    turns[f"{layout}/{route}"].append(timed(route, two.calls_of[f"{route}#0"]))
+
+    def alone_turn(index):
+        for key in two_keys if index % 2 == 0 else two_keys[::-1]:
+            turns[f"alone-{len(two_keys)}/{key.split('#')[0]}"].append(two.time(600, key))
 
     def served_turn(held, keys, name, index):
         order = round_order(keys, index)
@@ -166,13 +178,14 @@ def main() -> int:
 
     steps = [
         plain_turn,
+        alone_turn,
         lambda i: served_turn(two, two_keys, two_name, i),
         lambda i: served_turn(many, many_keys, many_name, i),
     ]
     try:
         for index in range(args.turns):
             probes.append(probe_py())
-            for step in steps[index % 3 :] + steps[: index % 3]:
+            for step in steps[index % len(steps) :] + steps[: index % len(steps)]:
                 step(index)
             figures = {
                 "workload": workload.name,
