@@ -90,7 +90,7 @@ HEADER = [
 LEGEND = (
     "`route ms`: the route's time per call (the run's objective), its geometric mean over its loads and "
     "paired rounds; `default ms`: the default's, over its loads in the same rounds; `speedup`: default ms / "
-    "route ms; `95% interval`: of that speedup, across loads; `loads×rounds`: loads of each engine, rounds, "
+    "route ms; `95% interval`: of that speedup, across loads and rounds; `loads×rounds`: loads of each engine, rounds, "
     "and why they stopped. The default's own row: the median of its rounds. Times of different rows come "
     "from different rounds: compare each route with the default beside it, not with another row. `host "
     "CPU ms`: the calling thread's CPU time to issue one call (near the call's time: host-bound)."
@@ -161,7 +161,7 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
     lines = []
     if summary.get("confirmed") and headline.get("speedup"):
         low, high = summary.get("speedup_low"), summary.get("speedup_high")
-        interval = f", 95% {low:.3f}–{high:.3f} across loads" if low and high else ""
+        interval = f", 95% {low:.3f}–{high:.3f} across loads and rounds" if low and high else ""
         lines.append((headline["speedup"], f"{what} speedup (headline)", f"{headline.get('measured')}{interval}"))
         if sweep:
             lines.append((sweep, "sweep speedup", how))
@@ -426,7 +426,9 @@ def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
             label=f"threshold {summary['threshold']:g}",
         )
     ax.set_yscale("log")
-    ax.set_xlabel(f"speedup over the default timed beside it ({objective(summary, entries)}; bars: 95% across loads)")
+    ax.set_xlabel(
+        f"speedup over the default timed beside it ({objective(summary, entries)}; bars: 95% across loads and rounds)"
+    )
     ax.set_ylabel(f"max accuracy loss ({summary.get('metric', '')}, log scale)")
     ax.set_title(f"{summary.get('model', '')} — {summary.get('backend', '')} {summary.get('mode', '')}")
     ax.grid(alpha=0.3)

@@ -68,7 +68,7 @@ def test_the_times_under_the_headline_make_the_headline():
     speedup = float(re.search(r"speedup \(headline\) ([\d.]+)x", text).group(1))
     assert default_ms / winner_ms == pytest.approx(speedup, abs=0.001)
     assert "91.63" not in text and "107.28" not in text  # no time from other rounds stands beside it
-    assert re.search(r"95% [\d.]+–[\d.]+ across loads", text)
+    assert re.search(r"95% [\d.]+–[\d.]+ across loads and rounds", text)
 
 
 def test_each_row_speedup_is_its_two_times():
@@ -86,7 +86,7 @@ def test_the_report_and_the_status_line_carry_the_interval():
     md = markdown(s, [DEFAULT, WINNER])
     assert re.search(
         r"\*\*gpuTime speedup \(headline\) [\d.]+×\*\*: confirmation round: 5 interleaved rounds of 5 "
-        r"loads each against the default, 95% [\d.]+–[\d.]+ across loads",
+        r"loads each against the default, 95% [\d.]+–[\d.]+ across loads and rounds",
         md,
     )
     assert "all three measurements" not in md  # other measurements sit in a table of their own, said to be apart

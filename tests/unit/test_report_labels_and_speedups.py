@@ -93,7 +93,7 @@ def test_one_headline_speedup_named_after_the_objective_and_the_sweep_by_name():
     headlines = [line for line in lines if "(headline)" in line]
     assert headlines == [
         "latency speedup (headline) 1.282x: confirmation round: 5 interleaved rounds of 5 loads each "
-        "against the default, 95% 1.200–1.360 across loads"
+        "against the default, 95% 1.200–1.360 across loads and rounds"
     ]
     # the two times the headline compares come from the same rounds: their ratio is the headline
     assert lines[0] == "latency in the confirmation round: default 10.0000 ms, winner -enable_mem_pattern=0 7.8000 ms"

@@ -42,8 +42,8 @@ class Paired(WireModel):
         description="Route/default: the route's geometric-mean time over its loads and "
         "rounds over the default's in the same rounds (< 1: faster)."
     )
-    low: float = Field(description="Lower end of the ratio's 95% confidence interval (across loads).")
-    high: float = Field(description="Upper end of the ratio's 95% confidence interval (across loads).")
+    low: float = Field(description="Lower end of the ratio's 95% confidence interval (across loads and rounds).")
+    high: float = Field(description="Upper end of the ratio's 95% confidence interval (across loads and rounds).")
     rounds: int
     stopped: str = Field(
         description="Why the rounds stopped: faster (beats the noise margin), "

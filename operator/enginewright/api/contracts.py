@@ -251,7 +251,8 @@ class TimingFacts(CatalogModel):
     speedup_name: str
     sweep_speedup: float | None = None
     speedup_interval: list[float] | None = Field(
-        None, description="The headline speedup's 95% interval across loads [low, high], where it was measured."
+        None,
+        description="The headline speedup's 95% interval across loads and rounds [low, high], where it was measured.",
     )
     loads: int | None = Field(None, description="Loads of each engine behind a confirmed decision.")
     times_ms: dict[str, float] | None = Field(None, description="ms per call of each engine in the rounds decided on.")
@@ -337,7 +338,9 @@ class MeasuredRoute(CatalogModel):
     speedup: float | None = Field(
         None, description="default_ms / route_ms in those rounds (None on the default's own row)."
     )
-    speedup_interval: list[float] | None = Field(None, description="That speedup's 95% interval across loads.")
+    speedup_interval: list[float] | None = Field(
+        None, description="That speedup's 95% interval across loads and rounds."
+    )
     max_loss: float | None = None
     build_seconds: float | None = None
 

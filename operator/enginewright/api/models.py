@@ -748,8 +748,12 @@ class RouteResult(WireModel):
     route: str = Field(description="Canonical route string; empty = the default route.")
     median_ms: float | None = Field(None, description="Median time of one call in milliseconds.")
     speedup: float | None = Field(None, description="Default-route time / this route's time.")
-    speedup_low: float | None = Field(None, description="Lower end of the speedup's 95% interval across loads.")
-    speedup_high: float | None = Field(None, description="Upper end of the speedup's 95% interval across loads.")
+    speedup_low: float | None = Field(
+        None, description="Lower end of the speedup's 95% interval across loads and rounds."
+    )
+    speedup_high: float | None = Field(
+        None, description="Upper end of the speedup's 95% interval across loads and rounds."
+    )
     max_loss: float | None = Field(None, description="Largest accuracy loss over the outputs (spec.accuracy.metric).")
 
 
@@ -778,7 +782,8 @@ class TargetStatus(WireModel):
     engine_uri: str | None = Field(None, description="The published engine in the catalog.")
     engine_sha256: str | None = Field(None, description="SHA-256 of the published engine bytes.")
     speedup: str | None = Field(
-        None, description="Winner over the default route, its 95% interval across loads, and how it was measured."
+        None,
+        description="Winner over the default route, its 95% interval across loads and rounds, and how it was measured.",
     )
     host: str | None = Field(
         None,

@@ -394,7 +394,7 @@ def routes_svg(routes: MeasuredRoutes, ident: str) -> str:
         f'font-size="12" fill="#1f2328"><title id="{ident}-t">{_e(title)}</title>'
         f'<desc id="{ident}-d">{_e(described)}</desc>{"".join(ticks)}{default_line}{"".join(parts)}'
         f'<text x="{(left + right) / 2}" y="{height - 6}" text-anchor="middle">time per call ÷ the default\'s '
-        f"in the same rounds (shorter is faster; bars: 95% across loads)</text></svg>"
+        f"in the same rounds (shorter is faster; bars: 95% across loads and rounds)</text></svg>"
     )
 
 
@@ -434,7 +434,7 @@ def routes_table(routes: MeasuredRoutes) -> str:
     return (
         f'<div class="scroll"><table class="routes"><caption>Routes measured ({len(routes.routes)}): ms per '
         f"call ({_e(routes.objective)}), "
-        f"the default's ms in the same rounds, speedup = their ratio, its 95% interval across loads. The winner's "
+        f"the default's ms in the same rounds, speedup = their ratio, its 95% interval across loads and rounds. The winner's "
         f'row shows its sweep figures; its headline is above.</caption><thead><tr><th scope="col"></th>'
         f'<th scope="col">route</th><th scope="col">stage</th><th scope="col">outcome</th><th scope="col">ms</th>'
         f'<th scope="col">default ms</th><th scope="col">speedup</th><th scope="col">interval</th>'

@@ -8,9 +8,19 @@ load of both engines interleaved, and the ratio's interval comes from the spread
 from the pooled variance of the loads' means around their engine's mean (a one-way random-effects
 model whose load variance is shared by the engines of one model on one host, so the spread of
 every engine measured beside it, the default's loads included, sharpens the estimate; `Spread`).
-Round-to-round noise is inside each load's mean, so it is counted too; a drift of the host within a
-round hits every load alike and cancels. With one load of each and nothing to pool, the interval
-falls back to the per-round ratios of the two loads (the rounds as samples), as before loads.
+Round-to-round noise is inside each load's mean, so it is counted too. A drift of the host that
+hits both engines of a round alike cancels in their ratio; one that hits them differently does not:
+a host-bound engine (launch overhead) against a CUDA-graph one moves with the host's speed at each
+round, every load of it alike, so it cancels in no spread across loads. On the H200 the block's
+host-bound default ran 0.23-0.62 ms from one turn to the next in every layout, a plain loop's
+included, while its CUDA-graph route held 0.14 ms (bench/served_vs_plain.py,
+docs/benchmarks/raw/s17/call4); the interval across loads alone (2.60-2.72x) then held none of four
+plain loops run after it (1.79-2.49x). So the rounds are moments, sampled too: the interval adds the
+variance of the engines' per-round difference that the loads' own round noise does not explain
+(`moment_variance`, a round-by-engine random effect), with Welch-Satterthwaite degrees of freedom. It
+is near 0 where both engines move alike (identical engines, a GPU-side slowdown), and never narrows
+the interval. With one load of each and nothing to pool, the interval falls back to the per-round
+ratios of the two loads (the rounds as samples), as before loads.
 
 Each round times the default and the route together on the same device (in the worker, interleaved in
 blocks within one process; who goes first in `round_order`), so drift of the host
@@ -108,6 +118,7 @@ class Comparison:
     df: int  # degrees of freedom of the interval (0: the rounds of one load each)
     spread: float  # the standard deviation of one load's mean log time (nan: one load each)
     round_share: float  # the share of the load variance that round-to-round noise explains
+    moment_spread: float = 0.0  # the standard deviation of the rounds' moment in A/B (log): `moment_variance`
 
     @property
     def by_loads(self) -> bool:
@@ -142,14 +153,52 @@ def compare(
         logs = [math.log(x / y) for x, y in zip(a[0], b[0])]
         half = _quantile(level, sided, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
         return _comparison(diff, half, sided, a_ms, b_ms, (1, 1), 0, math.nan, share)
-    error = math.sqrt(pooled.variance * (1 / len(a) + 1 / len(b)))
-    half = _quantile(level, sided, pooled.df) * error
-    return _comparison(diff, half, sided, a_ms, b_ms, (len(a), len(b)), pooled.df, math.sqrt(pooled.variance), share)
+    loads_part = pooled.variance * (1 / len(a) + 1 / len(b))
+    moments, moment_df = moment_variance(a, b)
+    moments_part = moments / len(a[0])
+    df = pooled.df
+    if moments_part > 0:  # Welch-Satterthwaite, never more than the loads' own: the interval never narrows
+        welch = (loads_part + moments_part) ** 2 / (loads_part**2 / pooled.df + moments_part**2 / moment_df)
+        df = max(1, min(pooled.df, math.floor(welch)))
+    half = _quantile(level, sided, df) * math.sqrt(loads_part + moments_part)
+    return _comparison(
+        diff, half, sided, a_ms, b_ms, (len(a), len(b)), df, math.sqrt(pooled.variance), share, math.sqrt(moments)
+    )
 
 
-def _comparison(diff, half, sided, a_ms, b_ms, loads, df, spread, share) -> Comparison:
+def moment_variance(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The variance, over rounds, of A's mean log time minus B's (each over its loads) that the loads'
+    own round noise does not explain, and its degrees of freedom (rounds - 1): how much the moment
+    of a round moves one engine against the other. The round noise of an engine is its loads' two-way
+    residual (a load's lasting offset and the round's moment taken out), whose mean over L loads
+    adds 1/L of it to the difference. 0 with fewer than 2 rounds, or where the noise explains all."""
+    count = len(a[0])
+    if count < 2:
+        return 0.0, 0
+
+    def round_means(loads):
+        return [statistics.fmean(math.log(values[r]) for values in loads) for r in range(count)]
+
+    def residual(loads) -> float:
+        if len(loads) < 2:
+            return 0.0  # not separable from the moments: all of it counts as moment (wider, not narrower)
+        logs = [[math.log(v) for v in values] for values in loads]
+        by_round = round_means(loads)
+        by_load = [statistics.fmean(values) for values in logs]
+        grand = statistics.fmean(by_load)
+        squares = sum(
+            (logs[i][r] - by_load[i] - by_round[r] + grand) ** 2 for i in range(len(logs)) for r in range(count)
+        )
+        return squares / ((len(loads) - 1) * (count - 1))
+
+    differences = [x - y for x, y in zip(round_means(a), round_means(b))]
+    noise = residual(a) / len(a) + residual(b) / len(b)
+    return max(0.0, statistics.variance(differences) - noise), count - 1
+
+
+def _comparison(diff, half, sided, a_ms, b_ms, loads, df, spread, share, moments=0.0) -> Comparison:
     low = math.exp(diff - half) if sided == 2 else 0.0
-    return Comparison(math.exp(diff), low, math.exp(diff + half), a_ms, b_ms, loads, df, spread, share)
+    return Comparison(math.exp(diff), low, math.exp(diff + half), a_ms, b_ms, loads, df, spread, share, moments)
 
 
 def _quantile(level: float, sided: int, df: int) -> float:

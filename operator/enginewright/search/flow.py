@@ -166,7 +166,8 @@ class Decided:
         the moments by more than the loads explain), and the `range` both cover. On the H200 a
         host-bound default moved 0.27-0.59 ms within one run, so its sweep read 2.23x (2.13-2.33) and
         its confirmation 2.53x (2.52-2.54) a minute later (docs/benchmarks/raw/s11/call7): an
-        interval across loads is about one moment, and this says how far the moments were apart.
+        interval is about the moments its rounds sampled (since 2026-12-04 it counts them as
+        samples, `measure.paired.moment_variance`), and this says how far the run's two were apart.
         None unless a confirmed winner of this run's own sweep (a reused route's rounds are of
         another run)."""
         decision, paired = self.decision, self.winner.paired

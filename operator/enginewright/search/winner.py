@@ -25,7 +25,7 @@ class Decision:
     confirmed: bool = False
     ratios: dict[str, float] = field(default_factory=dict)
     rounds: int = 0  # confirmation rounds behind a confirmed decision
-    low: float | None = None  # the speedup's 95% interval (across loads), when it was measured
+    low: float | None = None  # the speedup's 95% interval (across loads and rounds), when it was measured
     high: float | None = None
     loads: int = 0  # loads of each engine behind a confirmed decision (0: rounds of one load each)
     times: dict[str, float] = field(default_factory=dict)  # ms per call of each engine in the rounds decided on
@@ -163,7 +163,7 @@ def confirm(rounds: Mapping[str, Sequence[float]], default_id: str, margin: floa
             1.0 / geo,
             margin,
             f"confirmed over {n} interleaved rounds of {count} loads each: {1 / geo:.3f}x the default "
-            f"(95% {low:.3f}-{high:.3f} across loads; the 95% upper bound of its time ratio is below 1 "
+            f"(95% {low:.3f}-{high:.3f} across loads and rounds; the 95% upper bound of its time ratio is below 1 "
             f"and its ratio below the {margin:.1%} noise margin)",
             confirmed=True,
             ratios=ratios,

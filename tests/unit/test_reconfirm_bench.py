@@ -1,0 +1,55 @@
+"""bench/reconfirm.py decides committed confirmation rounds again with today's rule, counting A/A
+false winners and verified power trials then and now, and naming every trial decided differently."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from enginewright.measure.paired import load_key  # noqa: E402
+from reconfirm import reconfirm  # noqa: E402
+
+
+def rounds(scale: float) -> dict[str, list[float]]:
+    times = {}
+    for i, offset in enumerate((0.0, 0.004, -0.004, 0.002, -0.002)):
+        times[load_key("d", i)] = [0.30 * (1 + offset) * (1 + 0.001 * r) for r in range(5)]
+        times[load_key("r", i)] = [0.30 * scale * (1 - offset) * (1 + 0.001 * r) for r in range(5)]
+    return times
+
+
+def trial(kind: str, scale: float, named_then: bool, candidate: bool = True, verified: bool = True) -> dict:
+    return {
+        "kind": kind,
+        "candidate": candidate,
+        "confirm": {"named": named_then},
+        "after": candidate and named_then,
+        "verified": verified,
+        "rounds": rounds(scale),
+    }
+
+
+def test_the_rule_is_applied_again_and_differences_are_named():
+    run = {
+        "path": "made-up.json",
+        "margin": 0.03,
+        "trials": [
+            trial("aa", 1.0, named_then=False),
+            trial("aa", 1.0, named_then=True),  # then named: today's rule does not
+            trial("power", 0.95, named_then=True),
+            trial("power", 0.95, named_then=True, candidate=False),  # stage 1 missed it: not found
+            trial("power", 0.95, named_then=False, verified=False),  # injection not verified: not counted
+        ],
+    }
+    result = reconfirm([run])
+    assert result["aa"] | {"upper95_now": 0, "named_share_upper95": 0} == {
+        "trials": 2,
+        "false_winners_then": 1,
+        "false_winners_now": 0,
+        "confirmations": 2,
+        "named_now": 0,
+        "upper95_now": 0,
+        "named_share_upper95": 0,
+    }
+    assert result["power"]["trials"] == 2 and result["power"]["found_then"] == 1 and result["power"]["found_now"] == 1
+    assert [(c["trial"], c["then"], c["now"]) for c in result["changed"]] == [(1, True, False), (4, False, True)]
