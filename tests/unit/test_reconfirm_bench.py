@@ -53,3 +53,6 @@ def test_the_rule_is_applied_again_and_differences_are_named():
     }
     assert result["power"]["trials"] == 2 and result["power"]["found_then"] == 1 and result["power"]["found_now"] == 1
     assert [(c["trial"], c["then"], c["now"]) for c in result["changed"]] == [(1, True, False), (4, False, True)]
+    widths = result["interval"]
+    assert widths["confirmations"] == 5
+    assert widths["width_now_over_loads_alone"]["median"] >= 1.0  # the moments never narrow an interval

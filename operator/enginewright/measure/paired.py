@@ -131,11 +131,14 @@ def compare(
     prior: Spread = Spread(),
     level: float = LEVEL,
     sided: int = 2,
+    moments: bool = True,
 ) -> Comparison:
     """A's loads against B's (each a list of per-round ms, every load timed in the same rounds),
     with a `level` interval (`sided` 2: two-sided; 1: the bound is the upper one, returned as
     `high`) from the spread across loads, pooled with `prior` (other engines measured on the same
-    model and host). With one load of each and no prior: the per-round ratios of the two loads."""
+    model and host), and the rounds' moments (`moment_variance`; `moments=False`: the interval across
+    loads alone, as before 2026-12-04, for comparing the two). With one load of each and no prior:
+    the per-round ratios of the two loads."""
     rounds = {len(values) for values in [*a, *b]}
     if not a or not b or len(rounds) != 1 or 0 in rounds:
         raise ValueError(
@@ -154,15 +157,15 @@ def compare(
         half = _quantile(level, sided, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
         return _comparison(diff, half, sided, a_ms, b_ms, (1, 1), 0, math.nan, share)
     loads_part = pooled.variance * (1 / len(a) + 1 / len(b))
-    moments, moment_df = moment_variance(a, b)
-    moments_part = moments / len(a[0])
+    variance, moment_df = moment_variance(a, b) if moments else (0.0, 0)
+    moments_part = variance / len(a[0])
     df = pooled.df
     if moments_part > 0:  # Welch-Satterthwaite, never more than the loads' own: the interval never narrows
         welch = (loads_part + moments_part) ** 2 / (loads_part**2 / pooled.df + moments_part**2 / moment_df)
         df = max(1, min(pooled.df, math.floor(welch)))
     half = _quantile(level, sided, df) * math.sqrt(loads_part + moments_part)
     return _comparison(
-        diff, half, sided, a_ms, b_ms, (len(a), len(b)), df, math.sqrt(pooled.variance), share, math.sqrt(moments)
+        diff, half, sided, a_ms, b_ms, (len(a), len(b)), df, math.sqrt(pooled.variance), share, math.sqrt(variance)
     )
 
 
