@@ -55,3 +55,28 @@ def test_cores_are_split_into_contiguous_disjoint_shares():
     assert shares == [list(range(16)), list(range(16, 32))]
     assert [len(s) for s in gpu_tuning.split_cores(list(range(5)), 2)] == [3, 2]
     assert gpu_tuning.split_cores([7], 2) == [[7], [7]]  # never an empty share
+
+
+def test_a_workload_whose_full_search_the_budget_cut_renders_with_mixed_alone(tmp_path):
+    # On the H200 resnet50's mixed run took a whole call; full then failed for the budget and, before,
+    # took the workload's result with it. Now the result keeps mixed's, with full as not run.
+    result = json.loads((REPO / "docs/benchmarks/raw/mlp.json").read_text())
+    result.update(
+        full_not_run="the call's budget ran out before full search: ...",
+        full_routes=[],
+        efficiency=dict.fromkeys(result["efficiency"]),
+    )
+    result["modes"]["full"] = None
+    path = tmp_path / "mlp.json"
+    path.write_text(json.dumps(result))
+    done = subprocess.run(
+        [sys.executable, str(REPO / "bench/gpu_tuning.py"), "docs", str(path), "--docs", str(tmp_path / "docs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "docs" / "benchmarks.md").read_text()
+    row = next(line for line in page.splitlines() if line.startswith("| mlp | ") and "not run (budget)" in line)
+    assert f"`{result['modes']['mixed']['winner']}`" in row
+    assert any(line.startswith("| mlp | ") and "not run (budget) | — | — |" in line for line in page.splitlines())
