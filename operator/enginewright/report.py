@@ -304,7 +304,7 @@ def _short(route: str, width: int = 38) -> str:
 
 def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     """Each measured route's speedup over the default it was timed beside (with its 95% interval
-    across loads) against its accuracy loss: default (at 1) and winner marked, the default, the
+    across loads and rounds) against its accuracy loss: default (at 1) and winner marked, the default, the
     winner and the `labelled` fastest passing routes labelled with their routes, the threshold
     drawn. Speedups, not absolute times: each route's time comes from its own rounds, and only its
     ratio to the default beside it agrees with the headline. A loss of 0 (or not checked) cannot sit

@@ -36,6 +36,7 @@ def test_the_rule_is_applied_again_and_differences_are_named():
         "trials": [
             trial("aa", 1.0, named_then=False),
             trial("aa", 1.0, named_then=True),  # then named: today's rule does not
+            trial("aa", 0.9, named_then=False, candidate=False),  # named now, but stage 1 had not flagged it
             trial("power", 0.95, named_then=True),
             trial("power", 0.95, named_then=True, candidate=False),  # stage 1 missed it: not found
             trial("power", 0.95, named_then=False, verified=False),  # injection not verified: not counted
@@ -43,16 +44,20 @@ def test_the_rule_is_applied_again_and_differences_are_named():
     }
     result = reconfirm([run])
     assert result["aa"] | {"upper95_now": 0, "named_share_upper95": 0} == {
-        "trials": 2,
+        "trials": 3,
         "false_winners_then": 1,
         "false_winners_now": 0,
-        "confirmations": 2,
-        "named_now": 0,
+        "confirmations": 3,
+        "named_now": 1,
         "upper95_now": 0,
         "named_share_upper95": 0,
     }
     assert result["power"]["trials"] == 2 and result["power"]["found_then"] == 1 and result["power"]["found_now"] == 1
-    assert [(c["trial"], c["then"], c["now"]) for c in result["changed"]] == [(1, True, False), (4, False, True)]
+    assert [(c["trial"], c["then"], c["now"]) for c in result["changed"]] == [
+        (1, True, False),
+        (2, False, True),
+        (5, False, True),
+    ]
     widths = result["interval"]
-    assert widths["confirmations"] == 5
+    assert widths["confirmations"] == 6
     assert widths["width_now_over_loads_alone"]["median"] >= 1.0  # the moments never narrow an interval

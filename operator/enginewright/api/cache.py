@@ -55,8 +55,8 @@ class Paired(WireModel):
     default_loads: int | None = Field(None, description="Loads of the default timed beside them.")
     df: int | None = Field(
         None,
-        description="Degrees of freedom of the interval: pooled loads - engines "
-        "(0: one load each, the rounds as samples).",
+        description="Degrees of freedom of the interval: pooled loads - engines, or Welch-Satterthwaite's "
+        "where the rounds' moments widen it (0: one load each, the rounds as samples).",
     )
     route_ms: float | None = Field(None, description="The route's geometric-mean ms per call in these rounds.")
     default_ms: float | None = Field(
@@ -70,7 +70,14 @@ class Paired(WireModel):
     )
     round_share: float | None = Field(
         None,
-        description="Share of that spread's variance that round-to-round noise explains (the rest lasts for a load).",
+        description="Share of the interval's variance that more rounds would shrink: round-to-round noise and "
+        "the rounds' moments (the rest lasts for a load).",
+    )
+    moment_spread: float | None = Field(
+        None,
+        description="Standard deviation (log) of the rounds' moment in route/default: how far the host's "
+        "state at a round moved one engine against the other, beyond the loads' round noise (a "
+        "host-bound default against a CUDA-graph route); counted in the interval. None: no such term.",
     )
 
     @property

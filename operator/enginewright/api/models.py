@@ -284,7 +284,7 @@ class Confirm(WireModel):
     loads: int = Field(
         5,
         description="Loads of the default and of each candidate, all in one fresh serving "
-        "process and all timed in every round: a candidate wins on the spread across loads, so "
+        "process and all timed in every round: a candidate wins on the spread across loads and rounds, so "
         "one lucky load (an engine loaded again can run lastingly faster or slower) cannot make "
         "a winner.",
         ge=1,
@@ -588,7 +588,7 @@ class Timing(WireModel):
         2,
         description="Loads of the default and of each route timed in paired rounds (every "
         "round interleaves all of them); the ratio's interval comes from the spread across loads, "
-        "pooled over the engines of the batch. 1: one load each, the rounds as samples.",
+        "pooled over the engines of the batch, and the rounds' moments. 1: one load each, the rounds as samples.",
         ge=1,
         le=16,
     )

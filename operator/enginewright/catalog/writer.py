@@ -156,7 +156,7 @@ def provenance(
                 decision.reason + f"; each route timed against the default in paired rounds of "
                 f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
                 f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
-                f"spread across loads), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
+                f"spread across loads and rounds), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
                 f"round: {spec.search.confirm.loads} loads of each"
             ),
             confirmation_ratios=decision.ratios or None,

@@ -479,7 +479,7 @@ def register(sub) -> None:
         type=int,
         default=timing.loads,
         help="loads of the default and of each route timed in paired rounds (the interval comes "
-        "from the spread across loads)",
+        "from the spread across loads and rounds)",
     )
     tune.add_argument(
         "--build-parallelism", type=int, default=1, help="routes built at once (measuring is always one at a time)"

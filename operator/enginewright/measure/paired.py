@@ -117,7 +117,7 @@ class Comparison:
     loads: tuple[int, int]  # loads of A and of B
     df: int  # degrees of freedom of the interval (0: the rounds of one load each)
     spread: float  # the standard deviation of one load's mean log time (nan: one load each)
-    round_share: float  # the share of the load variance that round-to-round noise explains
+    round_share: float  # the share of the interval's variance more rounds would shrink (round noise, moments)
     moment_spread: float = 0.0  # the standard deviation of the rounds' moment in A/B (log): `moment_variance`
 
     @property
@@ -159,11 +159,16 @@ def compare(
     loads_part = pooled.variance * (1 / len(a) + 1 / len(b))
     variance, moment_df = moment_variance(a, b) if moments else (0.0, 0)
     moments_part = variance / len(a[0])
-    df = pooled.df
-    if moments_part > 0:  # Welch-Satterthwaite, never more than the loads' own: the interval never narrows
+    df, half = pooled.df, _quantile(level, sided, pooled.df) * math.sqrt(loads_part)
+    if moments_part > 0:
+        # Welch-Satterthwaite degrees of freedom for the sum; never narrower than the loads' own
+        # interval (the loads' few df must not widen the moments' part: 2 loads in stage 1 are df 2)
         welch = (loads_part + moments_part) ** 2 / (loads_part**2 / pooled.df + moments_part**2 / moment_df)
-        df = max(1, min(pooled.df, math.floor(welch)))
-    half = _quantile(level, sided, df) * math.sqrt(loads_part + moments_part)
+        both = _quantile(level, sided, max(1, math.floor(welch))) * math.sqrt(loads_part + moments_part)
+        if both > half:
+            df, half = max(1, math.floor(welch)), both
+        # what more rounds would shrink: the loads' round noise and the moments
+        share = (share * loads_part + moments_part) / (loads_part + moments_part) if not math.isnan(share) else share
     return _comparison(
         diff, half, sided, a_ms, b_ms, (len(a), len(b)), df, math.sqrt(pooled.variance), share, math.sqrt(variance)
     )
@@ -356,4 +361,5 @@ def summarise_loads(comparison: Comparison, rounds: int, stopped: str) -> Paired
         default_ms=c.b_ms,
         load_spread=None if math.isnan(c.spread) else c.spread,
         round_share=None if math.isnan(c.round_share) else c.round_share,
+        moment_spread=c.moment_spread or None,
     )

@@ -133,7 +133,7 @@ class Decided:
 
     def headline(self) -> dict:
         """The one speedup the decision stands on: its name (after the timing objective), value, its
-        95% interval across loads (None where it was not measured), how it was measured, the two
+        95% interval across loads and rounds (None where it was not measured), how it was measured, the two
         engines' times in the rounds it comes from (their ratio is the speedup), and what the host
         has to do with it."""
         decision, winner = self.decision, self.winner

@@ -119,7 +119,7 @@ def confirm(rounds: Mapping[str, Sequence[float]], default_id: str, margin: floa
     candidate) was loaded several times: a candidate is confirmed when its geometric-mean time over
     its loads is below (1 - margin) times the default's, AND the one-sided Student-t upper bound of
     the difference of mean log times, with the standard error from the spread across loads pooled
-    over every engine of the round, is below 0 at a 95% family-wise level (Bonferroni over the
+    over every engine of the round and the rounds' moments (`measure.paired.compare`), is below 0 at a 95% family-wise level (Bonferroni over the
     candidates: each at 1 - 0.05/k). So one lucky load (an engine loaded again can run lastingly
     apart from its twin) cannot make a winner. The confirmed candidate with the lowest ratio wins;
     otherwise the default. The speedup is the default's geometric-mean time over the winner's, with

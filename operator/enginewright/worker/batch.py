@@ -200,7 +200,7 @@ class Worker:
     ) -> dict[str, list[float]]:
         """Interleaved re-measurement of the kept engines of `candidates` and of the default, all
         loaded `loads` times (plus an untimed primer each) into one fresh serving process: a
-        candidate is judged on the spread across loads (`search.winner.confirm`)."""
+        candidate is judged on the spread across loads and rounds (`search.winner.confirm`)."""
         ctx = self.ctx
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)

@@ -195,7 +195,7 @@ def measure_paired(ctx: WorkerContext, built: Built, default: Server, prior: Spr
     `timing.loads` timed loads), then time every load of both in paired rounds, each round
     interleaved in blocks on that process's one thread (`Server.interleave`), until
     `measure.paired.stop_after` places the route on the spread across loads (pooled with `prior`, the
-    loads of the routes measured before it), and unload it. Returns the entry and `prior`, with this
+    loads of the routes measured before it) and rounds, and unload it. Returns the entry and `prior`, with this
     route's loads pooled in when it is ok. A rejected route is timed
     for `min_rounds` rounds only (for the report's time-vs-loss plot). A failure while the route
     is loaded is the route's — the process is closed with whatever the route left in it, and the
