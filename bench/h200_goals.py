@@ -5,7 +5,12 @@ file it came from, and whether each goal of the measurement issue is met. Nothin
 a figure that no file holds is written as null, with the command that would produce it.
 
     python bench/h200_goals.py --aa RUN/aa_loads.json [--aa ...] --overhead RUN/overhead.json [--overhead ...]
-        [--revision REV] --out docs/benchmarks/h200-goals.json
+        [--plain RUN/winner_vs_plain.json=REV ...] [--revision REV] --out docs/benchmarks/h200-goals.json
+
+`--plain`: goal 3 (the block's mixed winner's interval holds the plain loop's ratio of the same two
+routes), from bench/winner_vs_plain.py's results, each named with the revision it ran at, counted
+apart before and since the interval counts the rounds as moments (MOMENTS_SINCE; told by the run's
+own decision text, "across loads and rounds").
 
 Several --aa runs are pooled (trials and counts added, bounds recomputed) when they share the protocol
 (workload, loads, confirmation loads and rounds, margin, asked slowdown); runs that differ are refused.
@@ -86,10 +91,56 @@ GOALS = {
 }  # (100 power trials: 5 of 5 found says little)
 
 
+GOAL3_COMMAND = "python3 bench/winner_vs_plain.py --out /tmp/wvpb --export $OUT/wvp-block --workload block"
+MOMENTS_SINCE = "77f9a80"  # since then the interval counts the rounds as moments (`paired.moment_variance`)
+
+
+def goal3(runs: list[tuple[dict, str]]) -> dict:
+    """Goal 3 from bench/winner_vs_plain.py's results, each with the revision it ran at: per run the
+    headline's interval and the plain loop's ratio, and counts before and since the interval counts
+    the rounds as moments. Met when the block's runs since then are all inside and at least two (the
+    four before it were all outside: one run inside is not yet a pattern)."""
+    rows = []
+    for data, rev in runs:
+        head = data["headline"]
+        rows.append(
+            {
+                "workload": data["workload"],
+                "revision": rev,
+                # the decision of a run since MOMENTS_SINCE says so ("95% ... across loads and rounds")
+                "interval": "moments" if "across loads and rounds" in data.get("decision", "") else "loads",
+                "winner": data["winner_route"],
+                "speedup": head["speedup"],
+                "low": head["low"],
+                "high": head["high"],
+                "plain_ratio": data.get("plain_ratio"),
+                "inside": data.get("plain_ratio_in_interval"),
+            }
+        )
+
+    def count(workload: str, interval: str) -> dict:
+        chosen = [r for r in rows if r["workload"] == workload and r["interval"] == interval]
+        return {"runs": len(chosen), "inside": sum(bool(r["inside"]) for r in chosen)}
+
+    block = count("block", "moments")
+    return {
+        "runs": rows,
+        "block": {"moments": block, "loads": count("block", "loads")},
+        "mlp": {"moments": count("mlp", "moments"), "loads": count("mlp", "loads")},
+        "met": block["runs"] >= 2 and block["inside"] == block["runs"],
+    }
+
+
 def goals(
-    aa: dict | None, overheads: list[dict], revision: str, sources: list[str], aa_commands: list[str] | None = None
+    aa: dict | None,
+    overheads: list[dict],
+    revision: str,
+    sources: list[str],
+    aa_commands: list[str] | None = None,
+    plain_runs: list[tuple[dict, str]] | None = None,
 ) -> dict:
-    """`aa_commands`: the commands of the pooled aa_loads runs (`aa_command`), one of each."""
+    """`aa_commands`: the commands of the pooled aa_loads runs (`aa_command`), one of each;
+    `plain_runs`: bench/winner_vs_plain.py results with the revision each ran at (goal 3)."""
     result: dict = {
         "goals": GOALS,
         "revision": revision,
@@ -148,6 +199,10 @@ def goals(
     }
     result["overhead_vs_fused_fast_path"] = fused or None
     result["met"]["overhead"] = {k: (v is not None and v <= GOALS["overhead_max"]) for k, v in overhead.items()}
+    if plain_runs:
+        result["goal3"] = goal3(plain_runs)
+        result["met"]["goal3"] = result["goal3"]["met"]
+        result["commands"].append(GOAL3_COMMAND)
     return result
 
 
@@ -155,6 +210,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--aa", type=Path, action="append", default=[])
     parser.add_argument("--overhead", type=Path, action="append", default=[])
+    parser.add_argument(
+        "--plain",
+        action="append",
+        default=[],
+        metavar="WINNER_VS_PLAIN.json=REVISION",
+        help="a bench/winner_vs_plain.py result and the revision it ran at (goal 3; repeat)",
+    )
     parser.add_argument("--revision")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -165,9 +227,11 @@ def main() -> int:
     runs = [json.loads(p.read_text()) for p in args.aa]
     aa = pooled(runs)
     overheads = [json.loads(p.read_text()) for p in args.overhead]
-    sources = [str(p) for p in args.aa + args.overhead]
+    plain = [(json.loads(Path(path).read_text()), rev) for path, rev in (p.rsplit("=", 1) for p in args.plain)]
+    sources = [str(p) for p in args.aa + args.overhead] + [p.rsplit("=", 1)[0] for p in args.plain]
     commands = [aa_command(run) for run in runs]
-    args.out.write_text(json.dumps(goals(aa, overheads, revision, sources, commands), indent=1) + "\n")
+    result = goals(aa, overheads, revision, sources, commands, plain)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(args.out.read_text())
     return 0
 

@@ -31,3 +31,27 @@ def test_the_goals_list_each_command_once():
     commands = [aa_command(r) for r in (run("aa", "power"), run("aa"), run("aa"))]
     listed = goals(None, [], "rev", [], commands)["commands"]
     assert listed == [AA_COMMAND, AA_COMMAND + " --power-every 0", OVERHEAD_COMMAND]
+
+
+def test_goal_three_counts_the_runs_before_and_since_the_moments_and_needs_two_inside():
+    from h200_goals import GOAL3_COMMAND, goal3
+
+    def plain(workload: str, inside: bool, moments: bool = True) -> dict:
+        head = {"speedup": 2.0, "low": 1.9, "high": 2.1}
+        return {
+            "decision": f"confirmed ...: 2.000x the default (95% 1.9-2.1 across loads{' and rounds' * moments}; ...)",
+            "workload": workload,
+            "winner_route": "-triton.cudagraphs=true",
+            "headline": head,
+            "plain_ratio": 2.0 if inside else 1.7,
+            "plain_ratio_in_interval": inside,
+        }
+
+    before = [(plain("block", False, moments=False), "5e9f32e"), (plain("mlp", True, moments=False), "5e9f32e")]
+    once = goal3([*before, (plain("block", True), "77f9a80")])
+    assert once["block"] == {"moments": {"runs": 1, "inside": 1}, "loads": {"runs": 1, "inside": 0}}
+    assert once["mlp"]["loads"] == {"runs": 1, "inside": 1} and not once["met"]  # one run is not yet a pattern
+    assert goal3([*before, (plain("block", True), "77f9a80"), (plain("block", True), "a later one")])["met"]
+    assert not goal3([(plain("block", True), "77f9a80"), (plain("block", False), "77f9a80")])["met"]
+    listed = goals(None, [], "rev", [], [AA_COMMAND], before)
+    assert listed["met"]["goal3"] is False and listed["commands"][-1] == GOAL3_COMMAND
