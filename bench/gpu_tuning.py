@@ -217,10 +217,9 @@ def run_workload(name: str, out: Path, say) -> dict:
         "default_baselines_ms": sorted({e.baseline_ms for e in mixed.entries + full.entries if e.baseline_ms}),
         "wall_s": round(time.monotonic() - began, 1),
     }
-    if full_not_run:  # nothing of full's own: no winner, routes or cost to show
+    if full_not_run:  # nothing of full's own (its routes are already none): no winner, cost or ratio to show
         result["modes"]["full"] = None
         result["efficiency"] = dict.fromkeys(result["efficiency"])
-        result["full_routes"] = []
     (folder / "result.json").write_text(json.dumps(result, indent=2))
     export = os.environ.get("BENCH_EXPORT")
     if export:  # only the small files, flat: the device's reply carries a limited number of files

@@ -9,8 +9,8 @@ a figure that no file holds is written as null, with the command that would prod
 
 `--plain`: goal 3 (the block's mixed winner's interval holds the plain loop's ratio of the same two
 routes), from bench/winner_vs_plain.py's results, each named with the revision it ran at, counted
-apart before and since the interval counts the rounds as moments (MOMENTS_SINCE; told by the run's
-own decision text, "across loads and rounds").
+apart before and since the interval counts the rounds as moments (77f9a80; told by the run's own
+decision text, "across loads and rounds").
 
 Several --aa runs are pooled (trials and counts added, bounds recomputed) when they share the protocol
 (workload, loads, confirmation loads and rounds, margin, asked slowdown); runs that differ are refused.
@@ -92,7 +92,6 @@ GOALS = {
 
 
 GOAL3_COMMAND = "python3 bench/winner_vs_plain.py --out /tmp/wvpb --export $OUT/wvp-block --workload block"
-MOMENTS_SINCE = "77f9a80"  # since then the interval counts the rounds as moments (`paired.moment_variance`)
 
 
 def goal3(runs: list[tuple[dict, str]]) -> dict:
@@ -107,7 +106,7 @@ def goal3(runs: list[tuple[dict, str]]) -> dict:
             {
                 "workload": data["workload"],
                 "revision": rev,
-                # the decision of a run since MOMENTS_SINCE says so ("95% ... across loads and rounds")
+                # the decision of a run since 77f9a80 says so ("95% ... across loads and rounds")
                 "interval": "moments" if "across loads and rounds" in data.get("decision", "") else "loads",
                 "winner": data["winner_route"],
                 "speedup": head["speedup"],

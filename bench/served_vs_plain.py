@@ -10,8 +10,9 @@ In one run, taking turns (the order rotated every turn), for the default and the
 (`torch.compile` of the workload's module with each route's options, unfused encoder layer as the
 engine's program; bench/engine_overhead.py's `TorchCompileBaseline`, which serves like the engine:
 ratio 1.00 on the block):
-- `plain`: the two compiled modules in this process, calls back to back, CUDA events (as
-  winner_vs_plain's plain loop), the calls of the serving process's round;
+- `plain`: the two compiled modules in this process, calls back to back, CUDA events, the calls of
+  the serving process's round (timed as `TorchCompileBaseline.timed_calls` times: no call queued
+  ahead of the first event, where winner_vs_plain's plain loop queues one: 1 of 1,000-2,000 calls);
 - `served-2`: a serving process of the product holding the two, one interleaved round
   (`rounds.interleaved_round`, as every paired comparison);
 - `served-N`: a serving process holding `--copies` loads of each (as the confirmation holds its

@@ -164,9 +164,10 @@ def compare(
         # Welch-Satterthwaite degrees of freedom for the sum; never narrower than the loads' own
         # interval (the loads' few df must not widen the moments' part: 2 loads in stage 1 are df 2)
         welch = (loads_part + moments_part) ** 2 / (loads_part**2 / pooled.df + moments_part**2 / moment_df)
-        both = _quantile(level, sided, max(1, math.floor(welch))) * math.sqrt(loads_part + moments_part)
+        welch_df = max(1, math.floor(welch))
+        both = _quantile(level, sided, welch_df) * math.sqrt(loads_part + moments_part)
         if both > half:
-            df, half = max(1, math.floor(welch)), both
+            df, half = welch_df, both
         # what more rounds would shrink: the loads' round noise and the moments
         share = (share * loads_part + moments_part) / (loads_part + moments_part) if not math.isnan(share) else share
     return _comparison(
@@ -184,23 +185,22 @@ def moment_variance(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) 
     if count < 2:
         return 0.0, 0
 
-    def round_means(loads):
-        return [statistics.fmean(math.log(values[r]) for values in loads) for r in range(count)]
-
-    def residual(loads) -> float:
-        if len(loads) < 2:
-            return 0.0  # not separable from the moments: all of it counts as moment (wider, not narrower)
+    def by_round_and_noise(loads) -> tuple[list[float], float]:
+        """The engine's mean log time per round, and its loads' two-way residual variance."""
         logs = [[math.log(v) for v in values] for values in loads]
-        by_round = round_means(loads)
+        by_round = [statistics.fmean(values[r] for values in logs) for r in range(count)]
+        if len(logs) < 2:
+            return by_round, 0.0  # not separable from the moments: all of it counts as moment (wider)
         by_load = [statistics.fmean(values) for values in logs]
         grand = statistics.fmean(by_load)
         squares = sum(
             (logs[i][r] - by_load[i] - by_round[r] + grand) ** 2 for i in range(len(logs)) for r in range(count)
         )
-        return squares / ((len(loads) - 1) * (count - 1))
+        return by_round, squares / ((len(logs) - 1) * (count - 1))
 
-    differences = [x - y for x, y in zip(round_means(a), round_means(b))]
-    noise = residual(a) / len(a) + residual(b) / len(b)
+    (a_rounds, a_noise), (b_rounds, b_noise) = by_round_and_noise(a), by_round_and_noise(b)
+    differences = [x - y for x, y in zip(a_rounds, b_rounds)]
+    noise = a_noise / len(a) + b_noise / len(b)
     return max(0.0, statistics.variance(differences) - noise), count - 1
 
 
