@@ -18,6 +18,7 @@ from enginewright.controller.errors import api_reason
 from enginewright.controller.policy_runs import PolicyChecker
 from enginewright.controller.reconcile import Clients, Reconciler
 from enginewright.controller.settings import Settings
+from enginewright.controller.shutdown import run_closing_generators
 
 SETTINGS = Settings.from_env()
 log = logging.getLogger("enginewright.controller")
@@ -287,9 +288,13 @@ def run() -> None:
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     start_http_server(SETTINGS.metrics_port)
-    kopf.run(
+    operator = kopf.operator(
         standalone=True,
         clusterwide=not SETTINGS.namespaces,
         namespaces=list(SETTINGS.namespaces),
         liveness_endpoint=f"http://0.0.0.0:{SETTINGS.health_port}/healthz",
     )
+    try:  # as kopf.run, but kopf's watch streams are closed in order when it stops (see shutdown.py)
+        asyncio.run(run_closing_generators(operator))
+    except asyncio.CancelledError:
+        pass
