@@ -12,8 +12,8 @@ each trial loads it afresh, as many times as the product would, and drops those 
 - stage 1: `--loads` loads playing the default and `--loads` playing the route, timed in paired
   rounds interleaved block by block until `stop_after` places the route; the route is a
   confirmation candidate when its interval reaches below the noise-margin line (`could_win`);
-- confirmation: fresh `--confirm-loads` loads of each, `--confirm-rounds` interleaved rounds,
-  judged by `search.winner.confirm`.
+- confirmation: fresh `--confirm-loads` loads of each, at most `--confirm-rounds` interleaved rounds
+  (fewer once `search.winner.settled`, as the worker stops), judged by `search.winner.confirm`.
 
 A false winner (A/A trial): the pipeline names the route, which is the same engine. A power trial:
 the default's loads are slowed on purpose (a host spin after each call of `--slowdown` times that
@@ -148,7 +148,7 @@ def main() -> int:
     )
     from enginewright.measure.rounds import Held, interleaved_round
     from enginewright.measure.timing import calls_per_round, warm_up
-    from enginewright.search.winner import confirm, confirm_by_rounds, twin
+    from enginewright.search.winner import confirm, confirm_by_rounds, settled, twin
     from enginewright.worker.child import load_npz
     from workloads import setup as bench_setup
 
@@ -346,7 +346,9 @@ def main() -> int:
                 held[load_key("r", i)] = load_one()
             if power:
                 injection.on.update(id(h.runner) for k, h in held.items() if k.startswith("d"))
-            rounds = rounds_of(held, confirm_rounds)
+            rounds = rounds_of(  # as the worker does: at most confirm_rounds, fewer once settled
+                held, stop=lambda t: "enough" if len(t["d"]) >= confirm_rounds or settled(t, "d", margin) else None
+            )
             after = confirm(rounds, "d", margin)
             before = (
                 confirm_by_rounds(

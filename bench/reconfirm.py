@@ -5,6 +5,7 @@ per-round times), beside what the rule of the day decided, trial by trial. For a
 on the A/A and power goals again: the times are the same, only the decision is redone.
 
     python bench/reconfirm.py --out OUT.json AA_LOADS.json [AA_LOADS.json ...]
+    python bench/reconfirm.py --grid --out GRID.json AA_LOADS.json [AA_LOADS.json ...]
 
 Counts, over every file given: A/A trials and false winners (a trial is a false winner when stage 1
 made it a candidate, as recorded, and the confirmation names it); power trials whose injected
@@ -14,6 +15,15 @@ log width now over then). Stage 1 is not redone (its rounds are not kept): a wid
 more trials candidates (a lower bound further below the line), so for A/A this also gives the
 share of all confirmations run, candidate or not, that name a winner under today's rule: fresh
 loads, independent of stage 1, so it bounds the false-winner rate whatever stage 1 flags.
+
+`--grid`: what a cheaper confirmation would have decided on the same trials (issue 19, ask 7: the
+confirmation is a fixed cost to scale). Every confirmation cut to its first L loads of each engine
+and its first R rounds, with and without the early stop the worker makes (`search.winner.settled`,
+checked after each round as the worker does), decided by today's rule: A/A confirmations naming a
+winner and false winners, verified power trials found, and the load-rounds a confirmation timed on
+average (each engine's loads x rounds: what the rounds cost; the loads' own cost is L). A subset of
+what was measured is what a smaller protocol would have measured but for the round's length and
+the loads' order within it (fewer loads make shorter rounds): a replay, not a new measurement.
 """
 
 from __future__ import annotations
@@ -28,8 +38,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
-from enginewright.measure.paired import by_engine, compare  # noqa: E402
-from enginewright.search.winner import confirm  # noqa: E402
+from enginewright.measure.paired import by_engine, compare, load_key  # noqa: E402
+from enginewright.search.winner import confirm, settled  # noqa: E402
 from h200_goals import lower_bound, upper_bound  # noqa: E402
 
 
@@ -78,17 +88,109 @@ def reconfirm(runs: list[dict]) -> dict:
     return {"aa": aa, "power": power, "interval": interval, "changed": changed}
 
 
+def cut(rounds: dict[str, list[float]], loads: int, count: int) -> dict[str, list[float]]:
+    """The first `loads` loads of each engine and their first `count` rounds."""
+    return {
+        load_key(engine, i): list(values[i][:count])
+        for engine, values in by_engine(rounds).items()
+        for i in range(min(loads, len(values)))
+    }
+
+
+def replayed(rounds: dict[str, list[float]], loads: int, count: int, margin: float, stop: bool) -> tuple[bool, int]:
+    """Whether a confirmation of `loads` loads and at most `count` rounds names the route, and the
+    rounds it timed (fewer with `stop` once `settled`, checked after each round as the worker does)."""
+    timed = count
+    if stop:
+        timed = next((n for n in range(1, count) if settled(cut(rounds, loads, n), "d", margin)), count)
+    return not confirm(cut(rounds, loads, timed), "d", margin).default_won, timed
+
+
+def grid(runs: list[dict], loads=(5, 4, 3, 2), counts=(5, 4, 3)) -> list[dict]:
+    """Every (loads, rounds, early stop or not) a confirmation could have had, replayed on the trials
+    whose confirmation rounds were kept: counts as `reconfirm`'s, and the load-rounds timed."""
+    rows = []
+    for load_count in loads:
+        for count in counts:
+            for stop in (False, True):
+                aa = {"confirmations": 0, "named": 0, "false_winners": 0}
+                power = {"trials": 0, "found": 0}
+                timed, stopped_early, confirmations = 0, 0, 0
+                for run in runs:
+                    for trial in run["trials"]:
+                        rounds = trial.get("rounds")
+                        if not rounds or len(by_engine(rounds)["d"]) < load_count:
+                            continue
+                        if len(next(iter(rounds.values()))) < count:
+                            continue
+                        named, used = replayed(rounds, load_count, count, run["margin"], stop)
+                        confirmations += 1
+                        timed += load_count * used
+                        stopped_early += used < count
+                        if trial["kind"] == "aa":
+                            aa["confirmations"] += 1
+                            aa["named"] += named
+                            aa["false_winners"] += bool(trial["candidate"] and named)
+                        elif trial["verified"]:
+                            power["trials"] += 1
+                            power["found"] += bool(trial["candidate"] and named)
+                aa["upper95"] = upper_bound(aa["named"], aa["confirmations"]) if aa["confirmations"] else None
+                power["lower95"] = lower_bound(power["found"], power["trials"]) if power["trials"] else None
+                rows.append(
+                    {
+                        "loads": load_count,
+                        "rounds": count,
+                        "early_stop": stop,
+                        "confirmations": confirmations,
+                        "stopped_early": stopped_early,
+                        "load_rounds_per_confirmation": timed / confirmations if confirmations else None,
+                        "aa": aa,
+                        "power": power,
+                    }
+                )
+    return rows
+
+
+def grid_table(rows: list[dict]) -> str:
+    """The grid as a markdown table, the load-rounds relative to the first row's."""
+    base = rows[0]["load_rounds_per_confirmation"]
+    lines = [
+        "| loads | rounds | early stop | load-rounds / confirmation (vs first row) | stopped early | "
+        "A/A confirmations naming a winner (upper 95%) | false winners | power: found / verified (lower 95%) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        aa, power = r["aa"], r["power"]
+        lines.append(
+            f"| {r['loads']} | {r['rounds']} | {'yes' if r['early_stop'] else 'no'} | "
+            f"{r['load_rounds_per_confirmation']:.1f} ({r['load_rounds_per_confirmation'] / base:.2f}) | "
+            f"{r['stopped_early']} of {r['confirmations']} | {aa['named']} of {aa['confirmations']} "
+            f"({aa['upper95']:.1%}) | {aa['false_winners']} | {power['found']} / {power['trials']} "
+            f"({power['lower95']:.1%}) |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("files", nargs="+", type=Path)
     parser.add_argument("--out", type=Path)
+    parser.add_argument(
+        "--grid", action="store_true", help="replay cheaper confirmations (loads x rounds x early stop)"
+    )
     args = parser.parse_args()
     runs = [{**json.loads(path.read_text()), "path": str(path)} for path in args.files]
-    result = {"sources": [str(p) for p in args.files], **reconfirm(runs)}
+    if args.grid:
+        rows = grid(runs)
+        print(grid_table(rows))
+        result = {"sources": [str(p) for p in args.files], "grid": rows}
+    else:
+        result = {"sources": [str(p) for p in args.files], **reconfirm(runs)}
     text = json.dumps(result, indent=1)
     if args.out:
         args.out.write_text(text)
-    print(text)
+    if not args.grid:
+        print(text)
     return 0
 
 

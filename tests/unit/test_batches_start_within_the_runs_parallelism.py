@@ -76,4 +76,4 @@ def test_the_target_says_what_runs():
     )
     now = confirming(status, step)
     assert (now.stage, now.active_jobs) == ("confirming", 1)
-    assert now.message == "confirming 2 candidate(s) against the default over 4 interleaved rounds"
+    assert now.message == "confirming 2 candidate(s) against the default over at most 4 interleaved rounds"

@@ -61,3 +61,33 @@ def test_the_rule_is_applied_again_and_differences_are_named():
     widths = result["interval"]
     assert widths["confirmations"] == 6
     assert widths["width_now_over_loads_alone"]["median"] >= 1.0  # the moments never narrow an interval
+
+
+def test_the_grid_replays_smaller_confirmations_and_the_early_stop_on_the_same_rounds():
+    from reconfirm import cut, grid, replayed
+
+    slow = rounds(1.10)  # a candidate 10% slower: settled after 3 of 5 rounds
+    assert cut(slow, 2, 3) == {key: values[:3] for key, values in slow.items() if key in ("d", "r", "d@2", "r@2")}
+    assert replayed(slow, 5, 5, 0.03, stop=False) == (False, 5)
+    assert replayed(slow, 5, 5, 0.03, stop=True) == (False, 3)
+    assert replayed(rounds(0.95), 5, 5, 0.03, stop=True) == (True, 5)  # a winner is never stopped early
+
+    run = {
+        "margin": 0.03,
+        "trials": [
+            trial("aa", 1.10, named_then=False),
+            trial("power", 0.95, named_then=True),
+            trial("power", 0.95, named_then=True, verified=False),
+        ],
+    }
+    rows = {(r["loads"], r["rounds"], r["early_stop"]): r for r in grid([run], loads=(5, 2), counts=(5, 3))}
+    assert set(rows) == {(5, 5, False), (5, 5, True), (5, 3, False), (5, 3, True), (2, 5, False), (2, 5, True)} | {
+        (2, 3, False),
+        (2, 3, True),
+    }
+    full, stopped = rows[(5, 5, False)], rows[(5, 5, True)]
+    assert full["load_rounds_per_confirmation"] == 25 and full["stopped_early"] == 0
+    assert stopped["stopped_early"] == 1 and stopped["load_rounds_per_confirmation"] == (15 + 25 + 25) / 3
+    assert stopped["power"] == full["power"] | {"lower95": stopped["power"]["lower95"]}
+    assert full["power"]["trials"] == 1 and full["power"]["found"] == 1 and full["aa"]["named"] == 0
+    assert rows[(2, 3, False)]["load_rounds_per_confirmation"] == 6

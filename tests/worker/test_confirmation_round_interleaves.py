@@ -1,5 +1,6 @@
 """The confirmation round loads every engine into one serving process and times them in rotating
-order, one at a time; an engine that cannot load is reported, not hung on."""
+order, one at a time, and stops before its last round when told the decision is settled; an engine
+that cannot load is reported, not hung on."""
 
 import os
 
@@ -38,6 +39,37 @@ def test_every_load_of_every_engine_is_timed_in_every_round(example, tmp_path, d
     )
     assert set(rounds) == {"d", "d@2", "d@3", "c", "c@2", "c@3"}
     assert all(len(times) == 3 and all(t > 0 for t in times) for times in rounds.values())
+
+
+def test_the_rounds_stop_once_settled_and_settled_is_asked_after_each_round_but_the_last(
+    example, tmp_path, default_engine
+):
+    asked: list[dict[str, int]] = []
+
+    def settled(times: dict[str, list[float]]) -> bool:
+        asked.append({key: len(values) for key, values in times.items()})
+        return len(asked) == 3
+
+    rounds = interleave(
+        make_worker(example, tmp_path).ctx,
+        {"d": default_engine, "c": default_engine},
+        5,
+        tmp_path / "confirm",
+        loads=2,
+        settled=settled,
+    )
+    assert {key: len(values) for key, values in rounds.items()} == {"d": 3, "c": 3, "d@2": 3, "c@2": 3}
+    assert asked == [{"d": n, "c": n, "d@2": n, "c@2": n} for n in (1, 2, 3)]  # every load timed each time
+
+    asked.clear()
+    never = interleave(
+        make_worker(example, tmp_path / "never").ctx,
+        {"d": default_engine, "c": default_engine},
+        2,
+        tmp_path / "never" / "confirm",
+        settled=lambda times: asked.append(times) or False,
+    )
+    assert [len(v) for v in never.values()] == [2, 2] and len(asked) == 1  # not asked after the last round
 
 
 def test_an_engine_that_cannot_load_is_reported(example, tmp_path, default_engine):

@@ -280,7 +280,13 @@ class Confirm(WireModel):
     """Interleaved re-measurement of the best candidates against the default route."""
 
     top_k: int = Field(3, description="Candidates confirmed against the default; 0 disables the round.", ge=0, le=16)
-    rounds: int = Field(5, description="Interleaved rounds (A B C A B C ...).", ge=2, le=100)
+    rounds: int = Field(
+        5,
+        description="Interleaved rounds (A B C A B C ...), at most: after 3 or more the round stops early "
+        "once no candidate can still be confirmed (each one's 95% interval wholly above the noise-margin line).",
+        ge=2,
+        le=100,
+    )
     loads: int = Field(
         5,
         description="Loads of the default and of each candidate, all in one fresh serving "

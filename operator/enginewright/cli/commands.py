@@ -426,7 +426,11 @@ def register(sub) -> None:
         help="best candidates re-measured against the default in the confirmation round",
     )
     tune.add_argument(
-        "--confirm-rounds", type=int, default=confirm.rounds, help="interleaved rounds of the confirmation round"
+        "--confirm-rounds",
+        type=int,
+        default=confirm.rounds,
+        help="interleaved rounds of the confirmation round, at most (it stops after 3 or more once no candidate "
+        "can still be confirmed)",
     )
     tune.add_argument(
         "--confirm-loads",

@@ -206,7 +206,7 @@ def confirming(status: TargetStatus, step: RunConfirmation) -> TargetStatus:
             "stage": "confirming",
             "active_jobs": 1,
             "message": f"confirming {len(step.candidates)} candidate(s) against the default "
-            f"over {step.rounds} interleaved rounds",
+            f"over at most {step.rounds} interleaved rounds",
         }
     )
 

@@ -30,7 +30,15 @@ from enginewright.search.planners import (
     plan_mixed_stage2,
     plan_stage1,
 )
-from enginewright.search.winner import Decision, choose_winner, confirm, could_win, noise_margin, rank_candidates
+from enginewright.search.winner import (
+    Decision,
+    choose_winner,
+    confirm,
+    could_win,
+    noise_margin,
+    rank_candidates,
+    settled,
+)
 
 
 @dataclass(frozen=True)
@@ -375,6 +383,13 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         name = confirmation_name(candidates)
         if name in observed.confirmations:
             decision = confirm(observed.confirmations[name], default.id, margin)
+            if decision.rounds < spec.confirm_rounds:
+                why = (
+                    ": no candidate could still be confirmed faster than the default"
+                    if settled(observed.confirmations[name], default.id, spec.noise_margin)
+                    else ""
+                )
+                notes.append(f"the confirmation stopped after {decision.rounds} of {spec.confirm_rounds} rounds{why}")
         elif name in observed.given_up:
             cut.append("the confirmation round ended without results: the winner comes from the sweep alone")
         elif observed.out_of_time:

@@ -25,6 +25,7 @@ from enginewright.api.routes import Route
 from enginewright.measure.paired import (
     Spread,
 )
+from enginewright.search.winner import settled
 from enginewright.worker.context import WorkerContext
 from enginewright.worker.measure import Built, build, interleave, load, measure_default, measure_paired
 from enginewright.worker.process import Builders
@@ -196,11 +197,18 @@ class Worker:
 
     # ------------------------------------------------------------------ confirmation
     def confirm(
-        self, candidates: Sequence[CacheEntry], default: CacheEntry, rounds: int, loads: int = 1
+        self,
+        candidates: Sequence[CacheEntry],
+        default: CacheEntry,
+        rounds: int,
+        loads: int = 1,
+        margin: float | None = None,
     ) -> dict[str, list[float]]:
         """Interleaved re-measurement of the kept engines of `candidates` and of the default, all
         loaded `loads` times (plus an untimed primer each) into one fresh serving process: a
-        candidate is judged on the spread across loads and rounds (`search.winner.confirm`)."""
+        candidate is judged on the spread across loads and rounds (`search.winner.confirm`). At most
+        `rounds` rounds: fewer once no candidate can still beat the `margin` line (`settled`; no
+        `margin`: every round, as side-by-side timings want)."""
         ctx = self.ctx
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
@@ -214,7 +222,8 @@ class Worker:
             f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, {rounds} "
             f"interleaved rounds in one process ({ctx.timing.objective.value})"
         )
-        return interleave(ctx, engines, rounds, folder, loads)
+        stop = None if margin is None else lambda times: settled(times, default.route_id, margin)
+        return interleave(ctx, engines, rounds, folder, loads, settled=stop)
 
 
 class DefaultRoute:

@@ -15,7 +15,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from enginewright.api.cache import CacheEntry, Host, Outcome, Versions, now_iso
 from enginewright.api.routes import Route
@@ -296,12 +296,19 @@ def budget(ctx: WorkerContext, entry: CacheEntry) -> float:
 
 
 def interleave(
-    ctx: WorkerContext, engines: dict[str, Path], rounds: int, folder: Path, loads: int = 1
+    ctx: WorkerContext,
+    engines: dict[str, Path],
+    rounds: int,
+    folder: Path,
+    loads: int = 1,
+    settled: Callable[[dict[str, list[float]]], bool] | None = None,
 ) -> dict[str, list[float]]:
     """Rounds of every engine, each loaded `loads` times (after an untimed primer of each) into
     one serving process, the loads taking turns engine by engine (A B C A@2 B@2 C@2 ...), each
-    round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`.
-    Returns per-round times (ms per call) by load key (`measure.paired.load_key`)."""
+    round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`, at most
+    `rounds` of them: fewer when `settled(times so far)` says after a round that more cannot change
+    the decision (`search.winner.settled`). Returns per-round times (ms per call) by load key
+    (`measure.paired.load_key`)."""
     names = list(engines)
     server = Server(ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
     try:
@@ -322,6 +329,9 @@ def interleave(
             order = round_order(keys, index)
             for key, ms in zip(order, server.interleave(order, ctx.route_timeout)):
                 times[key].append(ms)
+            if index + 1 < rounds and settled is not None and settled(times):
+                ctx.say(f"[confirm] stopped after {index + 1} of {rounds} rounds: no candidate can still be confirmed")
+                break
         return times
     except ServerFailed as failed:
         raise RuntimeError(f"confirmation: {failed.error}") from None

@@ -1,0 +1,86 @@
+"""A confirmation may stop before its last round once no candidate can still be confirmed (issue 19,
+ask 7: the confirmation is a fixed cost to scale): after 3 rounds or more, every candidate's 95%
+interval lies wholly above the noise-margin line. It never stops while a candidate could still win,
+and the flow says when it stopped early."""
+
+import random
+from dataclasses import replace
+
+from enginewright.api.cache import CacheEntry, Outcome, TimingStats
+from enginewright.api.routes import Knob, Route
+from enginewright.measure.paired import load_key
+from enginewright.search.flow import Decided, FlowSpec, Observed, RunConfirmation, next_step
+from enginewright.search.winner import SETTLED_AFTER, confirm, settled
+
+MARGIN = 0.03
+
+
+def rounds_of(scales: dict[str, float], count: int, loads: int = 5, seed: int = 7, noise: float = 0.004):
+    """Made-up confirmation rounds: each engine's loads at `scale` times 1 ms, a lasting offset per
+    load and a little round noise."""
+    rng = random.Random(seed)
+    times = {}
+    for engine, scale in scales.items():
+        for i in range(loads):
+            offset = rng.gauss(0, noise)
+            times[load_key(engine, i)] = [scale * (1 + offset) * (1 + rng.gauss(0, noise)) for _ in range(count)]
+    return times
+
+
+def test_a_clearly_slower_candidate_settles_after_three_rounds_not_before():
+    assert SETTLED_AFTER == 3
+    assert not settled(rounds_of({"d": 1.0, "r": 1.10}, 2), "d", MARGIN)
+    assert settled(rounds_of({"d": 1.0, "r": 1.10}, 3), "d", MARGIN)
+
+
+def test_an_identical_candidate_settles_when_its_interval_is_above_the_line():
+    assert settled(rounds_of({"d": 1.0, "r": 1.0}, 3), "d", MARGIN)  # +-0.5%: wholly above 0.97
+    wide = rounds_of({"d": 1.0, "r": 1.0}, 3, noise=0.05)  # a wide interval reaches below the line
+    assert not settled(wide, "d", MARGIN)
+
+
+def test_a_candidate_that_could_still_win_keeps_the_rounds_going():
+    assert not settled(rounds_of({"d": 1.0, "r": 0.95}, 4), "d", MARGIN)
+    assert not confirm(rounds_of({"d": 1.0, "r": 0.95}, 5), "d", MARGIN).default_won
+    # one of two candidates could win: no stop
+    assert not settled(rounds_of({"d": 1.0, "a": 1.10, "b": 0.96}, 4), "d", MARGIN)
+    assert settled(rounds_of({"d": 1.0, "a": 1.10, "b": 1.08}, 4), "d", MARGIN)
+
+
+def test_rounds_of_one_load_each_never_settle_early():
+    assert not settled(rounds_of({"d": 1.0, "r": 1.5}, 4, loads=1), "d", MARGIN)
+
+
+def test_the_flow_decides_a_settled_confirmation_and_says_it_stopped_early():
+    spec = FlowSpec(mode="fast", top_k=1, confirm_rounds=5, confirm_loads=5)
+    default, route = Route(), Route.of({"a": "off"})
+    seen = Observed(KNOBS, {e.route_id: e for e in (entry({}, 10.0), entry({"a": "off"}, 8.0))})
+    step = next_step(spec, seen)
+    assert isinstance(step, RunConfirmation) and step.rounds == 5
+    stopped = rounds_of({default.id: 1.0, route.id: 1.10}, 3)  # the worker stopped after 3 of 5
+    done = next_step(spec, replace(seen, confirmations={step.name: stopped}))
+    assert isinstance(done, Decided) and done.decision.default_won and done.decision.rounds == 3
+    assert (
+        "the confirmation stopped after 3 of 5 rounds: no candidate could still be confirmed faster than the default"
+        in done.notes
+    )
+    full = next_step(spec, replace(seen, confirmations={step.name: rounds_of({default.id: 1.0, route.id: 1.10}, 5)}))
+    assert isinstance(full, Decided) and full.decision.rounds == 5
+    assert not any("stopped after" in note for note in full.notes)
+
+
+KNOBS = [Knob("a", ("on", "off"), "on")]
+
+
+def entry(knobs: dict, ms: float) -> CacheEntry:
+    route = Route.of(knobs)
+    return CacheEntry(
+        target="cpu",
+        route_id=route.id,
+        route=route.canonical,
+        knobs=knobs,
+        outcome=Outcome.ok,
+        timing=TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=10),
+        baseline_ms=10.0,
+        engine_uri=f"file:///{route.id}",
+    )
