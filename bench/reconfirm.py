@@ -24,6 +24,8 @@ winner and false winners, verified power trials found, and the load-rounds a con
 average (each engine's loads x rounds: what the rounds cost; the loads' own cost is L). A subset of
 what was measured is what a smaller protocol would have measured but for the round's length and
 the loads' order within it (fewer loads make shorter rounds): a replay, not a new measurement.
+Beside it, `stage1_early`: whether stage 1 could stop a route placed wholly above the line from round
+3 instead of `minRounds` (replayed on 2-load cuts of the same rounds; not adopted).
 """
 
 from __future__ import annotations
@@ -151,6 +153,49 @@ def grid(runs: list[dict], loads=(5, 4, 3, 2), counts=(5, 4, 3)) -> list[dict]:
     return rows
 
 
+def stage1_early(runs: list[dict], first: int = 3, min_rounds: int = 5, precision: float = 0.01) -> dict:
+    """Stage 1's rule with a route placed wholly above the margin line allowed to stop from round
+    `first` instead of `min_rounds` (a stop the worker does not make: replayed to see whether it
+    should), on 2-load comparisons cut from the committed confirmations (loads 1-2 and 3-4 of each
+    engine: two a trial, as stage 1 times 2 loads of each) and their first `min_rounds` rounds.
+    Counts the comparisons stopped early and the rounds that saves, and the verified power
+    comparisons the early stop left no candidate where `min_rounds` rounds made one."""
+    counts = {
+        "aa": {"comparisons": 0, "stopped_early": 0, "rounds_saved": 0, "rounds": 0},
+        "power": {"comparisons": 0, "stopped_early": 0, "candidates_lost": 0},
+    }
+    for run in runs:
+        line = 1.0 - run["margin"]
+        for trial in run["trials"]:
+            rounds = trial.get("rounds")
+            if not rounds or (trial["kind"] == "power" and not trial["verified"]):
+                continue
+            engines = by_engine(rounds)
+            for pair in ((0, 1), (2, 3)):
+                if len(engines["d"]) <= pair[1] or len(rounds["d"]) < min_rounds:
+                    continue
+                route = [engines["r"][i][:min_rounds] for i in pair]
+                default = [engines["d"][i][:min_rounds] for i in pair]
+                stop = next(
+                    (
+                        n
+                        for n in range(first, min_rounds)
+                        if compare([v[:n] for v in route], [v[:n] for v in default]).low > line
+                    ),
+                    None,
+                )
+                full = compare(route, default)
+                kind = counts[trial["kind"]]
+                kind["comparisons"] += 1
+                kind["stopped_early"] += stop is not None
+                if trial["kind"] == "aa":
+                    kind["rounds"] += min_rounds
+                    kind["rounds_saved"] += min_rounds - stop if stop else 0
+                elif stop is not None and full.low < line:
+                    kind["candidates_lost"] += 1
+    return {"first": first, "min_rounds": min_rounds, **counts}
+
+
 def grid_table(rows: list[dict]) -> str:
     """The grid as a markdown table, the load-rounds relative to the first row's."""
     base = rows[0]["load_rounds_per_confirmation"]
@@ -183,7 +228,9 @@ def main() -> int:
     if args.grid:
         rows = grid(runs)
         print(grid_table(rows))
-        result = {"sources": [str(p) for p in args.files], "grid": rows}
+        early = stage1_early(runs)
+        print(json.dumps({"stage1_early_stop": early}))
+        result = {"sources": [str(p) for p in args.files], "grid": rows, "stage1_early_stop": early}
     else:
         result = {"sources": [str(p) for p in args.files], **reconfirm(runs)}
     text = json.dumps(result, indent=1)

@@ -91,3 +91,33 @@ def test_the_grid_replays_smaller_confirmations_and_the_early_stop_on_the_same_r
     assert stopped["power"] == full["power"] | {"lower95": stopped["power"]["lower95"]}
     assert full["power"]["trials"] == 1 and full["power"]["found"] == 1 and full["aa"]["named"] == 0
     assert rows[(2, 3, False)]["load_rounds_per_confirmation"] == 6
+
+
+def test_the_stage1_replay_counts_early_stops_and_the_candidates_they_would_lose():
+    from reconfirm import stage1_early
+
+    run = {
+        "margin": 0.03,
+        "trials": [
+            trial("aa", 1.10, named_then=False),  # wholly above the line from round 3: stops there
+            trial("aa", 1.0, named_then=False),
+            trial("power", 0.95, named_then=True),  # a candidate: never stopped
+            trial("power", 1.10, named_then=False, verified=False),  # not verified: left out
+        ],
+    }
+    result = stage1_early([run])
+    assert result["aa"]["comparisons"] == 4 and result["aa"]["rounds"] == 20
+    assert result["aa"]["stopped_early"] == 4 and result["aa"]["rounds_saved"] == 8
+    assert result["power"] == {"comparisons": 2, "stopped_early": 0, "candidates_lost": 0}
+
+
+def test_a_power_comparison_slow_in_its_first_rounds_is_counted_as_a_lost_candidate():
+    from reconfirm import stage1_early
+
+    late = trial("power", 1.0, named_then=True)
+    late["rounds"] = {
+        key: [v * (1.10 if r < 3 else 0.70) if key.startswith("r") else v for r, v in enumerate(values)]
+        for key, values in late["rounds"].items()
+    }
+    result = stage1_early([{"margin": 0.03, "trials": [late]}])
+    assert result["power"] == {"comparisons": 2, "stopped_early": 2, "candidates_lost": 2}

@@ -206,8 +206,8 @@ def settled(rounds: Mapping[str, Sequence[float]], default_id: str, margin: floa
     if not default or len(default[0]) < SETTLED_AFTER:
         return False
     candidates = {k: v for k, v in engines.items() if k != default_id}
-    if not candidates or all(len(loads) == 1 for loads in candidates.values()) and len(default) <= 2:
-        return False
+    if not candidates or (all(len(loads) == 1 for loads in candidates.values()) and len(default) <= 2):
+        return False  # (rounds of one load each: `confirm_by_rounds` judges them, with no early stop)
     line = 1.0 - margin
     for route_id, loads in candidates.items():
         others = sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread())
