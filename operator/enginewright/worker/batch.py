@@ -219,8 +219,9 @@ class Worker:
             path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
             engines[entry.route_id] = path
         ctx.say(
-            f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, {rounds} "
-            f"interleaved rounds in one process ({ctx.timing.objective.value})"
+            f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, "
+            f"{'at most ' if margin is not None else ''}{rounds} interleaved rounds in one process "
+            f"({ctx.timing.objective.value})"
         )
         stop = None if margin is None else lambda times: settled(times, default.route_id, margin)
         return interleave(ctx, engines, rounds, folder, loads, settled=stop)
