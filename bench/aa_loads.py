@@ -26,7 +26,8 @@ H200 one load's effect ranged -0.4%..+6.3% for 5% asked within one call, so one 
 what the confirmation's five had.)
 
 The same rounds are also judged by the rules before loads (`before`: stage 1 on the first load of
-each, the confirmation on one candidate load against two default loads, `confirm_by_rounds`).
+each, the confirmation on one candidate load against two default loads, `confirm_by_rounds`; since
+the early stop, on the rounds the confirmation timed, which the stop may have cut short).
 Trials are independent in their loads (every trial loads afresh); they share the process and the
 host. Results go to OUT/aa_loads.json after every trial.
 """
@@ -247,6 +248,7 @@ def main() -> int:
             "loads": loads,
             "confirm_loads": confirm_loads,
             "confirm_rounds": confirm_rounds,
+            "confirm_stop": "settled",  # at most confirm_rounds: stopped once settled (since 2026-12-04)
             "margin": margin,
             "slowdown": args.slowdown,
             "calibration": calibration,

@@ -127,6 +127,7 @@ def main(argv=None) -> int:
     loads = args.loads or Confirm().loads
     margin = Search().noise_margin
     results |= {
+        "default_ms": default.median_ms,  # the default's time a call in the tune run (its stage 1)
         "timing": Timing().model_dump(by_alias=True, mode="json"),
         "confirm": {"rounds": rounds, "loads": loads, "margin": margin},
         "candidates": [e.route for e in candidates],
@@ -139,7 +140,7 @@ def main(argv=None) -> int:
 
     def one(stop: bool) -> dict:
         began = time.monotonic()
-        times = worker.confirm(candidates, default, rounds, loads, margin if stop else None)
+        times = worker.confirm(candidates, default, rounds, loads, early_stop=stop)
         seconds = time.monotonic() - began
         decision = confirm(times, default.route_id, margin)
         return {
@@ -147,6 +148,7 @@ def main(argv=None) -> int:
             "rounds": len(next(iter(times.values()))),
             "winner": entries[decision.winner_id].route,
             "ratios": {entries[k].route: v for k, v in decision.ratios.items()},
+            "times": times,  # per load, per round: to look into a decision afterwards
         }
 
     for index in range(args.pairs):

@@ -152,7 +152,7 @@ def run_workload(name: str, out: Path, say) -> dict:
     side, side_rounds = {}, {}
     t0 = time.monotonic()
     if distinct:
-        side_rounds = ctx_worker.confirm(distinct, by_id[default], SIDE_BY_SIDE_ROUNDS)
+        side_rounds = ctx_worker.confirm(distinct, by_id[default], SIDE_BY_SIDE_ROUNDS, early_stop=False)
         for rid, times in side_rounds.items():
             side[rid] = geomean([d / t for d, t in zip(side_rounds[default], times)])
     side[default] = 1.0
@@ -363,7 +363,7 @@ def cmd_noise(args) -> int:
     default = result.summary["default_id"]
     other = next(e for e in result.entries if e.route_id != default)
     worker = Worker(_context(common, out / "side", out / "cache", say))
-    rounds = worker.confirm([other], by_id[default], SIDE_BY_SIDE_ROUNDS)
+    rounds = worker.confirm([other], by_id[default], SIDE_BY_SIDE_ROUNDS, early_stop=False)
     side = geomean([d / t for d, t in zip(rounds[default], rounds[other.route_id])])
     report = {
         "workload": args.workload,

@@ -28,7 +28,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aa_power import lower_bound, upper_bound  # noqa: E402  (Clopper-Pearson bounds)
 
-PROTOCOL = ("workload", "loads", "confirm_loads", "confirm_rounds", "margin", "slowdown", "objective", "injection")
+PROTOCOL = (
+    "workload",
+    "loads",
+    "confirm_loads",
+    "confirm_rounds",
+    "confirm_stop",  # (runs before 2026-12-04: None, every round; since: "settled")
+    "margin",
+    "slowdown",
+    "objective",
+    "injection",
+)
 
 
 def _protocol(run: dict, key: str):

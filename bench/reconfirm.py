@@ -111,13 +111,17 @@ def replayed(rounds: dict[str, list[float]], loads: int, count: int, margin: flo
 def grid(runs: list[dict], loads=(5, 4, 3, 2), counts=(5, 4, 3)) -> list[dict]:
     """Every (loads, rounds, early stop or not) a confirmation could have had, replayed on the trials
     whose confirmation rounds were kept: counts as `reconfirm`'s, and the load-rounds timed."""
+    stopped = [run.get("path", "?") for run in runs if run.get("confirm_stop")]
+    if stopped:  # their confirmations hold only the rounds timed until settled: a biased subset to cut
+        raise SystemExit(f"--grid replays confirmations of every round; these stopped early: {stopped}")
     rows = []
     for load_count in loads:
         for count in counts:
+            every_round: list[bool] = []  # each confirmation's decision without the stop, in order
             for stop in (False, True):
                 aa = {"confirmations": 0, "named": 0, "false_winners": 0}
                 power = {"trials": 0, "found": 0}
-                timed, stopped_early, confirmations = 0, 0, 0
+                timed, stopped_early, confirmations, changed = 0, 0, 0, 0
                 for run in runs:
                     for trial in run["trials"]:
                         rounds = trial.get("rounds")
@@ -126,6 +130,10 @@ def grid(runs: list[dict], loads=(5, 4, 3, 2), counts=(5, 4, 3)) -> list[dict]:
                         if len(next(iter(rounds.values()))) < count:
                             continue
                         named, used = replayed(rounds, load_count, count, run["margin"], stop)
+                        if stop:
+                            changed += named != every_round[confirmations]
+                        else:
+                            every_round.append(named)
                         confirmations += 1
                         timed += load_count * used
                         stopped_early += used < count
@@ -145,6 +153,7 @@ def grid(runs: list[dict], loads=(5, 4, 3, 2), counts=(5, 4, 3)) -> list[dict]:
                         "early_stop": stop,
                         "confirmations": confirmations,
                         "stopped_early": stopped_early,
+                        "decisions_changed_by_the_stop": changed if stop else None,
                         "load_rounds_per_confirmation": timed / confirmations if confirmations else None,
                         "aa": aa,
                         "power": power,
@@ -201,15 +210,18 @@ def grid_table(rows: list[dict]) -> str:
     base = rows[0]["load_rounds_per_confirmation"]
     lines = [
         "| loads | rounds | early stop | load-rounds / confirmation (vs first row) | stopped early | "
-        "A/A confirmations naming a winner (upper 95%) | false winners | power: found / verified (lower 95%) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "decisions the stop changed | A/A confirmations naming a winner (upper 95%) | false winners | "
+        "power: found / verified (lower 95%) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         aa, power = r["aa"], r["power"]
         lines.append(
             f"| {r['loads']} | {r['rounds']} | {'yes' if r['early_stop'] else 'no'} | "
             f"{r['load_rounds_per_confirmation']:.1f} ({r['load_rounds_per_confirmation'] / base:.2f}) | "
-            f"{r['stopped_early']} of {r['confirmations']} | {aa['named']} of {aa['confirmations']} "
+            f"{r['stopped_early']} of {r['confirmations']} | "
+            f"{'—' if r['decisions_changed_by_the_stop'] is None else r['decisions_changed_by_the_stop']} | "
+            f"{aa['named']} of {aa['confirmations']} "
             f"({aa['upper95']:.1%}) | {aa['false_winners']} | {power['found']} / {power['trials']} "
             f"({power['lower95']:.1%}) |"
         )

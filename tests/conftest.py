@@ -64,3 +64,18 @@ def get_json(cluster: LocalCluster, *args: str) -> dict:
 
 
 __all__ = ["get_json", "wait_for"]
+
+
+def assert_stopped_where_settled(rounds: dict[str, list[float]], default_id: str, margin: float, planned: int) -> int:
+    """Recorded confirmation rounds stopped where the worker's early stop says they should: `settled`
+    (asked after every round but the last) false after each round before the last one timed, and true
+    after it when fewer than `planned` were timed. Checks the wiring end to end (the default's id and
+    the margin the worker used) on whatever the run measured. Returns the rounds timed."""
+    from enginewright.search.winner import settled
+
+    timed = len(next(iter(rounds.values())))
+    prefix = lambda n: {key: values[:n] for key, values in rounds.items()}  # noqa: E731
+    early = [n for n in range(1, timed) if settled(prefix(n), default_id, margin)]
+    assert not early, f"settled after round {early[0]} but {timed} rounds were timed"
+    assert timed == planned or settled(rounds, default_id, margin), f"stopped after {timed} of {planned}, not settled"
+    return timed

@@ -14,9 +14,8 @@ from enginewright.api.cache import CacheEntry
 from enginewright.api.models import TuningRunSpec
 from enginewright.api.routes import Route, parse_route
 from enginewright.measure.paired import load_key
-from enginewright.search.winner import settled
 from tests.cluster.harness import S3_ACCESS_KEY, S3_SECRET_KEY
-from tests.conftest import get_json, wait_for
+from tests.conftest import assert_stopped_where_settled, get_json, wait_for
 
 SPEC = yaml.safe_load(Path("examples/tuningrun-onnx-fast.yaml").read_text())["spec"]
 
@@ -226,9 +225,9 @@ def test_confirm_mode_interleaves_kept_engines_and_writes_the_rounds(cluster, s3
     ids = {Route.of(parse_route(r)).id for r in ["", *routes]}
     # every engine, the default too, loaded `confirm.loads` times and every load timed in every round
     assert set(result.rounds) == {load_key(i, n) for i in ids for n in range(3)}
-    (timed,) = {len(v) for v in result.rounds.values()}
+    assert len({len(v) for v in result.rounds.values()}) == 1
     # all 4 rounds, or 3 when no candidate could still be confirmed by then (the worker's early stop)
     margin = TuningRunSpec.model_validate(spec).search.noise_margin
-    assert timed == 4 or (timed == 3 and settled(result.rounds, Route.of({}).id, margin)), timed
+    assert assert_stopped_where_settled(result.rounds, Route.of({}).id, margin, 4) in (3, 4)
     # the rounds only: the controller's flow decides from them (test_tuning_flow_steps.py)
     assert set(result.model_dump()) == {"batch", "rounds"}

@@ -70,7 +70,7 @@ def test_the_grid_replays_smaller_confirmations_and_the_early_stop_on_the_same_r
     assert cut(slow, 2, 3) == {key: values[:3] for key, values in slow.items() if key in ("d", "r", "d@2", "r@2")}
     assert replayed(slow, 5, 5, 0.03, stop=False) == (False, 5)
     assert replayed(slow, 5, 5, 0.03, stop=True) == (False, 3)
-    assert replayed(rounds(0.95), 5, 5, 0.03, stop=True) == (True, 5)  # a winner is never stopped early
+    assert replayed(rounds(0.95), 5, 5, 0.03, stop=True) == (True, 5)  # a clear 5% winner: not stopped early
 
     run = {
         "margin": 0.03,
@@ -89,6 +89,7 @@ def test_the_grid_replays_smaller_confirmations_and_the_early_stop_on_the_same_r
     assert full["load_rounds_per_confirmation"] == 25 and full["stopped_early"] == 0
     assert stopped["stopped_early"] == 1 and stopped["load_rounds_per_confirmation"] == (15 + 25 + 25) / 3
     assert stopped["power"] == full["power"] | {"lower95": stopped["power"]["lower95"]}
+    assert stopped["decisions_changed_by_the_stop"] == 0 and full["decisions_changed_by_the_stop"] is None
     assert full["power"]["trials"] == 1 and full["power"]["found"] == 1 and full["aa"]["named"] == 0
     assert rows[(2, 3, False)]["load_rounds_per_confirmation"] == 6
 

@@ -7,6 +7,8 @@ exist), so this is an A/A test of the whole pipeline on real ONNX Runtime engine
 import json
 import re
 
+from enginewright.api.models import Search
+from tests.conftest import assert_stopped_where_settled
 from tests.worker.conftest import run_tune
 
 KNOBS = [
@@ -51,6 +53,10 @@ def test_two_runs_of_one_model_agree_and_print_no_contradiction(example, tmp_pat
         check_printed_figures(result.stdout)
         summary = json.loads((out / "summary.json").read_text())
         winners.append(summary["winner_id"])
+        if (out / "confirm.json").exists():  # at most 5 rounds: fewer only where the early stop says so
+            rounds = json.loads((out / "confirm.json").read_text())["rounds"]
+            timed = assert_stopped_where_settled(rounds, summary["default_id"], Search().noise_margin, 5)
+            assert summary["confirm_rounds"] == timed
         if summary["winner_id"] != summary["default_id"]:
             assert summary["speedup_low"] <= summary["speedup"] <= summary["speedup_high"]
     assert winners[0] == winners[1], winners

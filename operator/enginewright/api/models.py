@@ -283,7 +283,8 @@ class Confirm(WireModel):
     rounds: int = Field(
         5,
         description="Interleaved rounds (A B C A B C ...), at most: after 3 or more the round stops early "
-        "once no candidate can still be confirmed (each one's 95% interval wholly above the noise-margin line).",
+        "once no candidate can still be confirmed (each one's 95% interval wholly above the noiseMargin "
+        "line); only with loads 3 or more.",
         ge=2,
         le=100,
     )

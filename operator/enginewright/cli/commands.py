@@ -430,7 +430,7 @@ def register(sub) -> None:
         type=int,
         default=confirm.rounds,
         help="interleaved rounds of the confirmation round, at most (it stops after 3 or more once no candidate "
-        "can still be confirmed)",
+        "can still be confirmed; only with --confirm-loads 3 or more)",
     )
     tune.add_argument(
         "--confirm-loads",

@@ -260,7 +260,7 @@ def _tune(
                 worker.run_batch(batch.routes, batch.stage, batch.name, step.default)
                 ran.add(batch.name)
         elif isinstance(step, RunConfirmation):
-            rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads, spec.noise_margin)
+            rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads)
             confirmations[step.name] = rounds
             (opts.out / "confirm.json").write_text(json.dumps({"name": step.name, "rounds": rounds}))
             ran.add(step.name)

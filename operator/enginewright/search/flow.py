@@ -383,13 +383,17 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         name = confirmation_name(candidates)
         if name in observed.confirmations:
             decision = confirm(observed.confirmations[name], default.id, margin)
-            if decision.rounds < spec.confirm_rounds:
+            if decision.rounds < spec.confirm_rounds:  # the worker stopped it early (`settled`): the reason says so
                 why = (
                     ": no candidate could still be confirmed faster than the default"
                     if settled(observed.confirmations[name], default.id, spec.noise_margin)
                     else ""
                 )
-                notes.append(f"the confirmation stopped after {decision.rounds} of {spec.confirm_rounds} rounds{why}")
+                decision = replace(
+                    decision,
+                    reason=f"{decision.reason}; the round stopped after {decision.rounds} of "
+                    f"{spec.confirm_rounds} rounds{why}",
+                )
         elif name in observed.given_up:
             cut.append("the confirmation round ended without results: the winner comes from the sweep alone")
         elif observed.out_of_time:

@@ -202,13 +202,14 @@ class Worker:
         default: CacheEntry,
         rounds: int,
         loads: int = 1,
-        margin: float | None = None,
+        early_stop: bool = True,
     ) -> dict[str, list[float]]:
         """Interleaved re-measurement of the kept engines of `candidates` and of the default, all
         loaded `loads` times (plus an untimed primer each) into one fresh serving process: a
         candidate is judged on the spread across loads and rounds (`search.winner.confirm`). At most
-        `rounds` rounds: fewer once no candidate can still beat the `margin` line (`settled`; no
-        `margin`: every round, as side-by-side timings want)."""
+        `rounds` rounds: fewer once no candidate can still beat the line of the context's noise
+        margin (`search.winner.settled`); `early_stop` False: every round, as side-by-side timings
+        want."""
         ctx = self.ctx
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
@@ -220,10 +221,11 @@ class Worker:
             engines[entry.route_id] = path
         ctx.say(
             f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, "
-            f"{'at most ' if margin is not None else ''}{rounds} interleaved rounds in one process "
+            f"{'at most ' if early_stop else ''}{rounds} interleaved rounds in one process "
             f"({ctx.timing.objective.value})"
         )
-        stop = None if margin is None else lambda times: settled(times, default.route_id, margin)
+        margin = ctx.noise_margin  # the spec's floor: the flow's margin is never below it
+        stop = (lambda times: settled(times, default.route_id, margin)) if early_stop else None
         return interleave(ctx, engines, rounds, folder, loads, settled=stop)
 
 

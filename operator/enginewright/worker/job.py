@@ -217,11 +217,7 @@ def confirm_round(worker, routes: list[Route], default: Route, request: BatchReq
         raise InputError(f"no kept engine for {missing}: a confirmation round needs measured, kept engines")
     spec = request.spec
     rounds = worker.confirm(
-        [entries[r.id] for r in routes],
-        entries[default.id],
-        spec.search.confirm.rounds,
-        spec.search.confirm.loads,
-        spec.search.noise_margin,
+        [entries[r.id] for r in routes], entries[default.id], spec.search.confirm.rounds, spec.search.confirm.loads
     )
     result = ConfirmationResult(batch=request.batch, rounds=rounds)
     worker.ctx.store.put(worker.ctx.keys.confirmation(request.batch), result.model_dump_json(by_alias=True).encode())

@@ -306,9 +306,9 @@ def interleave(
     """Rounds of every engine, each loaded `loads` times (after an untimed primer of each) into
     one serving process, the loads taking turns engine by engine (A B C A@2 B@2 C@2 ...), each
     round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`, at most
-    `rounds` of them: fewer when `settled(times so far)` says after a round that more cannot change
-    the decision (`search.winner.settled`). Returns per-round times (ms per call) by load key
-    (`measure.paired.load_key`)."""
+    `rounds` of them: fewer when `settled(times so far)`, asked after every round but the last, says
+    no candidate can still win (`search.winner.settled`; a check that raises is said and the rounds
+    go on). Returns per-round times (ms per call) by load key (`measure.paired.load_key`)."""
     names = list(engines)
     server = Server(ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
     try:
@@ -329,9 +329,19 @@ def interleave(
             order = round_order(keys, index)
             for key, ms in zip(order, server.interleave(order, ctx.route_timeout)):
                 times[key].append(ms)
-            if index + 1 < rounds and settled is not None and settled(times):
-                ctx.say(f"[confirm] stopped after {index + 1} of {rounds} rounds: no candidate can still be confirmed")
-                break
+            if index + 1 < rounds and settled is not None:
+                try:
+                    done = settled(times)
+                except Exception as exc:  # noqa: BLE001  (a fault of the check must not cost the rounds)
+                    ctx.say(
+                        f"[confirm] the early-stop check failed ({type(exc).__name__}: {exc}): every round is timed"
+                    )
+                    done, settled = False, None
+                if done:
+                    ctx.say(
+                        f"[confirm] stopped after {index + 1} of {rounds} rounds: no candidate can still be confirmed"
+                    )
+                    break
         return times
     except ServerFailed as failed:
         raise RuntimeError(f"confirmation: {failed.error}") from None
