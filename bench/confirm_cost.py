@@ -14,7 +14,8 @@ Steps, each written to OUT/confirm_cost.json as soon as it is known:
      loads of each and at most `--rounds` rounds, in one process each (the worker's `confirm`), the
      pair's order alternating (stop first, then all rounds; then the other way round);
   4. per pair: seconds with the stop / seconds with all rounds, and whether the two decided alike.
-     The summary (medians, the pairs' ratios, agreements) is computed from those records.
+     The summary (medians, the pairs' ratios, agreements, winners named, and with candidates that
+     change nothing, the intervals' calibration: `calibration`) is computed from those records.
 
 The whole benchmark is pinned to `--cores` CPUs (default 2), as `measure_cost.py` is.
 """
@@ -41,6 +42,39 @@ from measure_cost import METRIC, THRESHOLD, cpu_model, make_model, now, pin  # n
 NOISE_KNOBS = ("session.disable_quant_qdq=1", "session.set_denormal_as_zero=1")
 
 
+def calibration(pairs: list[dict]) -> dict:
+    """The confirmations' intervals against the truth when every candidate is the default's twin (knobs
+    that change nothing): each candidate's two-sided 95% interval across loads and rounds (as
+    `search.winner.confirm` computes it) should hold 1 in about 95% of confirmations; a candidate's
+    load position (loads go default first in every group, then the candidates in order) should not
+    move its mean ratio. From the records that kept their rounds (`times`)."""
+    from enginewright.measure.paired import Spread, by_engine, compare
+
+    held, below, above, by_position = 0, 0, 0, {}
+    for pair in pairs:
+        for record in (pair.get("stop"), pair.get("all")):
+            if not record or not record.get("times"):
+                continue
+            engines = by_engine(record["times"])
+            default_id = record["default_id"]
+            candidates = {k: v for k, v in engines.items() if k != default_id}
+            for position, (route_id, loads) in enumerate(candidates.items(), start=1):
+                others = sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread())
+                c = compare(loads, engines[default_id], prior=others)
+                held += c.low <= 1.0 <= c.high
+                below += c.high < 1.0
+                above += c.low > 1.0
+                by_position.setdefault(position, []).append(c.ratio)
+    intervals = held + below + above
+    return {
+        "intervals": intervals,
+        "holding_1": held,
+        "wholly_below_1": below,
+        "wholly_above_1": above,
+        "mean_ratio_by_load_position": {str(p): statistics.fmean(r) for p, r in sorted(by_position.items())},
+    }
+
+
 def summarise(pairs: list[dict]) -> dict:
     """Medians and ratios of the confirmation pairs, from their records."""
     done = [p for p in pairs if "stop" in p and "all" in p]
@@ -56,6 +90,8 @@ def summarise(pairs: list[dict]) -> dict:
         "stopped_early": sum(p["stop"]["rounds"] < p["all"]["rounds"] for p in done),
         "rounds_with_stop": [p["stop"]["rounds"] for p in done],
         "decisions_alike": sum(p["stop"]["winner"] == p["all"]["winner"] for p in done),
+        "named": sum(bool(p[arm]["winner"]) for p in done for arm in ("stop", "all")),
+        "calibration": calibration(done),
     }
 
 
@@ -149,6 +185,7 @@ def main(argv=None) -> int:
             "winner": entries[decision.winner_id].route,
             "ratios": {entries[k].route: v for k, v in decision.ratios.items()},
             "times": times,  # per load, per round: to look into a decision afterwards
+            "default_id": default.route_id,
         }
 
     for index in range(args.pairs):
