@@ -48,19 +48,16 @@ def calibration(pairs: list[dict]) -> dict:
     `search.winner.confirm` computes it) should hold 1 in about 95% of confirmations; a candidate's
     load position (loads go default first in every group, then the candidates in order) should not
     move its mean ratio. From the records that kept their rounds (`times`)."""
-    from enginewright.measure.paired import Spread, by_engine, compare
+    from enginewright.measure.paired import by_engine
+    from enginewright.search.winner import against_default
 
     held, below, above, by_position = 0, 0, 0, {}
     for pair in pairs:
         for record in (pair.get("stop"), pair.get("all")):
             if not record or not record.get("times"):
                 continue
-            engines = by_engine(record["times"])
-            default_id = record["default_id"]
-            candidates = {k: v for k, v in engines.items() if k != default_id}
-            for position, (route_id, loads) in enumerate(candidates.items(), start=1):
-                others = sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread())
-                c = compare(loads, engines[default_id], prior=others)
+            compared = against_default(by_engine(record["times"]), record["default_id"])
+            for position, c in enumerate(compared.values(), start=1):
                 held += c.low <= 1.0 <= c.high
                 below += c.high < 1.0
                 above += c.low > 1.0

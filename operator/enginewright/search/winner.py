@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from enginewright.api.cache import CacheEntry
-from enginewright.measure.paired import Spread, by_engine, compare
+from enginewright.measure.paired import Comparison, Spread, by_engine, compare
 from enginewright.measure.stats import t_cdf, t_quantile  # noqa: F401  (re-exported)
 from enginewright.search.planners import clearly_faster, entry_speedup
 
@@ -144,10 +144,9 @@ def confirm(rounds: Mapping[str, Sequence[float]], default_id: str, margin: floa
     bounds: dict[str, tuple[float, float]] = {}
     times = {}
     confirmed: list[tuple[float, str]] = []
-    for route_id, loads in candidates.items():
-        others = sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread())
-        one_sided = compare(loads, default, prior=others, level=level, sided=1)
-        both = compare(loads, default, prior=others)
+    one_sided_of = against_default(engines, default_id, level=level, sided=1)
+    for route_id, both in against_default(engines, default_id).items():
+        one_sided = one_sided_of[route_id]
         ratios[route_id] = one_sided.ratio
         bounds[route_id] = (both.low, both.high)
         times[route_id], times[default_id] = both.a_ms, both.b_ms
@@ -210,15 +209,24 @@ def settled(rounds: Mapping[str, Sequence[float]], default_id: str, margin: floa
     default = engines.get(default_id)
     if not default or len(default[0]) < SETTLED_AFTER:
         return False
-    candidates = {k: v for k, v in engines.items() if k != default_id}
-    if not candidates or min(len(loads) for loads in engines.values()) < SETTLED_LOADS:
-        return False
+    if len(engines) < 2 or min(len(loads) for loads in engines.values()) < SETTLED_LOADS:
+        return False  # (no candidate, or too few loads)
     line = 1.0 - margin
-    for route_id, loads in candidates.items():
-        others = sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread())
-        if not compare(loads, default, prior=others).low > line:
-            return False
-    return True
+    return all(c.low > line for c in against_default(engines, default_id).values())
+
+
+def against_default(engines: Mapping[str, Sequence[Sequence[float]]], default_id: str, **how) -> dict[str, Comparison]:
+    """Each candidate's loads against the default's (`measure.paired.compare`, `how`: its level and
+    sides), the other candidates' load spread pooled as prior: how `confirm` and `settled` judge them.
+    `engines`: each engine's loads (`measure.paired.by_engine`)."""
+    default = engines[default_id]
+    candidates = {k: v for k, v in engines.items() if k != default_id}
+    return {
+        route_id: compare(
+            loads, default, prior=sum((Spread.of(v) for k, v in candidates.items() if k != route_id), Spread()), **how
+        )
+        for route_id, loads in candidates.items()
+    }
 
 
 def confirm_by_rounds(rounds: Mapping[str, Sequence[float]], default_id: str, margin: float) -> Decision:
