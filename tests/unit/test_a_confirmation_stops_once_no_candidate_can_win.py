@@ -7,11 +7,11 @@ stopped early."""
 import random
 from dataclasses import replace
 
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.routes import Knob, Route
 from enginewright.measure.paired import by_engine, compare, load_key
 from enginewright.search.flow import Decided, FlowSpec, Observed, RunConfirmation, next_step
 from enginewright.search.winner import SETTLED_AFTER, confirm, settled
+from tests.unit.test_tuning_flow_steps import entry  # (a stage-1 entry of the flow's tests)
 
 MARGIN = 0.03
 
@@ -89,17 +89,3 @@ def test_the_flow_decides_a_settled_confirmation_and_says_it_stopped_early():
 
 
 KNOBS = [Knob("a", ("on", "off"), "on")]
-
-
-def entry(knobs: dict, ms: float) -> CacheEntry:
-    route = Route.of(knobs)
-    return CacheEntry(
-        target="cpu",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        timing=TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=10),
-        baseline_ms=10.0,
-        engine_uri=f"file:///{route.id}",
-    )

@@ -8,10 +8,9 @@ import pytest
 from enginewright.api.cache import CacheEntry, Outcome
 from enginewright.api.routes import Route
 from enginewright.measure.paired import load_key
-from enginewright.store import LocalStore
 from enginewright.worker import batch
 from enginewright.worker.batch import Worker
-from enginewright.worker.context import Accuracy, WorkerContext
+from tests.worker.conftest import make_worker
 
 
 def entry(route: Route) -> CacheEntry:
@@ -20,17 +19,9 @@ def entry(route: Route) -> CacheEntry:
 
 @pytest.fixture
 def worker(tmp_path) -> Worker:
-    ctx = WorkerContext(
-        backend="onnxruntime",
-        model=tmp_path / "model.onnx",
-        store=LocalStore(tmp_path / "store"),
-        prefix="runs/x",
-        target="cpu",
-        workdir=tmp_path / "work",
-        accuracy=Accuracy([], [], "cosine", 1e-4),
-        noise_margin=0.10,
-    )
-    return Worker(ctx)
+    worker = make_worker(tmp_path, tmp_path)  # (no model is read: the rounds are stubbed)
+    worker.ctx.noise_margin = 0.10
+    return worker
 
 
 def rounds(fast: str, slow: str, count: int = 3) -> dict[str, list[float]]:
