@@ -140,6 +140,27 @@ def goal3(runs: list[tuple[dict, str]]) -> dict:
     }
 
 
+def settled(runs: list[dict]) -> dict:
+    """The aa_loads runs whose confirmations stop once settled (`search.winner.settled`), pooled apart
+    from the runs that timed every round: the early stop measured directly. It keeps the default when
+    it stops, so it can lose a winner (power) and never add one (A/A)."""
+    stops = {run.get("confirm_stop") for run in runs}
+    if stops != {"settled"}:
+        raise SystemExit(f"--settled takes runs whose confirmations stop once settled, got confirm_stop {stops}")
+    pool = pooled(runs)
+    assert pool is not None
+    after = pool["after"]
+    return {
+        "aa": after["aa"],
+        "power": {
+            **after["power"],
+            "discarded": pool["power_discarded"],
+            "verified_slowdown": pool["verified_slowdown_median"],
+        },
+        "commands": list(dict.fromkeys(aa_command(run) for run in runs)),
+    }
+
+
 def goals(
     aa: dict | None,
     overheads: list[dict],
@@ -226,6 +247,14 @@ def main() -> int:
         metavar="WINNER_VS_PLAIN.json=REVISION",
         help="a bench/winner_vs_plain.py result and the revision it ran at (goal 3; repeat)",
     )
+    parser.add_argument(
+        "--settled",
+        type=Path,
+        action="append",
+        default=[],
+        help="an aa_loads run whose confirmations stop once settled (confirm_stop 'settled'; repeat): "
+        "pooled apart from --aa, whose runs timed every round",
+    )
     parser.add_argument("--revision")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
@@ -240,6 +269,9 @@ def main() -> int:
     sources = [str(p) for p in args.aa + args.overhead] + [p.rsplit("=", 1)[0] for p in args.plain]
     commands = [aa_command(run) for run in runs]
     result = goals(aa, overheads, revision, sources, commands, plain)
+    if args.settled:
+        result["settled"] = settled([json.loads(p.read_text()) for p in args.settled])
+        result["sources"] += [str(p) for p in args.settled]
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(args.out.read_text())
     return 0

@@ -55,3 +55,19 @@ def test_goal_three_counts_the_runs_before_and_since_the_moments_and_needs_two_i
     assert not goal3([(plain("block", True), "77f9a80"), (plain("block", False), "77f9a80")])["met"]
     listed = goals(None, [], "rev", [], [AA_COMMAND], before)
     assert listed["met"]["goal3"] is False and listed["commands"][-1] == GOAL3_COMMAND
+
+
+def test_runs_that_stop_once_settled_are_pooled_apart_and_refused_otherwise():
+    import pytest
+
+    from h200_goals import settled
+
+    def stopping(found: list[bool], stop: str | None = "settled") -> dict:
+        trials = [{"kind": "power", "verified": True, "after": f, "verified_slowdown": 0.05} for f in found]
+        return {**run(), "trials": trials, "confirm_stop": stop, "power_discarded": 1, "command": "aa --power-every 1"}
+
+    pooled = settled([stopping([True, True]), stopping([True, False])])
+    assert pooled["power"]["trials"] == 4 and pooled["power"]["found"] == 3 and pooled["power"]["discarded"] == 2
+    assert pooled["aa"]["trials"] == 0 and pooled["commands"] == ["aa --power-every 1"]
+    with pytest.raises(SystemExit, match="stop once settled"):
+        settled([stopping([True]), stopping([True], stop=None)])
