@@ -38,8 +38,17 @@ print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner
 """
 
 
+@pytest.fixture(scope="module", autouse=True)
+def caches_restored():
+    """The backend points torch at each build's and load's own cache folders: restored afterwards."""
+    with pytest.MonkeyPatch.context() as patch:
+        for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+            patch.setenv(var, "unset-by-the-test")
+        yield
+
+
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
+def engine(tmp_path_factory, caches_restored):
     from enginewright.backends.base import BuildRequest
     from enginewright.backends.inductor import InductorBackend
 
@@ -69,13 +78,26 @@ def load_in_a_fresh_process(engine: bytes, folder, name: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def without_libraries(engine: bytes) -> bytes:
+def rewritten(engine: bytes, keep=lambda member: True, settings=None, extra=()) -> bytes:
+    """The engine's tar with members left out (`keep`), settings.json changed, members added."""
     out = io.BytesIO()
     with tarfile.open(fileobj=io.BytesIO(engine)) as src, tarfile.open(fileobj=out, mode="w") as dst:
         for member in src.getmembers():
-            if not member.name.startswith("compiled/"):
-                dst.addfile(member, src.extractfile(member))
+            if not keep(member):
+                continue
+            data = src.extractfile(member).read()
+            if member.name == "settings.json" and settings:
+                data = json.dumps({**json.loads(data), **settings}).encode()
+            info = tarfile.TarInfo(member.name)
+            info.size = len(data)
+            dst.addfile(info, io.BytesIO(data))
+        for info in extra:
+            dst.addfile(info)
     return out.getvalue()
+
+
+def without_libraries(engine: bytes) -> bytes:
+    return rewritten(engine, keep=lambda member: not member.name.startswith("compiled/"))
 
 
 def test_a_fresh_process_loads_a_host_engine_without_compiling(engine):
@@ -93,3 +115,31 @@ def test_a_fresh_process_loads_a_host_engine_without_compiling(engine):
     bare = load_in_a_fresh_process(without_libraries(built), folder, "without")
     assert bare["compiled"] > 0
     np.testing.assert_allclose(np.array(bare["output"]), reference, rtol=1e-4, atol=1e-5)
+
+
+def test_libraries_are_used_only_on_a_host_like_the_one_that_compiled_them(engine):
+    """`-march=native` and a compiler command that names neither the CPU nor the compiler's version:
+    a library built on a newer CPU could crash an older one, so another host compiles its own."""
+    built, folder, reference = engine
+    with tarfile.open(fileobj=io.BytesIO(built)) as tar:
+        host = json.loads(tar.extractfile("settings.json").read())["host_code"]
+    assert host
+    elsewhere = load_in_a_fresh_process(rewritten(built, settings={"host_code": "another-host"}), folder, "elsewhere")
+    assert elsewhere["compiled"] > 0
+    np.testing.assert_allclose(np.array(elsewhere["output"]), reference, rtol=1e-4, atol=1e-5)
+
+
+def test_only_regular_files_named_as_inductor_names_them_are_placed(engine, tmp_path):
+    """A link or an odd path under compiled/ is not followed or written anywhere."""
+    from enginewright.backends.inductor import InductorBackend
+
+    built, folder, _ = engine
+    link = tarfile.TarInfo("compiled/ab/link.so")
+    link.type, link.linkname = tarfile.SYMTYPE, "../../program.pt2"
+    odd = tarfile.TarInfo("compiled/../../escape.so")
+    workdir = tmp_path / "load"
+    InductorBackend(device="cpu").load(rewritten(built, extra=[link, odd]), workdir).close()
+    placed = sorted(p.relative_to(workdir / "caches-load" / "inductor").as_posix() for p in workdir.rglob("*.so"))
+    assert placed and "ab/link.so" not in placed and not (tmp_path / "escape.so").exists()
+    assert not any((workdir / "caches-load" / "inductor" / p).is_symlink() for p in placed)
+    assert not (workdir / "compiled").exists()  # nothing of it extracted beside the program

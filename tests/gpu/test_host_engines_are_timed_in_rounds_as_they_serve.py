@@ -14,8 +14,17 @@ torch = pytest.importorskip("torch")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def caches_restored():
+    """The backend points torch at each build's and load's own cache folders: restored afterwards."""
+    with pytest.MonkeyPatch.context() as patch:
+        for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
+            patch.setenv(var, "unset-by-the-test")
+        yield
+
+
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
+def engine(tmp_path_factory, caches_restored):
     """The eager route (`compile=false`: no compile, the effect is the runtime's) of an MLP whose
     weights (1024-4096-1024, fp32, 33 MB) do not stay in the host's caches across engines."""
     from enginewright.backends.base import BuildRequest

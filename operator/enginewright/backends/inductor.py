@@ -36,10 +36,12 @@ On the host (CPU) the engine also carries the shared libraries its build compile
 C++ of the kernels and of the wrapper, and of Inductor's probes of the CPU's vector instructions), put
 back into the load's cache folder where the compiler would write them. The portable caches hold their
 source only, so every fresh process compiled it again: ~8 s at the first call of a 15 ms MLP, 1.4 s
-with the libraries. Inductor finds a library by a hash of its source and its full compiler command
-(include paths, flags, the vector instructions it picked on the loading host), so where any of these
-differ the library is not found and the source is compiled, as before. CUDA engines carry none: their
-Triton kernels are in the portable caches.
+with the libraries. Inductor finds a library by a hash of its source and its compiler command, but
+compiles with `-march=native` and the command names neither the CPU nor the compiler's version: a
+library built on a newer CPU could crash an older one. So the engine records the building host's
+CPU flags, compiler version and C library (`host_code_identity`), and a load uses the libraries only
+on a host where all of them are the same; elsewhere it compiles, as before. CUDA engines carry none:
+their Triton kernels are in the portable caches.
 
 Inputs and outputs: inputs are the program's positional user inputs, by placeholder name; outputs
 are named `output` (one tensor) or `output_0`, `output_1`, ... (a tuple), or by key (a dict).
@@ -48,10 +50,13 @@ Base settings: `device` (cuda|cpu), `input_dtype` (cast float inputs, e.g. float
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import io
 import json
 import os
-import shutil
+import platform
+import re
 import tarfile
 from pathlib import Path
 from typing import Mapping
@@ -178,6 +183,7 @@ def route_options(config, route: Mapping[str, str]) -> dict:
 
 
 COMPILED = "compiled"  # the engine's folder of host libraries, laid out as under the build's cache folder
+_LIBRARY = re.compile(r"compiled/([a-z0-9]{2}/[A-Za-z0-9_.]+\.so)")
 
 
 def _compiled_libraries(inductor_cache: Path) -> dict[str, bytes]:
@@ -185,7 +191,46 @@ def _compiled_libraries(inductor_cache: Path) -> dict[str, bytes]:
     return {
         f"{COMPILED}/{path.relative_to(inductor_cache).as_posix()}": path.read_bytes()
         for path in sorted(inductor_cache.glob("*/*.so"))
+        if _LIBRARY.fullmatch(f"{COMPILED}/{path.relative_to(inductor_cache).as_posix()}")
     }
+
+
+@functools.lru_cache(maxsize=1)
+def host_code_identity() -> str | None:
+    """What decides whether a library compiled on one host runs on another, which Inductor's own
+    lookup does not see: it compiles with `-march=native` and finds a library by its source and its
+    compiler command, which name neither the CPU nor the compiler's version. So: the CPU's instruction
+    flags, the C++ compiler's version, the C library, the machine. None where any cannot be read
+    (then no library is shipped or used)."""
+    try:
+        from torch._inductor.cpp_builder import get_compiler_version_info, get_cpp_compiler
+
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        flags = next(line.split(":", 1)[1] for line in cpuinfo.splitlines() if line.startswith("flags"))
+        compiler = get_compiler_version_info(get_cpp_compiler())
+    except Exception:  # another platform, another torch: compile on load, as every engine did
+        return None
+    if not compiler:
+        return None
+    parts = [" ".join(sorted(flags.split())), compiler, " ".join(platform.libc_ver()), platform.machine()]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _place_libraries(tar: tarfile.TarFile, inductor_cache: Path) -> int:
+    """The engine's host libraries into the load's cache folder, where Inductor looks before it
+    compiles: regular files named as Inductor names them, nothing else (no links, no other paths)."""
+    placed = 0
+    for member in tar.getmembers():
+        found = _LIBRARY.fullmatch(member.name)
+        if found is None or not member.isreg():
+            continue
+        target = inductor_cache / found.group(1)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(member)
+        assert source is not None  # a regular member
+        target.write_bytes(source.read())
+        placed += 1
+    return placed
 
 
 def _isolate_caches(folder: Path) -> None:
@@ -467,7 +512,8 @@ class InductorBackend(Backend):
         if not eager:
             saved = torch.compiler.save_cache_artifacts()
             artifacts = saved[0] if saved else b""
-            if device != "cuda":
+            host = host_code_identity() if device != "cuda" else None
+            if host is not None:
                 libraries = _compiled_libraries(request.workdir / "caches-build" / "inductor")
         recorded = {COMPILE.name: "false"} if eager else {k: to_text(v) for k, v in options.items()}
         meta = {
@@ -477,6 +523,8 @@ class InductorBackend(Backend):
             "input_names": runner.names,
             "torch": torch.__version__,
         }
+        if libraries:
+            meta["host_code"] = host  # where the libraries may be used (`load`)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
             for arcname, data in (
@@ -497,10 +545,12 @@ class InductorBackend(Backend):
             missing = {"program.pt2", "caches.bin", "settings.json"} - set(tar.getnames())
             if missing:
                 raise ValueError(f"not an inductor engine: it lacks {sorted(missing)}")
-            tar.extractall(workdir, filter="data")
-        if (workdir / COMPILED).is_dir():  # a host build's libraries, where its compiler would look first
-            shutil.copytree(workdir / COMPILED, workdir / "caches-load" / "inductor", dirs_exist_ok=True)
-        meta = json.loads((workdir / "settings.json").read_text())
+            rest = [m for m in tar.getmembers() if not m.name.startswith(f"{COMPILED}/")]
+            tar.extractall(workdir, members=rest, filter="data")
+            meta = json.loads((workdir / "settings.json").read_text())
+            # a host build's libraries, only on a host like the one that compiled them: else compiled here
+            if meta.get("host_code") and meta["host_code"] == host_code_identity():
+                _place_libraries(tar, workdir / "caches-load" / "inductor")
         torch = _torch()
         import torch._inductor.config as config
 
