@@ -3,6 +3,7 @@ with the Inductor backend against a naive sweep of the same knobs, side by side 
 
     python bench/inductor_cost.py --out OUT [--workload mlp] [--rows 256] [--device cpu|cuda]
         [--knobs compile,freezing,coordinate_descent_tuning] [--pairs 1] [--export DIR]
+        [--variant NAME=OPERATOR_DIR ...]
 
 `bench/measure_cost.py` compares the two on ONNX Runtime, where a route's "build" is a session made
 in milliseconds and the measuring protocol is the whole cost. Here a route is compiled, as the
@@ -24,7 +25,9 @@ product's GPU targets are, and the question is what the protocol adds to that:
    summary; the ratios tune / naive; whether the two name the same configuration.
 
 `--pairs N` runs N pairs, the order swapped every pair (naive, tune, tune, naive, ...), so drift of
-the host hits both alike. OUT/inductor_cost.json (and --export) is written after every step.
+the host hits both alike. `--variant NAME=DIR` (twice or more) runs tune once per variant in every
+pair, each with its own copy of the operator's code (`git archive REV operator`), the sides' order
+rotated every pair: the variants' ratios to the naive sweep and to the first variant, side by side. OUT/inductor_cost.json (and --export) is written after every step.
 """
 
 from __future__ import annotations
@@ -168,13 +171,13 @@ def tune_command(files: dict, args, out: Path) -> list[str]:
     return cmd
 
 
-def run_tune(files: dict, args, folder: Path) -> dict:
+def run_tune(files: dict, args, folder: Path, operator: Path | None = None) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     cmd = tune_command(files, args, folder / "out")
     began, cpu = time.monotonic(), children_cpu_seconds()
     with open(folder / "tune.log", "w") as log:
-        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(), cwd=folder)
+        proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(operator), cwd=folder)
     wall, cpu_s = time.monotonic() - began, children_cpu_seconds() - cpu
     if proc.returncode != 0:
         raise SystemExit(f"tune failed ({proc.returncode}): {(folder / 'tune.log').read_text()[-2000:]}")
@@ -206,12 +209,39 @@ def with_rows(workload, rows: int | None):
     return workload if not rows else replace(workload, input_shape=(rows, *workload.input_shape[1:]))
 
 
-def child_env() -> dict:
+def child_env(operator: Path | None = None) -> dict:
+    """The environment of the sides' processes: `operator` (default: this checkout's) first on the path."""
     env = dict(os.environ)
-    paths = [str(REPO / "operator"), str(REPO / "bench"), env.get("PYTHONPATH", "")]
+    paths = [str(operator or REPO / "operator"), str(REPO / "bench"), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def parse_variants(texts: list[str]) -> dict[str, Path | None]:
+    """`--variant NAME=DIR` values as {side: operator folder}; none given: one side, `tune`, on this
+    checkout's code."""
+    if not texts:
+        return {"tune": None}
+    variants: dict[str, Path | None] = {}
+    for text in texts:
+        name, sep, folder = text.partition("=")
+        if not sep or not name or not folder:
+            raise SystemExit(f"--variant takes NAME=OPERATOR_DIR, got {text!r}")
+        if not (Path(folder) / "enginewright").is_dir():
+            raise SystemExit(f"--variant {name}: {folder} holds no enginewright package")
+        variants[f"tune:{name}"] = Path(folder).resolve()
+    if len(variants) != len(texts):
+        raise SystemExit("--variant names must differ")
+    return variants
+
+
+def side_order(sides: list[str], pair: int) -> list[str]:
+    """The order of the sides in pair `pair`: two sides swap every pair; more rotate by one."""
+    if len(sides) == 2:
+        return sides if pair % 2 == 0 else sides[::-1]
+    shift = pair % len(sides)
+    return sides[shift:] + sides[:shift]
 
 
 def save(args, figures: dict) -> None:
@@ -234,7 +264,9 @@ def main() -> int:
     parser.add_argument("--knobs", default="compile,freezing,coordinate_descent_tuning")
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--export", type=Path)
+    parser.add_argument("--variant", action="append", default=[], help="NAME=OPERATOR_DIR: a tune side of its own")
     args = parser.parse_args()
+    variants = parse_variants(args.variant)
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.update(child_env())
     import torch
@@ -256,27 +288,41 @@ def main() -> int:
         "knobs": args.knobs.split(","),
         "naive_configurations": len(configs),
         "naive_calls": {"warmup": WARMUP, "timed": RUNS},
+        "variants": {name: str(folder) if folder else "this checkout" for name, folder in variants.items()},
         "pairs": [],
     }
     save(args, figures)
+    tunes = list(variants)
     for pair in range(args.pairs):
         sides: dict = {}
-        for side in ("naive", "tune") if pair % 2 == 0 else ("tune", "naive"):
-            folder = args.out / f"pair{pair}" / side
-            sides[side] = run_naive(files, args, configs, folder) if side == "naive" else run_tune(files, args, folder)
+        for side in side_order(["naive", *tunes], pair):
+            folder = args.out / f"pair{pair}" / side.replace(":", "-")
+            if side == "naive":
+                sides[side] = run_naive(files, args, configs, folder)
+            else:
+                sides[side] = run_tune(files, args, folder, variants[side])
             print(f"[{time.monotonic() - began:7.1f}s] pair {pair} {side}: {json.dumps(sides[side])[:600]}", flush=True)
             figures["pairs"] = [*figures["pairs"][:pair], {**sides}]
             save(args, figures)
-        sides["tune_over_naive"] = ratios(sides["naive"], sides["tune"])
-        sides["same_answer"] = sides["naive"]["fastest"] == sides["tune"]["winner"]
+        for side in tunes:
+            suffix = side.removeprefix("tune")
+            sides[f"tune_over_naive{suffix}"] = ratios(sides["naive"], sides[side])
+            sides[f"same_answer{suffix}"] = sides["naive"]["fastest"] == sides[side]["winner"]
+        for side in tunes[1:]:
+            sides[f"{side.removeprefix('tune:')}_over_{tunes[0].removeprefix('tune:')}"] = ratios(
+                sides[tunes[0]], sides[side]
+            )
         figures["pairs"][pair] = sides
         save(args, figures)
-        print(f"pair {pair}: tune / naive {sides['tune_over_naive']}, same answer {sides['same_answer']}", flush=True)
-    walls = [p["tune_over_naive"]["wall"] for p in figures["pairs"]]
-    cpus = [p["tune_over_naive"]["cpu"] for p in figures["pairs"]]
-    figures["tune_over_naive"] = {"wall": walls, "cpu": cpus}
+        print(f"pair {pair}: " + ", ".join(f"{k} {v}" for k, v in sides.items() if "_over_" in k), flush=True)
+    for side in tunes:
+        key = "tune_over_naive" + side.removeprefix("tune")
+        figures[key] = {which: [p[key][which] for p in figures["pairs"]] for which in ("wall", "cpu")}
+    for side in tunes[1:]:
+        key = f"{side.removeprefix('tune:')}_over_{tunes[0].removeprefix('tune:')}"
+        figures[key] = {which: [p[key][which] for p in figures["pairs"]] for which in ("wall", "cpu")}
     save(args, figures)
-    print(json.dumps({"workload": workload.name, "tune_over_naive": figures["tune_over_naive"]}), flush=True)
+    print(json.dumps({"workload": workload.name, **{k: v for k, v in figures.items() if "_over_" in k}}), flush=True)
     return 0
 
 

@@ -4,6 +4,8 @@ named as tune names its route, and the ratios are tune over naive."""
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 from inductor_cost import configurations, ratios, route_text  # noqa: E402
@@ -26,3 +28,22 @@ def test_the_sweep_holds_eager_once_and_every_combination_of_the_others():
 
 def test_ratios_are_tune_over_naive():
     assert ratios({"wall_s": 10.0, "cpu_s": 20.0}, {"wall_s": 25.0, "cpu_s": 30.0}) == {"wall": 2.5, "cpu": 1.5}
+
+
+def test_variants_name_their_sides_and_their_order_rotates(tmp_path):
+    from inductor_cost import parse_variants, side_order
+
+    assert parse_variants([]) == {"tune": None}
+    for name in ("before", "after"):
+        (tmp_path / name / "enginewright").mkdir(parents=True)
+    variants = parse_variants([f"before={tmp_path / 'before'}", f"after={tmp_path / 'after'}"])
+    assert list(variants) == ["tune:before", "tune:after"]
+    sides = ["naive", *variants]
+    orders = [side_order(sides, pair) for pair in range(3)]
+    assert [order[0] for order in orders] == sides  # each side goes first once in three pairs
+    assert all(sorted(order) == sorted(sides) for order in orders)
+    assert side_order(["naive", "tune"], 1) == ["tune", "naive"]
+    with pytest.raises(SystemExit, match="no enginewright package"):
+        parse_variants([f"x={tmp_path}"])
+    with pytest.raises(SystemExit, match="NAME=OPERATOR_DIR"):
+        parse_variants(["before"])

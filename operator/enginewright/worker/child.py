@@ -271,33 +271,74 @@ def load(
     return ready
 
 
-# What a build process imports before it forks its first build, by backend. onnxruntime's import
-# leaves the build process with 3 OS threads (OpenBLAS's from numpy, one of onnxruntime's own), which
-# a fork does not copy; they hold no lock a build needs: 200 forked onnxruntime builds in a row never
-# hung. Torch is left out: a forked build must initialise CUDA itself, and importing torch first was
-# not measured here.
-PRELOADED = {"onnxruntime": ("onnxruntime",)}
+# What a build process imports before it forks its first build, by backend, so that no build pays
+# it. onnxruntime's import leaves the build process with 3 OS threads (OpenBLAS's from numpy, one of
+# onnxruntime's own), which a fork does not copy; they hold no lock a build needs: 200 forked
+# onnxruntime builds in a row never hung. torch's, Dynamo's and Inductor's imports were most of a
+# compiled route's build on a 2-core host (5-13 CPU-s of it); they start no thread and touch no GPU:
+# CUDA is initialised by each build itself, after the fork (`fork_hazards` checks that it can be).
+PRELOADED = {
+    "onnxruntime": ("onnxruntime",),
+    "inductor": ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch.export"),
+}
 
-# Libraries that start threads (Inductor's compile pool and its reader thread, CUDA's) that a forked
-# build would lack: with one of them loaded in the build process a fork can hang the build, so builds
-# then run in a fresh interpreter each (`fork_unsafe_modules`).
-FORK_UNSAFE = ("torch", "triton", "tensorrt")
-
-
-def fork_unsafe_modules() -> list[str]:
-    """The `FORK_UNSAFE` libraries loaded in this process."""
-    return [name for name in FORK_UNSAFE if name in sys.modules]
+# Libraries whose loading alone makes a fork unsafe: TensorRT's builds run in a fresh interpreter each.
+FORK_UNSAFE = ("tensorrt",)
 
 
-def start_build(message: dict) -> int:
+def os_threads() -> int:
+    """This process's OS threads (Python's and every library's)."""
+    return len(os.listdir("/proc/self/task"))
+
+
+def _cuda_state() -> str | None:
+    """Why a child forked from here could not use CUDA, None when it could: torch initialised CUDA
+    here, or asked the driver for its devices (which marks every later fork as unable to). Checked in
+    a forked probe, the only place torch says so."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    if torch.cuda.is_initialized():
+        return "CUDA initialised in the build process"
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the probe: write whether torch calls this fork a bad one, and leave at once
+        os.close(read)
+        try:
+            os.write(write, b"1" if torch.cuda._is_in_bad_fork() else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        bad = answer.read() != b"0"
+    os.waitpid(pid, 0)
+    return "CUDA's driver asked for its devices in the build process" if bad else None
+
+
+def fork_hazards(threads: int) -> list[str]:
+    """Why a build forked from this process could hang or fail, [] when nothing does: a thread a fork
+    would not copy beyond the `threads` the preload left (a second Python thread, as Inductor's
+    compile pool's reader; OS threads, as OpenMP's workers after a parallel region), CUDA used here
+    (`_cuda_state`), or a `FORK_UNSAFE` library loaded."""
+    import threading
+
+    found = [f"{name} loaded" for name in FORK_UNSAFE if name in sys.modules]
+    if threading.active_count() > 1:
+        found.append(f"{threading.active_count() - 1} Python threads besides the main one")
+    if os_threads() > threads:
+        found.append(f"{os_threads()} OS threads where the preload left {threads}")
+    cuda = _cuda_state()
+    if cuda:
+        found.append(cuda)
+    return found
+
+
+def start_build(message: dict, hazards: list[str]) -> int:
     """Start the build in `message` in a process of its own group, stdin closed and its output to
-    its log; its pid. Forked from this process (no interpreter start) unless a `FORK_UNSAFE` library
-    is loaded here: then in a fresh interpreter."""
-    unsafe = fork_unsafe_modules()
-    if unsafe:
-        print(
-            f"{', '.join(unsafe)} loaded in the build process: this build runs in a fresh interpreter", file=sys.stderr
-        )
+    its log; its pid. Forked from this process (no interpreter start) unless there are `hazards`
+    (`fork_hazards`): then in a fresh interpreter."""
+    if hazards:
+        print(f"{'; '.join(hazards)}: this build runs in a fresh interpreter", file=sys.stderr)
         with open(message["log"], "wb") as log_file:
             started = subprocess.Popen(
                 [sys.executable, "-m", "enginewright.worker.child", message["request"]],
@@ -335,15 +376,21 @@ def start_build(message: dict) -> int:
 def builds(request: ChildRequest) -> None:
     """A batch's build process: one JSON line per build on stdin, `{"request": REQUEST.json, "log":
     LOG}`; each is run by `main` in a process forked from this one (`start_build`: a fresh
-    interpreter instead while a `FORK_UNSAFE` library is loaded here; its own process group, its
+    interpreter instead while a fork would be unsafe, `fork_hazards`; its own process group, its
     output in LOG, its memory released when it exits), and answered by two lines: `{"pid": P}` when it
     starts (the parent kills P's group on a timeout) and `{"code": C}` when it ended (C < 0: killed
     by signal -C). What the build left running in its group is killed before the next one starts.
-    The imports of an interpreter start (~0.5 CPU-s, ~0.5-1 s on 2 cores) are paid once a batch."""
+    The imports of an interpreter start and the backend's (`PRELOADED`) are paid once a batch."""
     import importlib
 
+    started = time.perf_counter()
     for module in PRELOADED.get(request.backend, ()):
         importlib.import_module(module)
+    threads = os_threads()
+    print(
+        f"preloaded {list(PRELOADED.get(request.backend, ()))} in {time.perf_counter() - started:.2f} s",
+        file=sys.stderr,
+    )
     reply = os.fdopen(os.dup(1), "w")  # the protocol; a forked build's own stdout goes to its log
     reply.write(json.dumps({"ready": True}) + "\n")
     reply.flush()
@@ -351,7 +398,7 @@ def builds(request: ChildRequest) -> None:
         if not line.strip():
             break
         message = json.loads(line)
-        pid = start_build(message)
+        pid = start_build(message, fork_hazards(threads))
         reply.write(json.dumps({"pid": pid}) + "\n")
         reply.flush()
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # ended, not yet reaped: its pid is still its group's

@@ -1,0 +1,98 @@
+"""A batch's Inductor builds are forked from one build process that imported torch, Dynamo and
+Inductor once (`child.PRELOADED`), instead of each build importing them again (5-13 CPU-s of a
+compiled route's build on a 2-core host). Nothing compiled lives in that process, so each build still
+compiles everything itself into its own cache folders, and its engine carries all of it: a fresh
+process loads every engine from its caches (no FX graph miss; on the host no C++ compiled), routes
+that compile the same kernels included. Runs on CUDA when present, else on the host."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from enginewright.api.cache import Outcome  # noqa: E402
+from enginewright.worker import process  # noqa: E402
+from enginewright.worker.child import ChildRequest  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+# Routes whose kernels are the same on the host (coordinate descent tunes Triton kernels only): a
+# process that kept what it compiled would give the second no artifacts of its own.
+ROUTES = [{}, {"coordinate_descent_tuning": "true"}, {"compile": "false"}]
+
+LOAD = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from torch._inductor import cpp_builder
+from enginewright.backends.inductor import InductorBackend
+
+built = []
+build = cpp_builder.CppBuilder.build
+def counted(self):
+    built.append(self.get_target_file_path())
+    return build(self)
+cpp_builder.CppBuilder.build = counted
+engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
+runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
+out = runner.run(inputs)["output"]
+libraries = [path for path in built if path.endswith((".so", ".o"))]
+print(json.dumps({"compiled": len(libraries), "describe": runner.describe(), "output": out.tolist()}))
+"""
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("preloaded")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).eval()
+    exported = torch.export.export(model.to(DEVICE), (torch.zeros(16, 64, device=DEVICE),))
+    (name,) = [
+        s.arg.name
+        for s in exported.graph_signature.input_specs
+        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
+    ]
+    torch.export.save(exported, str(folder / "model.pt2"))
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    np.savez(folder / "inputs.npz", **{name: x})
+    with torch.no_grad():
+        reference = model(torch.from_numpy(x).to(DEVICE)).cpu().numpy()
+    return folder, reference
+
+
+def test_builds_forked_from_a_preloaded_process_carry_all_they_compiled(program, tmp_path):
+    folder, reference = program
+    engines = []
+    with process.Builders(tmp_path / "builds", 1) as builders:
+        for i, route in enumerate(ROUTES):
+            request = ChildRequest(
+                action="build",
+                backend="inductor",
+                backend_options={"device": DEVICE},
+                workdir=str(tmp_path / f"route-{i}"),
+                engine=str(tmp_path / f"route-{i}.inductor.tar"),
+                model=str(folder / "model.pt2"),
+                route=route,
+                inputs=[str(folder / "inputs.npz")],
+            )
+            result = builders.run(request, timeout=600, failure=Outcome.build_failed)
+            assert result.ok, result.error
+            engines.append(tmp_path / f"route-{i}.inductor.tar")
+        assert builders.started == 1
+    log = (tmp_path / "builds" / "builder-0" / "builds.log").read_text()
+    assert "preloaded ['torch', 'torch._dynamo', 'torch._inductor.compile_fx', 'torch.export']" in log
+    assert "fresh interpreter" not in log, log  # every build forked
+
+    for i, (route, engine) in enumerate(zip(ROUTES, engines)):
+        args = [str(engine), str(tmp_path / f"load-{i}"), str(folder / "inputs.npz"), DEVICE]
+        done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        loaded = json.loads(done.stdout.strip().splitlines()[-1])
+        np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-4)
+        assert loaded["compiled"] == 0, (route, loaded)
+        if route.get("compile") != "false":
+            assert loaded["describe"]["fxgraph_cache_miss"] == 0 and loaded["describe"]["fxgraph_cache_hit"] >= 1, route
