@@ -26,8 +26,9 @@ product's GPU targets are, and the question is what the protocol adds to that:
 
 `--pairs N` runs N pairs, the order swapped every pair (naive, tune, tune, naive, ...), so drift of
 the host hits both alike. `--variant NAME=DIR` (twice or more) runs tune once per variant in every
-pair, each with its own copy of the operator's code (`git archive REV operator`), the sides' order
-rotated every pair: the variants' ratios to the naive sweep and to the first variant, side by side. OUT/inductor_cost.json (and --export) is written after every step.
+pair, each with its own copy of the operator's code (DIR: a folder holding the `enginewright`
+package, as `git archive REV operator | tar -x -C X` leaves in X/operator), the sides' order
+balanced over the pairs (`side_order`): the variants' ratios to the naive sweep and to the first variant, side by side. OUT/inductor_cost.json (and --export) is written after every step.
 """
 
 from __future__ import annotations
@@ -237,11 +238,14 @@ def parse_variants(texts: list[str]) -> dict[str, Path | None]:
 
 
 def side_order(sides: list[str], pair: int) -> list[str]:
-    """The order of the sides in pair `pair`: two sides swap every pair; more rotate by one."""
+    """The order of the sides in pair `pair`: two sides swap every pair; three or more rotate by one
+    every second pair, the odd pair the even one reversed, so that each side follows each other as
+    often as it precedes it (with three sides, six pairs run every order once)."""
     if len(sides) == 2:
         return sides if pair % 2 == 0 else sides[::-1]
-    shift = pair % len(sides)
-    return sides[shift:] + sides[:shift]
+    shift = (pair // 2) % len(sides)
+    order = sides[shift:] + sides[:shift]
+    return order if pair % 2 == 0 else order[::-1]
 
 
 def save(args, figures: dict) -> None:

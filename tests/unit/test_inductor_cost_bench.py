@@ -39,9 +39,12 @@ def test_variants_name_their_sides_and_their_order_rotates(tmp_path):
     variants = parse_variants([f"before={tmp_path / 'before'}", f"after={tmp_path / 'after'}"])
     assert list(variants) == ["tune:before", "tune:after"]
     sides = ["naive", *variants]
-    orders = [side_order(sides, pair) for pair in range(3)]
-    assert [order[0] for order in orders] == sides  # each side goes first once in three pairs
+    orders = [side_order(sides, pair) for pair in range(6)]
+    assert len({tuple(order) for order in orders}) == 6  # every order of three sides once in six pairs
     assert all(sorted(order) == sorted(sides) for order in orders)
+    for first, second in [("tune:before", "tune:after"), ("naive", "tune:after"), ("naive", "tune:before")]:
+        ahead = [order.index(first) < order.index(second) for order in orders[:2]]
+        assert ahead == [True, False] or ahead == [False, True]  # every pair of pairs balances each two
     assert side_order(["naive", "tune"], 1) == ["tune", "naive"]
     with pytest.raises(SystemExit, match="no enginewright package"):
         parse_variants([f"x={tmp_path}"])

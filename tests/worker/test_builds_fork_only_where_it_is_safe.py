@@ -4,6 +4,7 @@ not once a thread was started that a fork would not copy (Inductor's compile poo
 workers) or CUDA's driver was asked for its devices (torch then refuses CUDA in every fork). Then
 each build runs in a fresh interpreter instead, and the build process's log says why."""
 
+import ctypes
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from enginewright.api.cache import Outcome
 from enginewright.api.routes import Route
-from enginewright.worker import process
+from enginewright.worker import child, process
 from enginewright.worker.measure import build
 from tests.worker.conftest import recording_worker
 
@@ -46,6 +47,7 @@ def test_a_build_process_with_torch_imported_forks_its_builds(example, tmp_path,
     assert "fresh interpreter" not in log
 
 
+@pytest.mark.skipif(not torch.backends.cuda.is_built(), reason="a torch built without CUDA marks no fork")
 def test_a_build_process_whose_torch_asked_cuda_for_devices_builds_in_fresh_interpreters(
     example, tmp_path, monkeypatch
 ):
@@ -77,3 +79,46 @@ def test_threads_started_after_the_preload_make_a_fork_unsafe():
     before, after = done.stdout.strip().splitlines()[-2:]
     assert before == "[]"
     assert "OS threads where the preload left" in after
+
+
+def test_a_preload_that_makes_a_fork_unsafe_is_undone(example, tmp_path, monkeypatch):
+    """The build process starts again without it (exec: the same pid and pipes) and forks its builds,
+    which import what they need themselves, rather than paying an interpreter start a build."""
+    backend = "tests.worker.interval_backend:IntervalRecordingBackend"
+    prelude = f"import enginewright.worker.child as c; c.PRELOADED[{backend!r}] = ('tests.worker.thread_on_import',)"
+    builds, log = built_from(example, tmp_path, monkeypatch, prelude)
+    assert "1 Python threads besides the main one after the preload: the build process starts again without it" in log
+    assert log.strip().splitlines()[-1].startswith("preloaded [] in ")  # the process started bare
+    assert "fresh interpreter" not in log
+    assert len({b["parent"] for b in builds}) == 1
+
+
+class Driver:
+    """libcuda's cuDeviceGetCount, answering `code`."""
+
+    def __init__(self, code: int):
+        self.code = code
+
+    def cuDeviceGetCount(self, count):  # noqa: N802 (the driver's name)
+        return self.code
+
+
+@pytest.mark.parametrize(
+    ("driver", "started"),
+    [
+        (Driver(child.CUDA_ERROR_NOT_INITIALIZED), False),  # cuInit never ran here
+        (Driver(0), True),  # it did: a forked child's cuInit would fail
+        (Driver(100), True),  # no device, after cuInit
+        (OSError("libcuda.so.1: cannot open shared object file"), False),  # no driver on this host
+    ],
+)
+def test_the_cuda_driver_counts_as_started_unless_it_says_it_was_not(monkeypatch, driver, started):
+    def cdll(name):
+        assert name == "libcuda.so.1"
+        if isinstance(driver, Exception):
+            raise driver
+        return driver
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    assert child.cuda_driver_started() is started
+    assert (child.cuda_hazard() == "CUDA's driver initialised in the build process") is started

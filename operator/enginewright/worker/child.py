@@ -276,7 +276,7 @@ def load(
 # onnxruntime's own), which a fork does not copy; they hold no lock a build needs: 200 forked
 # onnxruntime builds in a row never hung. torch's, Dynamo's and Inductor's imports were most of a
 # compiled route's build on a 2-core host (5-13 CPU-s of it); they start no thread and touch no GPU:
-# CUDA is initialised by each build itself, after the fork (`fork_hazards` checks that it can be).
+# CUDA is initialised by each build itself, after the fork (`cuda_hazard` checks that it can be).
 PRELOADED = {
     "onnxruntime": ("onnxruntime",),
     "inductor": ("torch", "torch._dynamo", "torch._inductor.compile_fx", "torch.export"),
@@ -285,41 +285,74 @@ PRELOADED = {
 # Libraries whose loading alone makes a fork unsafe: TensorRT's builds run in a fresh interpreter each.
 FORK_UNSAFE = ("tensorrt",)
 
+CUDA_ERROR_NOT_INITIALIZED = 3  # the driver's answer to every call but cuInit until cuInit ran
+
 
 def os_threads() -> int:
     """This process's OS threads (Python's and every library's)."""
     return len(os.listdir("/proc/self/task"))
 
 
-def _cuda_state() -> str | None:
-    """Why a child forked from here could not use CUDA, None when it could: torch initialised CUDA
-    here, or asked the driver for its devices (which marks every later fork as unable to). Checked in
-    a forked probe, the only place torch says so."""
+def cuda_driver_started() -> bool:
+    """Whether CUDA's driver was initialised in this process, by torch or anything else (torch's own
+    flags miss a driver another library started): until cuInit runs, cuDeviceGetCount answers
+    CUDA_ERROR_NOT_INITIALIZED, and asking starts nothing. No driver library here: never."""
+    import ctypes
+
+    try:
+        driver = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int()
+    return driver.cuDeviceGetCount(ctypes.byref(count)) != CUDA_ERROR_NOT_INITIALIZED
+
+
+def _torch_marks_forks_bad() -> bool | None:
+    """Whether torch marks a child forked from here as one that may not use CUDA (it does once CUDA
+    was initialised or its devices counted, even where there is no driver), asked in a forked probe,
+    the only place torch says so; None when the probe gave no answer."""
+    torch = sys.modules["torch"]
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        return None
+    if pid == 0:  # the probe: say whether torch calls this fork a bad one, and leave at once
+        try:
+            os.close(read)
+            os.write(write, b"1" if getattr(torch.cuda, "_is_in_bad_fork", lambda: False)() else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        said = answer.read()
+    os.waitpid(pid, 0)
+    return {b"0": False, b"1": True}.get(said)
+
+
+def cuda_hazard() -> str | None:
+    """Why a child forked from here could not use CUDA as a fresh process can, None when it could."""
+    if cuda_driver_started():
+        return "CUDA's driver initialised in the build process"
     torch = sys.modules.get("torch")
     if torch is None:
         return None
     if torch.cuda.is_initialized():
         return "CUDA initialised in the build process"
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the probe: write whether torch calls this fork a bad one, and leave at once
-        os.close(read)
-        try:
-            os.write(write, b"1" if torch.cuda._is_in_bad_fork() else b"0")
-        finally:
-            os._exit(0)
-    os.close(write)
-    with os.fdopen(read, "rb") as answer:
-        bad = answer.read() != b"0"
-    os.waitpid(pid, 0)
+    bad = _torch_marks_forks_bad()
+    if bad is None:
+        return "torch's fork check gave no answer"
     return "CUDA's driver asked for its devices in the build process" if bad else None
 
 
-def fork_hazards(threads: int) -> list[str]:
+def fork_hazards(threads: int, cuda: str | None = None) -> list[str]:
     """Why a build forked from this process could hang or fail, [] when nothing does: a thread a fork
     would not copy beyond the `threads` the preload left (a second Python thread, as Inductor's
-    compile pool's reader; OS threads, as OpenMP's workers after a parallel region), CUDA used here
-    (`_cuda_state`), or a `FORK_UNSAFE` library loaded."""
+    compile pool's reader; OS threads, as OpenMP's workers after a parallel region), a `FORK_UNSAFE`
+    library loaded, or `cuda` (`cuda_hazard`, asked once: it cannot change while the build process
+    only forks)."""
     import threading
 
     found = [f"{name} loaded" for name in FORK_UNSAFE if name in sys.modules]
@@ -327,10 +360,26 @@ def fork_hazards(threads: int) -> list[str]:
         found.append(f"{threading.active_count() - 1} Python threads besides the main one")
     if os_threads() > threads:
         found.append(f"{os_threads()} OS threads where the preload left {threads}")
-    cuda = _cuda_state()
     if cuda:
         found.append(cuda)
     return found
+
+
+def preload(backend: str) -> list[str]:
+    """Import the backend's `PRELOADED` modules; those imported. One that fails to import is left to
+    the builds, whose own error then names what is missing."""
+    import importlib
+
+    done = []
+    for module in PRELOADED.get(backend, ()):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            print(f"not preloaded: {module} ({exc})", file=sys.stderr)
+            break
+        done.append(module)
+    gc.freeze()  # what the imports made stays out of every build's collections: fewer pages copied
+    return done
 
 
 def start_build(message: dict, hazards: list[str]) -> int:
@@ -373,24 +422,27 @@ def start_build(message: dict, hazards: list[str]) -> int:
     return pid
 
 
-def builds(request: ChildRequest) -> None:
+def builds(request: ChildRequest, path: str, bare: bool = False) -> None:
     """A batch's build process: one JSON line per build on stdin, `{"request": REQUEST.json, "log":
     LOG}`; each is run by `main` in a process forked from this one (`start_build`: a fresh
     interpreter instead while a fork would be unsafe, `fork_hazards`; its own process group, its
     output in LOG, its memory released when it exits), and answered by two lines: `{"pid": P}` when it
     starts (the parent kills P's group on a timeout) and `{"code": C}` when it ended (C < 0: killed
     by signal -C). What the build left running in its group is killed before the next one starts.
-    The imports of an interpreter start and the backend's (`PRELOADED`) are paid once a batch."""
-    import importlib
-
+    The imports of an interpreter start and the backend's (`PRELOADED`) are paid once a batch. A
+    preload that made a fork unsafe is undone: the process starts again (`exec`: the same pid and
+    pipes, `path` its request) without it (`bare`), and its builds import what they need
+    themselves, as before there was a preload."""
+    before = [] if bare else fork_hazards(os_threads(), cuda_hazard())
     started = time.perf_counter()
-    for module in PRELOADED.get(request.backend, ()):
-        importlib.import_module(module)
-    threads = os_threads()
-    print(
-        f"preloaded {list(PRELOADED.get(request.backend, ()))} in {time.perf_counter() - started:.2f} s",
-        file=sys.stderr,
-    )
+    loaded = [] if bare else preload(request.backend)
+    threads, cuda = os_threads(), cuda_hazard()
+    print(f"preloaded {loaded} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    after = fork_hazards(threads, cuda)
+    if loaded and after and not before:
+        print(f"{'; '.join(after)} after the preload: the build process starts again without it", file=sys.stderr)
+        sys.stderr.flush()
+        os.execv(sys.executable, [sys.executable, "-m", "enginewright.worker.child", path, "--bare"])
     reply = os.fdopen(os.dup(1), "w")  # the protocol; a forked build's own stdout goes to its log
     reply.write(json.dumps({"ready": True}) + "\n")
     reply.flush()
@@ -398,7 +450,7 @@ def builds(request: ChildRequest) -> None:
         if not line.strip():
             break
         message = json.loads(line)
-        pid = start_build(message, fork_hazards(threads))
+        pid = start_build(message, fork_hazards(threads, cuda))
         reply.write(json.dumps({"pid": pid}) + "\n")
         reply.flush()
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # ended, not yet reaped: its pid is still its group's
@@ -420,7 +472,7 @@ def main(argv: list[str]) -> int:
         serve(request)
         return 0
     if request.action == "builds":
-        builds(request)
+        builds(request, argv[1], bare=argv[2:] == ["--bare"])
         return 0
     if request.result is None:
         raise ValueError(f"a {request.action} request needs `result`, the file its JSON result goes to (got none)")
