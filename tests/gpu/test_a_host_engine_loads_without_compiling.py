@@ -6,36 +6,16 @@ the portable caches): skipped there."""
 
 import io
 import json
-import subprocess
-import sys
 import tarfile
 
 import numpy as np
 import pytest
 
+from tests.gpu.fresh_load import load_fresh
+
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="host engines only")
-
-LOAD = """
-import json, sys
-from pathlib import Path
-import numpy as np
-from torch._inductor import cpp_builder
-from enginewright.backends.inductor import InductorBackend
-
-built = []
-build = cpp_builder.CppBuilder.build
-def counted(self):
-    built.append(self.get_target_file_path())
-    return build(self)
-cpp_builder.CppBuilder.build = counted
-engine, workdir, inputs = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3]))
-runner = InductorBackend(device="cpu").load(engine.read_bytes(), workdir)
-out = runner.run(inputs)["output"]
-libraries = [path for path in built if path.endswith((".so", ".o"))]  # (a header's preprocessing is not one)
-print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist()}))
-"""
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -72,10 +52,7 @@ def engine(tmp_path_factory, caches_restored):
 
 def load_in_a_fresh_process(engine: bytes, folder, name: str) -> dict:
     (folder / f"{name}.tar").write_bytes(engine)
-    args = [str(folder / f"{name}.tar"), str(folder / f"load-{name}"), str(folder / "inputs.npz")]
-    done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return load_fresh(folder / f"{name}.tar", folder / f"load-{name}", folder / "inputs.npz")
 
 
 def rewritten(engine: bytes, keep=lambda member: True, settings=None, extra=()) -> bytes:

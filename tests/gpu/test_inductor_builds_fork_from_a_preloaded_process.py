@@ -5,12 +5,10 @@ compiles everything itself into its own cache folders, and its engine carries al
 process loads every engine from its caches (no FX graph miss; on the host no C++ compiled), routes
 that compile the same kernels included. Runs on CUDA when present, else on the host."""
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
+
+from tests.gpu.fresh_load import load_fresh
 
 torch = pytest.importorskip("torch")
 
@@ -23,26 +21,6 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Routes whose kernels are the same on the host (coordinate descent tunes Triton kernels only): a
 # process that kept what it compiled would give the second no artifacts of its own.
 ROUTES = [{}, {"coordinate_descent_tuning": "true"}, {"compile": "false"}]
-
-LOAD = """
-import json, sys
-from pathlib import Path
-import numpy as np
-from torch._inductor import cpp_builder
-from enginewright.backends.inductor import InductorBackend
-
-built = []
-build = cpp_builder.CppBuilder.build
-def counted(self):
-    built.append(self.get_target_file_path())
-    return build(self)
-cpp_builder.CppBuilder.build = counted
-engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
-runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
-out = runner.run(inputs)["output"]
-libraries = [path for path in built if path.endswith((".so", ".o"))]
-print(json.dumps({"compiled": len(libraries), "describe": runner.describe(), "output": out.tolist()}))
-"""
 
 
 @pytest.fixture(scope="module")
@@ -88,10 +66,7 @@ def test_builds_forked_from_a_preloaded_process_carry_all_they_compiled(program,
     assert "fresh interpreter" not in log, log  # every build forked
 
     for i, (route, engine) in enumerate(zip(ROUTES, engines)):
-        args = [str(engine), str(tmp_path / f"load-{i}"), str(folder / "inputs.npz"), DEVICE]
-        done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        loaded = json.loads(done.stdout.strip().splitlines()[-1])
+        loaded = load_fresh(engine, tmp_path / f"load-{i}", folder / "inputs.npz", DEVICE)
         np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-4)
         assert loaded["compiled"] == 0, (route, loaded)
         if route.get("compile") != "false":

@@ -1,0 +1,36 @@
+"""Load an Inductor engine in a fresh process, as a consumer or a serving process does, and count the
+C++ libraries that load compiled (a host engine that carries its own must compile none)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+LOAD = """
+import json, sys
+from pathlib import Path
+import numpy as np
+from torch._inductor import cpp_builder
+from enginewright.backends.inductor import InductorBackend
+
+built = []
+build = cpp_builder.CppBuilder.build
+def counted(self):
+    built.append(self.get_target_file_path())
+    return build(self)
+cpp_builder.CppBuilder.build = counted
+engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
+runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
+out = runner.run(inputs)["output"]
+libraries = [path for path in built if path.endswith((".so", ".o"))]  # (a header's preprocessing is not one)
+print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist()}))
+"""
+
+
+def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu") -> dict:
+    """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz): the
+    libraries it compiled (`compiled`, `built`), the runner's `describe()` and the output."""
+    args = [str(engine), str(workdir), str(inputs), device]
+    done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
