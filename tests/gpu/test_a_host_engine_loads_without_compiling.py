@@ -11,7 +11,7 @@ import tarfile
 import numpy as np
 import pytest
 
-from tests.gpu.fresh_load import load_fresh
+from tests.gpu.fresh_load import export_mlp, load_fresh
 
 torch = pytest.importorskip("torch")
 
@@ -33,19 +33,7 @@ def engine(tmp_path_factory, caches_restored):
     from enginewright.backends.inductor import InductorBackend
 
     folder = tmp_path_factory.mktemp("host-engine")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).eval()
-    exported = torch.export.export(model, (torch.zeros(16, 64),))
-    (name,) = [
-        s.arg.name
-        for s in exported.graph_signature.input_specs
-        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
-    ]
-    torch.export.save(exported, str(folder / "model.pt2"))
-    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
-    np.savez(folder / "inputs.npz", **{name: x})
-    with torch.no_grad():
-        reference = model(torch.from_numpy(x)).numpy()
+    name, x, reference = export_mlp(folder)
     request = BuildRequest(model_path=folder / "model.pt2", workdir=folder / "build", sample_inputs={name: x})
     return InductorBackend(device="cpu").build(request, {}), folder, reference
 

@@ -8,7 +8,7 @@ that compile the same kernels included. Runs on CUDA when present, else on the h
 import numpy as np
 import pytest
 
-from tests.gpu.fresh_load import load_fresh
+from tests.gpu.fresh_load import export_mlp, load_fresh
 
 torch = pytest.importorskip("torch")
 
@@ -26,19 +26,7 @@ ROUTES = [{}, {"coordinate_descent_tuning": "true"}, {"compile": "false"}]
 @pytest.fixture(scope="module")
 def program(tmp_path_factory):
     folder = tmp_path_factory.mktemp("preloaded")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).eval()
-    exported = torch.export.export(model.to(DEVICE), (torch.zeros(16, 64, device=DEVICE),))
-    (name,) = [
-        s.arg.name
-        for s in exported.graph_signature.input_specs
-        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
-    ]
-    torch.export.save(exported, str(folder / "model.pt2"))
-    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
-    np.savez(folder / "inputs.npz", **{name: x})
-    with torch.no_grad():
-        reference = model(torch.from_numpy(x).to(DEVICE)).cpu().numpy()
+    _, _, reference = export_mlp(folder, DEVICE)
     return folder, reference
 
 
