@@ -15,16 +15,10 @@ from tests.gpu.fresh_load import export_mlp, load_fresh
 
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="host engines only")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def caches_restored():
-    """The backend points torch at each build's and load's own cache folders: restored afterwards."""
-    with pytest.MonkeyPatch.context() as patch:
-        for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
-            patch.setenv(var, "unset-by-the-test")
-        yield
+pytestmark = [
+    pytest.mark.skipif(torch.cuda.is_available(), reason="host engines only"),
+    pytest.mark.usefixtures("caches_restored"),  # (tests/gpu/conftest.py)
+]
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,7 @@ torch = pytest.importorskip("torch")
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
-
-@pytest.fixture(scope="module", autouse=True)
-def caches_restored():
-    """The backend points torch at each build's and load's own cache folders: restored afterwards."""
-    with pytest.MonkeyPatch.context() as patch:
-        for var in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"):
-            patch.setenv(var, "unset-by-the-test")
-        yield
+pytestmark = pytest.mark.usefixtures("caches_restored")  # (tests/gpu/conftest.py)
 
 
 @pytest.fixture(scope="module")
