@@ -382,6 +382,16 @@ def preload(backend: str) -> list[str]:
     return done
 
 
+def prepare(request: ChildRequest, folder: Path) -> list[str]:
+    """The backend's work that every build would repeat (`Backend.prepare_builds`), done once here;
+    what was done. One that fails is left to the builds, which then do it themselves."""
+    try:
+        return _backend(request).prepare_builds(folder)
+    except Exception as exc:
+        print(f"not prepared: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return []
+
+
 def start_build(message: dict, hazards: list[str]) -> int:
     """Start the build in `message` in a process of its own group, stdin closed and its output to
     its log; its pid. Forked from this process (no interpreter start) unless there are `hazards`
@@ -429,15 +439,21 @@ def builds(request: ChildRequest, path: str, bare: bool = False) -> None:
     output in LOG, its memory released when it exits), and answered by two lines: `{"pid": P}` when it
     starts (the parent kills P's group on a timeout) and `{"code": C}` when it ended (C < 0: killed
     by signal -C). What the build left running in its group is killed before the next one starts.
-    The imports of an interpreter start and the backend's (`PRELOADED`) are paid once a batch. A
-    preload that made a fork unsafe is undone: the process starts again (`exec`: the same pid and
-    pipes, `path` its request) without it (`bare`), and its builds import what they need
-    themselves, as before there was a preload."""
+    The imports of an interpreter start and the backend's (`PRELOADED`), and the work every build
+    would repeat (`prepare`), are paid once a batch. A preload that made a fork unsafe is undone:
+    the process starts again (`exec`: the same pid and pipes, `path` its request) without it
+    (`bare`), and its builds import and prepare what they need themselves, as before there was a
+    preload."""
     before = [] if bare else fork_hazards(os_threads(), cuda_hazard())
     started = time.perf_counter()
     loaded = [] if bare else preload(request.backend)
-    threads, cuda = os_threads(), cuda_hazard()
+    threads = os_threads()  # what the imports left; a thread the preparation leaves is a hazard
     print(f"preloaded {loaded} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    if loaded:
+        started = time.perf_counter()
+        prepared = prepare(request, Path(path).parent / "prepared")
+        print(f"prepared {prepared} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    cuda = cuda_hazard()
     after = fork_hazards(threads, cuda)
     if loaded and after and not before:
         print(f"{'; '.join(after)} after the preload: the build process starts again without it", file=sys.stderr)
