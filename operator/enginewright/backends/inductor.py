@@ -238,10 +238,13 @@ def _place_libraries(tar: tarfile.TarFile, inductor_cache: Path) -> int:
 _PREPARED: dict[str, bytes] = {}
 
 
-def _nvidia_device_files() -> bool:
-    """Whether this machine shows an NVIDIA GPU, asked without starting CUDA's driver (which would make
-    the build process unsafe to fork from): the driver's device files."""
-    return Path("/dev/nvidiactl").exists()
+def _cuda_expected(torch) -> bool:
+    """Whether builds that name no device will build for CUDA (`device`: CUDA when torch sees one),
+    asked without starting CUDA's driver, which would make the build process unsafe to fork from: a
+    torch built with CUDA, devices not hidden, the driver's device files present. A wrong answer costs
+    time only (the builds then probe the CPU themselves, or the probes go unused)."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1")
+    return torch.version.cuda is not None and not hidden and Path("/dev/nvidiactl").exists()
 
 
 def _isolate_caches(folder: Path) -> None:
@@ -498,7 +501,7 @@ class InductorBackend(Backend):
             module, names, structured = _flat_program(torch, program, device)
         return InductorRunner(torch, module, options, names, structured, device, dtype, eager)
 
-    def prepare_builds(self, folder: Path) -> list[str]:
+    def prepare_builds(self, folder: Path, settings: Mapping[str, str]) -> list[str]:
         """What the first compile in a process does, once a batch instead of once a build: Inductor
         probes which vector instructions the CPU has by compiling and loading a small library for each
         (6 s of a 13-16 s build of an MLP on 2 cores), and hashes torch's own source for its cache keys.
@@ -512,19 +515,19 @@ class InductorBackend(Backend):
         done = []
         torch_key()
         done.append("torch_key")
-        device = self._device or ("cuda" if _nvidia_device_files() else "cpu")
+        device = settings.get("device") or self._device or ("cuda" if _cuda_expected(_torch()) else "cpu")
         if device != "cuda":
             cache = folder / "inductor"
             before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
             try:
                 found = cpu_vec_isa.valid_vec_isa_list()
-            finally:
+            finally:  # (a probe that failed half-way: what it compiled is carried, its answer kept)
                 if before is None:
                     os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
                 else:
                     os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
-            _PREPARED.update(_compiled_libraries(cache))
+                _PREPARED.update(_compiled_libraries(cache))
             done.append(f"vector instructions {[str(isa) for isa in found]} ({len(_PREPARED)} libraries)")
         return done
 

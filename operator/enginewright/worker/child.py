@@ -386,7 +386,7 @@ def prepare(request: ChildRequest, folder: Path) -> list[str]:
     """The backend's work that every build would repeat (`Backend.prepare_builds`), done once here;
     what was done. One that fails is left to the builds, which then do it themselves."""
     try:
-        return _backend(request).prepare_builds(folder)
+        return _backend(request).prepare_builds(folder, request.settings)
     except Exception as exc:
         print(f"not prepared: {type(exc).__name__}: {exc}", file=sys.stderr)
         return []
@@ -449,7 +449,7 @@ def builds(request: ChildRequest, path: str, bare: bool = False) -> None:
     loaded = [] if bare else preload(request.backend)
     threads = os_threads()  # what the imports left; a thread the preparation leaves is a hazard
     print(f"preloaded {loaded} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
-    if loaded:
+    if loaded and not before:  # (forks already unsafe: every build starts afresh and prepares itself)
         started = time.perf_counter()
         prepared = prepare(request, Path(path).parent / "prepared")
         print(f"prepared {prepared} in {time.perf_counter() - started:.2f} s", file=sys.stderr)
