@@ -36,22 +36,23 @@ def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu") -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def export_mlp(folder: Path, device: str = "cpu"):
-    """A small MLP exported to `folder`/model.pt2 with one input saved to `folder`/inputs.npz: its
-    input's name, and the model's output on that input (the reference)."""
+def export_mlp(folder: Path, device: str = "cpu", rows: int = 16, hidden: int = 256, outputs: int = 32):
+    """A small MLP (64 -> `hidden` -> `outputs`, `rows` rows) exported to `folder`/model.pt2 with one
+    input saved to `folder`/inputs.npz: its input's name, the input, and the model's output on that
+    input (the reference)."""
     import numpy as np
     import torch
 
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 32)).eval()
-    exported = torch.export.export(model.to(device), (torch.zeros(16, 64, device=device),))
+    model = torch.nn.Sequential(torch.nn.Linear(64, hidden), torch.nn.GELU(), torch.nn.Linear(hidden, outputs)).eval()
+    exported = torch.export.export(model.to(device), (torch.zeros(rows, 64, device=device),))
     (name,) = [
         s.arg.name
         for s in exported.graph_signature.input_specs
         if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
     ]
     torch.export.save(exported, str(folder / "model.pt2"))
-    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    x = np.random.default_rng(0).standard_normal((rows, 64)).astype(np.float32)
     np.savez(folder / "inputs.npz", **{name: x})
     with torch.no_grad():
         reference = model(torch.from_numpy(x).to(device)).cpu().numpy()

@@ -11,6 +11,8 @@ import time
 import numpy as np
 import pytest
 
+from tests.gpu.fresh_load import export_mlp
+
 torch = pytest.importorskip("torch")
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -19,18 +21,7 @@ DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 @pytest.fixture(scope="module")
 def program(tmp_path_factory):
     folder = tmp_path_factory.mktemp("inductor-eager")
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 16)).to(DEVICE).eval()
-    exported = torch.export.export(model, (torch.zeros(8, 64, device=DEVICE),))
-    (name,) = [
-        s.arg.name
-        for s in exported.graph_signature.input_specs
-        if s.kind == torch.export.graph_signature.InputKind.USER_INPUT
-    ]
-    torch.export.save(exported, str(folder / "model.pt2"))
-    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
-    with torch.no_grad():
-        reference = model(torch.from_numpy(x).to(DEVICE)).cpu().numpy()
+    name, x, reference = export_mlp(folder, DEVICE, rows=8, hidden=128, outputs=16)
     return folder / "model.pt2", {name: x}, reference
 
 
