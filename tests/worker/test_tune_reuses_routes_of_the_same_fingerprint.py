@@ -30,6 +30,7 @@ KNOBS = [
     "0.001",
 ]
 DEFAULT = route_id("")
+CLAIMED = "-enable_mem_pattern=0"  # the reused route given the numbers of a clear win (`claims_a_win`)
 
 
 def entries(cache):
@@ -66,7 +67,7 @@ def test_a_second_run_builds_only_the_default_and_confirms(example, first, tmp_p
     out1, cache1 = first
     cache = tmp_path / "cache"
     shutil.copytree(cache1, cache)
-    claims_a_win(cache, "-enable_mem_pattern=0")
+    claims_a_win(cache, CLAIMED)
     before = entries(cache)
     assert len(before) == 3 and all(CacheEntry.from_json(t).fingerprint is not None for t in before.values())
 
@@ -87,7 +88,7 @@ def test_a_second_run_builds_only_the_default_and_confirms(example, first, tmp_p
     # The reused candidates were confirmed against this run's default: a reused number alone never wins.
     confirm = json.loads((out / "confirm.json").read_text())
     timed = {key.split("@")[0] for key in confirm["rounds"]}
-    claimed = route_id("-enable_mem_pattern=0")
+    claimed = route_id(CLAIMED)
     assert DEFAULT in timed and claimed in timed and timed - {DEFAULT} <= set(summary["reused"])
     assert summary["confirmed"] and (summary["winner_id"] == DEFAULT or summary["winner_reused_from"])
     # Its claimed 2x is not what decides: the confirmation's own rounds on this host do.

@@ -172,9 +172,8 @@ class Backend(abc.ABC):
     def prepare_builds(self, folder: Path, settings: Mapping[str, str]) -> list[str]:
         """Work that every build would repeat, done once in a build process before its builds are forked
         from it (`worker.child.builds`; `settings`: the builds' base settings), files it writes in
-        `folder`; what was done, by name. It must
-        leave no thread running and start no GPU driver (the build process checks, and starts again
-        without it if either happened)."""
+        `folder`; what was done, by name. It must leave no thread running and start no GPU driver (the
+        build process checks, and starts again without it if either happened)."""
         return []
 
     def signature(self, model_path: Path, settings: Mapping[str, str]) -> "Signature | None":
