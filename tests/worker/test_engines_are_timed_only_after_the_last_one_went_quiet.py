@@ -2,6 +2,7 @@
 spin for tens of milliseconds after a run, and on 2 cores that tripled the next process's per-call
 time. `wait_quiet` tells a spinning process from an idle one by its CPU time, with a deadline."""
 
+import os
 import subprocess
 import sys
 import time
@@ -24,6 +25,25 @@ def test_an_idle_process_is_quiet_at_once_and_a_spinning_one_is_not():
         busy.kill()
         idle.wait()
         busy.wait()
+
+
+def test_a_spinning_process_that_waits_for_a_core_is_not_quiet():
+    """On a busy host a spinning thread can wait for a core for longer than the quiet window and use
+    no CPU meanwhile (CI's 2 cores once made `wait_quiet` call such a process quiet). Here a spinner
+    at the lowest priority shares one core with another spinner, so it waits most of the time."""
+    core = min(os.sched_getaffinity(0))
+
+    def spinner(niceness: int) -> subprocess.Popen:
+        code = f"import os; os.sched_setaffinity(0, [{core}]); os.nice({niceness})\nwhile True: pass"
+        return subprocess.Popen([sys.executable, "-c", code])
+
+    hog, starved = spinner(0), spinner(19)
+    try:
+        assert not any(wait_quiet(starved.pid, limit=0.3) for _ in range(5))
+    finally:
+        for proc in (hog, starved):
+            proc.kill()
+            proc.wait()
 
 
 def test_a_process_that_is_gone_has_nothing_to_wait_for():

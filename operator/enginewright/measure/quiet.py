@@ -15,32 +15,45 @@ QUIET_WINDOW_SECONDS = 0.012  # the kernel adds a running thread's CPU time in s
 def cpu_nanoseconds(pid: int, but: int | None = None) -> int | None:
     """CPU time used so far by every thread of a process (Linux schedstat, nanoseconds), `but` one
     thread (a native thread id), or None."""
-    total = 0
+    sample = _sample(pid, but)
+    return None if sample is None else sample[0]
+
+
+def _sample(pid: int, but: int | None) -> tuple[int, bool] | None:
+    """The process's CPU time so far (as `cpu_nanoseconds`) and whether any of its threads is
+    runnable (state R: running, or waiting for a core). A spinning thread that the scheduler has set
+    aside uses no CPU time while it waits, so on a busy host its CPU time alone can look quiet for
+    longer than QUIET_WINDOW_SECONDS; its state does not."""
+    total, runnable = 0, False
     try:
         for task in os.listdir(f"/proc/{pid}/task"):
             if but is not None and int(task) == but:
                 continue
             with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
                 total += int(stat.read().split()[0])
+            with open(f"/proc/{pid}/task/{task}/stat") as stat:
+                runnable |= stat.read().rpartition(")")[2].split()[0] == "R"
     except (OSError, ValueError, IndexError):
         return None
-    return total
+    return total, runnable
 
 
 def wait_quiet(pid: int, limit: float = 0.5, but: int | None = None) -> bool:
-    """Poll until the process has used no CPU for QUIET_WINDOW_SECONDS (its threads stopped
-    spinning), or `limit` seconds passed. True when it went quiet; also True where the CPU time
-    cannot be read (nothing to wait for)."""
+    """Poll until the process has used no CPU and had no runnable thread for QUIET_WINDOW_SECONDS
+    (its threads stopped spinning), or `limit` seconds passed. True when it went quiet; also True
+    where the process cannot be read (nothing to wait for)."""
     deadline = time.monotonic() + limit
-    used, quiet_since = cpu_nanoseconds(pid, but), time.monotonic()
-    if used is None:
+    sample, quiet_since = _sample(pid, but), time.monotonic()
+    if sample is None:
         return True
+    used = sample[0]
     while time.monotonic() < deadline:
         time.sleep(QUIET_POLL_SECONDS)
-        now_used, now = cpu_nanoseconds(pid, but), time.monotonic()
-        if now_used is None:
+        sample, now = _sample(pid, but), time.monotonic()
+        if sample is None:
             return True
-        if now_used > used + 100_000:  # more than 0.1 ms of CPU: still busy
+        now_used, runnable = sample
+        if runnable or now_used > used + 100_000:  # more than 0.1 ms of CPU: still busy
             used, quiet_since = now_used, now
         elif now - quiet_since >= QUIET_WINDOW_SECONDS:
             return True
