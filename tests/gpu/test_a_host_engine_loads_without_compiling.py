@@ -102,3 +102,39 @@ def test_only_regular_files_named_as_inductor_names_them_are_placed(engine, tmp_
     assert placed and "ab/link.so" not in placed and not (tmp_path / "escape.so").exists()
     assert not any((workdir / "caches-load" / "inductor" / p).is_symlink() for p in placed)
     assert not (workdir / "compiled").exists()  # nothing of it extracted beside the program
+
+
+BUILT_AFTER_A_PROBE = """
+import os, sys
+from pathlib import Path
+import numpy as np
+from torch._inductor import cpu_vec_isa
+from enginewright.backends.base import BuildRequest
+from enginewright.backends.inductor import InductorBackend
+
+folder = Path(sys.argv[1])
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "elsewhere")  # a compile outside the backend
+cpu_vec_isa.valid_vec_isa_list()
+inputs = dict(np.load(folder / "inputs.npz"))
+request = BuildRequest(model_path=folder / "model.pt2", workdir=folder / "build", sample_inputs=inputs)
+(folder / "engine.tar").write_bytes(InductorBackend(device="cpu").build(request, {}))
+"""
+
+
+def test_an_engine_built_where_the_probes_ran_elsewhere_loads_without_compiling(tmp_path):
+    """Inductor keeps its probes' answer (which vector instructions the CPU has) for the process's
+    life, their libraries only in the cache folder they ran in: an engine built in a process that
+    had probed elsewhere (another test's build, a load, any compile) shipped without them, and its
+    fresh load compiled them again."""
+    import subprocess
+    import sys
+
+    name, x, reference = export_mlp(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-c", BUILT_AFTER_A_PROBE, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert list((tmp_path / "elsewhere").glob("*/*.so")), "the probes ran elsewhere first (the test's premise)"
+    loaded = load_fresh(tmp_path / "engine.tar", tmp_path / "load", tmp_path / "inputs.npz")
+    assert loaded["compiled"] == 0, loaded["built"]
+    np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-4, atol=1e-5)

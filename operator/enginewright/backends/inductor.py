@@ -233,9 +233,48 @@ def _place_libraries(tar: tarfile.TarFile, inductor_cache: Path) -> int:
     return placed
 
 
-# Host libraries compiled by `prepare_builds` in this process (forked builds inherit them): Inductor's
-# probes of the CPU's vector instructions, which every engine carries as if its build compiled them.
-_PREPARED: dict[str, bytes] = {}
+# The libraries of Inductor's probes of the CPU's vector instructions, compiled in this process
+# (`_probe_host`; forked builds inherit them): every host engine carries them as if its build compiled them.
+_PROBES: dict[str, bytes] = {}
+_PROBED = False
+
+
+def _probe_host(cache: Path) -> list[str]:
+    """Inductor's probes of the CPU's vector instructions, which compile and load a small library for
+    each candidate: it keeps their answer for the process's life but their libraries only in the
+    cache folder they ran in, so an engine built in a process that had probed elsewhere shipped
+    without them and a fresh load compiled them again. Every compiled host build and the build
+    process's preparation go through here, with `cache` a fresh folder of theirs: the first in a
+    process runs the probes there and keeps their libraries in _PROBES. Probes already answered
+    elsewhere (a load, or a compile outside this module) are forgotten and run again in `cache`, so
+    their libraries are known too."""
+    global _PROBED
+    from torch._inductor import cpu_vec_isa
+
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
+    try:
+        if not _PROBED and cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0:
+            _forget_answers(cpu_vec_isa)
+        found = cpu_vec_isa.valid_vec_isa_list()
+    finally:  # (a probe that failed half-way: what it compiled is carried, its answer kept)
+        if before is None:
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        if not _PROBED:
+            _PROBES.update(_compiled_libraries(cache))
+        _PROBED = True
+    return [str(isa) for isa in found]
+
+
+def _forget_answers(module) -> None:
+    """Clear every functools cache of a module's functions and its classes' methods."""
+    for value in vars(module).values():
+        for member in vars(value).values() if isinstance(value, type) else (value,):
+            clear = getattr(member, "cache_clear", None)
+            if callable(clear):
+                clear()
 
 
 def _cuda_expected(torch) -> bool:
@@ -509,7 +548,6 @@ class InductorBackend(Backend):
         go into every host engine, as when each build compiled them. Not the pattern matcher's lazy
         set-up: called ahead of a compile it registered patterns twice and every build failed
         ("Duplicate pattern"), and it asked CUDA's driver for its devices."""
-        from torch._inductor import cpu_vec_isa
         from torch._inductor.codecache import torch_key
 
         done = []
@@ -517,18 +555,8 @@ class InductorBackend(Backend):
         done.append("torch_key")
         device = settings.get("device") or self._device or ("cuda" if _cuda_expected(_torch()) else "cpu")
         if device != "cuda":
-            cache = folder / "inductor"
-            before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
-            try:
-                found = cpu_vec_isa.valid_vec_isa_list()
-            finally:  # (a probe that failed half-way: what it compiled is carried, its answer kept)
-                if before is None:
-                    os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-                else:
-                    os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
-                _PREPARED.update(_compiled_libraries(cache))
-            done.append(f"vector instructions {[str(isa) for isa in found]} ({len(_PREPARED)} libraries)")
+            found = _probe_host(folder / "inductor")
+            done.append(f"vector instructions {found} ({len(_PROBES)} libraries)")
         return done
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
@@ -542,6 +570,8 @@ class InductorBackend(Backend):
         device = settings.pop("device", None) or self.device
         self._device = device
         dtype = settings.pop("input_dtype", None)
+        if device != "cuda" and not eager:
+            _probe_host(request.workdir / "caches-build" / "inductor")
         sample = request.sample_inputs
         if sample is None:
             raise ValueError("the inductor backend needs sample inputs to compile for their shapes")
@@ -558,7 +588,7 @@ class InductorBackend(Backend):
             artifacts = saved[0] if saved else b""
             host = host_code_identity() if device != "cuda" else None
             if host is not None:
-                libraries = {**_PREPARED, **_compiled_libraries(request.workdir / "caches-build" / "inductor")}
+                libraries = {**_PROBES, **_compiled_libraries(request.workdir / "caches-build" / "inductor")}
         recorded = {COMPILE.name: "false"} if eager else {k: to_text(v) for k, v in options.items()}
         meta = {
             "options": recorded,
