@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 LOAD = """
-import json, sys
+import json, os, sys
 from pathlib import Path
 import numpy as np
 from torch._inductor import cpp_builder
@@ -23,13 +23,22 @@ engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.
 runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
 out = runner.run(inputs)["output"]
 libraries = [path for path in built if path.endswith((".so", ".o"))]  # (a header's preprocessing is not one)
-print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist()}))
+me, children = str(os.getpid()), 0
+for stat in Path("/proc").glob("[0-9]*/stat"):
+    try:
+        children += stat.read_text().rpartition(")")[2].split()[1] == me
+    except OSError:
+        pass
+import torch._inductor.config as config
+print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist(),
+                  "children": children, "compile_threads": config.compile_threads}))
 """
 
 
 def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu") -> dict:
     """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz): the
-    libraries it compiled (`compiled`, `built`), the runner's `describe()` and the output."""
+    libraries it compiled (`compiled`, `built`), the runner's `describe()`, the output, the processes
+    the load left running beside it (`children`) and Inductor's `compile_threads` after it."""
     args = [str(engine), str(workdir), str(inputs), device]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

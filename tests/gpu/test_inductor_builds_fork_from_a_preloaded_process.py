@@ -75,5 +75,7 @@ def test_builds_forked_from_a_preloaded_process_carry_all_they_compiled(program,
         loaded = load_fresh(engine, tmp_path / f"load-{i}", folder / "inputs.npz", DEVICE)
         np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-4)
         assert loaded["compiled"] == 0, (route, loaded)
+        # no compile pool beside the engine (on CUDA, Triton's presence starts one at the first compile)
+        assert loaded["children"] == 0 and loaded["compile_threads"] == 1, (route, loaded)
         if route.get("compile") != "false":
             assert loaded["describe"]["fxgraph_cache_miss"] == 0 and loaded["describe"]["fxgraph_cache_hit"] >= 1, route

@@ -628,6 +628,10 @@ class InductorBackend(Backend):
         torch = _torch()
         import torch._inductor.config as config
 
+        # No compile workers: a load takes its kernels from the engine's caches. Where Triton is
+        # installed, a process's first compile otherwise starts Inductor's pool (a process that
+        # imports torch and one worker per core, 16 on the H200's host) beside the engines it times.
+        config.compile_threads = 1
         self._device = meta["device"]
         artifacts = (workdir / "caches.bin").read_bytes()
         if artifacts:
