@@ -134,7 +134,11 @@ def test_an_engine_built_where_the_probes_ran_elsewhere_loads_without_compiling(
         [sys.executable, "-c", BUILT_AFTER_A_PROBE, str(tmp_path)], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert list((tmp_path / "elsewhere").glob("*/*.so")), "the probes ran elsewhere first (the test's premise)"
+    elsewhere = tmp_path / "elsewhere"
+    probes = {f"compiled/{p.relative_to(elsewhere).as_posix()}" for p in elsewhere.glob("*/*.so")}
+    assert probes, "the probes ran elsewhere first (the test's premise)"
+    with tarfile.open(tmp_path / "engine.tar") as tar:
+        assert probes <= set(tar.getnames())  # the same libraries, by the names a fresh process looks for
     loaded = load_fresh(tmp_path / "engine.tar", tmp_path / "load", tmp_path / "inputs.npz")
     assert loaded["compiled"] == 0, loaded["built"]
     np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-4, atol=1e-5)

@@ -34,8 +34,10 @@ def test_a_spinning_process_that_waits_for_a_core_is_not_quiet():
     core = min(os.sched_getaffinity(0))
 
     def spinner(niceness: int) -> subprocess.Popen:
-        code = f"import os; os.sched_setaffinity(0, [{core}]); os.nice({niceness})\nwhile True: pass"
-        return subprocess.Popen([sys.executable, "-c", code])
+        code = f"import os; os.sched_setaffinity(0, [{core}]); os.nice({niceness}); print(flush=True)\nwhile True: pass"
+        proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        proc.stdout.readline()  # it spins from here on (its start-up may have waited on the disk)
+        return proc
 
     hog, starved = spinner(0), spinner(19)
     try:

@@ -57,6 +57,8 @@ import json
 import os
 import platform
 import re
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 from typing import Mapping
@@ -239,42 +241,42 @@ _PROBES: dict[str, bytes] = {}
 _PROBED = False
 
 
+_PROBE = "from torch._inductor import cpu_vec_isa; cpu_vec_isa.valid_vec_isa_list()"
+
+
 def _probe_host(cache: Path) -> list[str]:
     """Inductor's probes of the CPU's vector instructions, which compile and load a small library for
     each candidate: it keeps their answer for the process's life but their libraries only in the
     cache folder they ran in, so an engine built in a process that had probed elsewhere shipped
     without them and a fresh load compiled them again. Every compiled host build and the build
     process's preparation go through here, with `cache` a fresh folder of theirs: the first in a
-    process runs the probes there and keeps their libraries in _PROBES. Probes already answered
-    elsewhere (a load, or a compile outside this module) are forgotten and run again in `cache`, so
-    their libraries are known too."""
+    process runs the probes there and keeps their libraries in _PROBES. Where they were answered
+    elsewhere already (a load, a compile outside this module), a fresh interpreter runs them in
+    `cache`: the probes leave state on torch's objects, so asking again in this process would not
+    compile what a fresh load looks for. That failing costs time only (a load then compiles them)."""
     global _PROBED
     from torch._inductor import cpu_vec_isa
 
+    if _PROBED:
+        return [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
+    answered = cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0
     before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     try:
-        if not _PROBED and cpu_vec_isa.valid_vec_isa_list.cache_info().currsize > 0:
-            _forget_answers(cpu_vec_isa)
+        if answered:
+            try:
+                subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, timeout=600, check=True)
+            except (subprocess.SubprocessError, OSError):
+                pass
         found = cpu_vec_isa.valid_vec_isa_list()
-    finally:  # (a probe that failed half-way: what it compiled is carried, its answer kept)
+        _PROBED = True  # (a probe that failed: the next build probes again, in its folder)
+    finally:
         if before is None:
             os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
-        if not _PROBED:
-            _PROBES.update(_compiled_libraries(cache))
-        _PROBED = True
+        _PROBES.update(_compiled_libraries(cache))  # what the probes compiled, also half-way
     return [str(isa) for isa in found]
-
-
-def _forget_answers(module) -> None:
-    """Clear every functools cache of a module's functions and its classes' methods."""
-    for value in vars(module).values():
-        for member in vars(value).values() if isinstance(value, type) else (value,):
-            clear = getattr(member, "cache_clear", None)
-            if callable(clear):
-                clear()
 
 
 def _cuda_expected(torch) -> bool:
@@ -629,8 +631,10 @@ class InductorBackend(Backend):
         import torch._inductor.config as config
 
         # No compile workers: a load takes its kernels from the engine's caches. Where Triton is
-        # installed, a process's first compile otherwise starts Inductor's pool (a process that
-        # imports torch and one worker per core, 16 on the H200's host) beside the engines it times.
+        # installed, a process's first compile otherwise starts Inductor's pool (a sidecar that
+        # imports torch and forks a worker per core, 16 on the H200's host) beside the engines it
+        # times. (A load that misses the caches, after a torch or Triton change, compiles one kernel
+        # at a time.)
         config.compile_threads = 1
         self._device = meta["device"]
         artifacts = (workdir / "caches.bin").read_bytes()

@@ -26,15 +26,19 @@ def _sample(pid: int, but: int | None) -> tuple[int, bool] | None:
     longer than QUIET_WINDOW_SECONDS; its state does not."""
     total, runnable = 0, False
     try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            if but is not None and int(task) == but:
-                continue
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for task in tasks:
+        if but is not None and int(task) == but:
+            continue
+        try:
             with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
                 total += int(stat.read().split()[0])
             with open(f"/proc/{pid}/task/{task}/stat") as stat:
                 runnable |= stat.read().rpartition(")")[2].split()[0] == "R"
-    except (OSError, ValueError, IndexError):
-        return None
+        except (OSError, ValueError, IndexError):  # a thread that ended meanwhile
+            continue
     return total, runnable
 
 
