@@ -73,7 +73,7 @@ def main() -> int:
 
     waits = {"n": 0}
     real_wait = rounds_module.wait_quiet
-    real_cpu = rounds_module.cpu_nanoseconds
+    real_cpu = rounds_module.sample
 
     def counting_wait(*a, **k):
         waits["n"] += 1
@@ -81,7 +81,7 @@ def main() -> int:
 
     def run(held: Held, condition: str) -> float:
         rs = args.round_seconds
-        rounds_module.wait_quiet, rounds_module.cpu_nanoseconds = counting_wait, real_cpu
+        rounds_module.wait_quiet, rounds_module.sample = counting_wait, real_cpu
         try:
             if condition == "round":
                 return held.round("gpuTime", inputs, rs)
@@ -89,7 +89,7 @@ def main() -> int:
                 rounds_module.wait_quiet = lambda *a, **k: True
             if condition == "no_proc":
                 rounds_module.wait_quiet = lambda *a, **k: True
-                rounds_module.cpu_nanoseconds = lambda *a, **k: None
+                rounds_module.sample = lambda *a, **k: None
             if condition in ("interleaved", "no_wait", "no_proc"):
                 return interleaved_round([held], "gpuTime", inputs, rs)[0]
             rounds_module.warm_in_turns([held], "gpuTime", inputs, rs)
@@ -102,7 +102,7 @@ def main() -> int:
                 counted += per_block
             return total / counted
         finally:
-            rounds_module.wait_quiet, rounds_module.cpu_nanoseconds = real_wait, real_cpu
+            rounds_module.wait_quiet, rounds_module.sample = real_wait, real_cpu
 
     for name, knobs in ROUTES.items():
         if args.device != "cuda" and knobs:

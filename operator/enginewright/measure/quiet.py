@@ -15,11 +15,11 @@ QUIET_WINDOW_SECONDS = 0.012  # the kernel adds a running thread's CPU time in s
 def cpu_nanoseconds(pid: int, but: int | None = None) -> int | None:
     """CPU time used so far by every thread of a process (Linux schedstat, nanoseconds), `but` one
     thread (a native thread id), or None."""
-    sample = _sample(pid, but)
-    return None if sample is None else sample[0]
+    seen = sample(pid, but)
+    return None if seen is None else seen[0]
 
 
-def _sample(pid: int, but: int | None) -> tuple[int, bool] | None:
+def sample(pid: int, but: int | None = None) -> tuple[int, bool] | None:
     """The process's CPU time so far (as `cpu_nanoseconds`) and whether any of its threads is
     runnable (state R: running, or waiting for a core). A spinning thread that the scheduler has set
     aside uses no CPU time while it waits, so on a busy host its CPU time alone can look quiet for
@@ -47,16 +47,16 @@ def wait_quiet(pid: int, limit: float = 0.5, but: int | None = None) -> bool:
     (its threads stopped spinning), or `limit` seconds passed. True when it went quiet; also True
     where the process cannot be read (nothing to wait for)."""
     deadline = time.monotonic() + limit
-    sample, quiet_since = _sample(pid, but), time.monotonic()
-    if sample is None:
+    seen, quiet_since = sample(pid, but), time.monotonic()
+    if seen is None:
         return True
-    used = sample[0]
+    used = seen[0]
     while time.monotonic() < deadline:
         time.sleep(QUIET_POLL_SECONDS)
-        sample, now = _sample(pid, but), time.monotonic()
-        if sample is None:
+        seen, now = sample(pid, but), time.monotonic()
+        if seen is None:
             return True
-        now_used, runnable = sample
+        now_used, runnable = seen
         if runnable or now_used > used + 100_000:  # more than 0.1 ms of CPU: still busy
             used, quiet_since = now_used, now
         elif now - quiet_since >= QUIET_WINDOW_SECONDS:

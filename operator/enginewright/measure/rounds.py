@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from enginewright.backends.base import Runner
-from enginewright.measure.quiet import cpu_nanoseconds, wait_quiet
+from enginewright.measure.quiet import sample, wait_quiet
 from enginewright.measure.timing import WARM_SHARE, calls_to_fill
 
 SPIN_SHARE = 0.2  # other threads busy for more than this share of a block's wall time: wait for them
@@ -78,7 +78,7 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     through a block of a few ms can go unseen; rounds' blocks are tens of ms); a runner whose
     threads do so keeps its blocks few (`Runner.interleave_blocks`)."""
     me, own = os.getpid(), threading.get_native_id()
-    others, since = cpu_nanoseconds(me, but=own), time.perf_counter()
+    others, since = _used(me, own), time.perf_counter()
     warm_in_turns(held, objective, inputs, round_seconds)
     # (an engine of a call a round: one block; a runner whose threads spin after a run: its own)
     blocks = max(1, min([*(h.calls for h in held), *(h.runner.interleave_blocks for h in held)]))
@@ -88,12 +88,12 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
         for index, h in enumerate(held):
             # Other threads of the process that kept a core busy since the last block or the warm-up
             # (a runtime's worker threads spin on after a run; ONNX Runtime's do): let them stop first.
-            now = cpu_nanoseconds(me, but=own)
+            # (or one waiting for a core now: on a busy host a spinner set aside used no CPU yet)
+            seen = sample(me, but=own)
             window = (time.perf_counter() - since) * 1e9
-            if others is not None and now is not None and now - others > SPIN_SHARE * window:
+            if others is not None and seen is not None and (seen[1] or seen[0] - others > SPIN_SHARE * window):
                 wait_quiet(me, but=own)
-                now = cpu_nanoseconds(me, but=own)
-            others, since = now, time.perf_counter()
+            others, since = _used(me, own), time.perf_counter()
             calls = max(1, h.calls // blocks)
             started = time.perf_counter()
             totals[index] += h.timed_calls(objective, inputs, calls)
@@ -102,6 +102,11 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     for h, wall, count in zip(held, walls, counts):
         h.follow(wall, count, round_seconds)
     return [total / count for total, count in zip(totals, counts)]
+
+
+def _used(pid: int, but: int) -> int | None:
+    seen = sample(pid, but)
+    return None if seen is None else seen[0]
 
 
 class EngineFailed(Exception):
