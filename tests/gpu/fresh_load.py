@@ -19,6 +19,13 @@ def counted(self):
     built.append(self.get_target_file_path())
     return build(self)
 cpp_builder.CppBuilder.build = counted
+from torch._inductor import cpu_vec_isa
+probed = []
+probe_load = cpu_vec_isa.VecISA._probe_load
+def counted_probe(self, path):
+    probed.append(path)
+    return probe_load(self, path)
+cpu_vec_isa.VecISA._probe_load = counted_probe
 engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
 runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
 out = runner.run(inputs)["output"]
@@ -31,14 +38,15 @@ for stat in Path("/proc").glob("[0-9]*/stat"):
         pass
 import torch._inductor.config as config
 print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist(),
-                  "children": children, "compile_threads": config.compile_threads}))
+                  "children": children, "compile_threads": config.compile_threads, "probe_loads": len(probed)}))
 """
 
 
 def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu") -> dict:
     """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz): the
     libraries it compiled (`compiled`, `built`), the runner's `describe()`, the output, the processes
-    the load left running beside it (`children`) and Inductor's `compile_threads` after it."""
+    the load left running beside it (`children`), Inductor's `compile_threads` after it, and how many
+    of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`)."""
     args = [str(engine), str(workdir), str(inputs), device]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

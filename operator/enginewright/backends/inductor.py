@@ -185,14 +185,17 @@ def route_options(config, route: Mapping[str, str]) -> dict:
 
 
 COMPILED = "compiled"  # the engine's folder of host libraries, laid out as under the build's cache folder
-_LIBRARY = re.compile(r"compiled/([a-z0-9]{2}/[A-Za-z0-9_.]+\.so)")
+# (a probe's library comes with its `.load_ok` marker, which Inductor writes once the library loaded
+# in a subprocess: with it, a fresh process skips that subprocess)
+_LIBRARY = re.compile(r"compiled/([a-z0-9]{2}/[A-Za-z0-9_.]+\.so(?:\.load_ok)?)")
 
 
 def _compiled_libraries(inductor_cache: Path) -> dict[str, bytes]:
-    """The shared libraries a host build compiled, by their path under the engine's `compiled/`."""
+    """The shared libraries a host build compiled (and the probes' markers), by their path under the
+    engine's `compiled/`."""
     return {
         f"{COMPILED}/{path.relative_to(inductor_cache).as_posix()}": path.read_bytes()
-        for path in sorted(inductor_cache.glob("*/*.so"))
+        for path in sorted(inductor_cache.glob("*/*.so*"))
         if _LIBRARY.fullmatch(f"{COMPILED}/{path.relative_to(inductor_cache).as_posix()}")
     }
 
