@@ -73,7 +73,7 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     after the other read 0.93-0.99 of each other (95% intervals up to ±10%), in interleaved rounds
     0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`). A block starts only once the other
     threads of the process are quiet, when they used more than SPIN_SHARE of a core during the last
-    block (a runtime's worker threads, spinning after a run, would slow the next engine's block;
+    block or one of them is runnable now (a spinner set aside on a busy host has used no CPU yet) (a runtime's worker threads, spinning after a run, would slow the next engine's block;
     one read of their CPU time per block, which /proc shows a tick or so late: threads that spun
     through a block of a few ms can go unseen; rounds' blocks are tens of ms); a runner whose
     threads do so keeps its blocks few (`Runner.interleave_blocks`)."""
