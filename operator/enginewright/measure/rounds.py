@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from enginewright.backends.base import Runner
-from enginewright.measure.quiet import sample, wait_quiet
+from enginewright.measure.quiet import cpu_nanoseconds, sample, wait_quiet
 from enginewright.measure.timing import WARM_SHARE, calls_to_fill
 
 SPIN_SHARE = 0.2  # other threads busy for more than this share of a block's wall time: wait for them
@@ -73,12 +73,13 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     after the other read 0.93-0.99 of each other (95% intervals up to ±10%), in interleaved rounds
     0.98-1.00 (±1.5%; bench/process_offsets.py, `pairs`). A block starts only once the other
     threads of the process are quiet, when they used more than SPIN_SHARE of a core during the last
-    block or one of them is runnable now (a spinner set aside on a busy host has used no CPU yet) (a runtime's worker threads, spinning after a run, would slow the next engine's block;
+    block or one of them is runnable now (a spinner set aside on a busy host has used no CPU yet; a
+    runtime's worker threads, spinning after a run, would slow the next engine's block;
     one read of their CPU time per block, which /proc shows a tick or so late: threads that spun
     through a block of a few ms can go unseen; rounds' blocks are tens of ms); a runner whose
     threads do so keeps its blocks few (`Runner.interleave_blocks`)."""
     me, own = os.getpid(), threading.get_native_id()
-    others, since = _used(me, own), time.perf_counter()
+    others, since = cpu_nanoseconds(me, but=own), time.perf_counter()
     warm_in_turns(held, objective, inputs, round_seconds)
     # (an engine of a call a round: one block; a runner whose threads spin after a run: its own)
     blocks = max(1, min([*(h.calls for h in held), *(h.runner.interleave_blocks for h in held)]))
@@ -93,7 +94,8 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
             window = (time.perf_counter() - since) * 1e9
             if others is not None and seen is not None and (seen[1] or seen[0] - others > SPIN_SHARE * window):
                 wait_quiet(me, but=own)
-            others, since = _used(me, own), time.perf_counter()
+                seen = sample(me, but=own)
+            others, since = None if seen is None else seen[0], time.perf_counter()
             calls = max(1, h.calls // blocks)
             started = time.perf_counter()
             totals[index] += h.timed_calls(objective, inputs, calls)
@@ -102,11 +104,6 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
     for h, wall, count in zip(held, walls, counts):
         h.follow(wall, count, round_seconds)
     return [total / count for total, count in zip(totals, counts)]
-
-
-def _used(pid: int, but: int) -> int | None:
-    seen = sample(pid, but)
-    return None if seen is None else seen[0]
 
 
 class EngineFailed(Exception):
