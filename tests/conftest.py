@@ -18,6 +18,34 @@ if os.environ.get("CI") == "true":
     settings.load_profile("ci")
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test that used an operator process shows what that operator logged: the lines about
+    the test's namespace and the log's tail (CI keeps only pytest's output, not the log files)."""
+    report = yield
+    if report.failed and call.when == "call":
+        for name, value in getattr(item, "funcargs", {}).items():
+            if callable(getattr(value, "log_text", None)):
+                report.sections.append(
+                    (f"operator log ({name})", operator_log_excerpt(value.log_text(), item.funcargs))
+                )
+    return report
+
+
+def operator_log_excerpt(text: str, funcargs: dict, tail: int = 80, about: int = 120) -> str:
+    namespaces = [v for k, v in funcargs.items() if "namespace" in k and isinstance(v, str)]
+    lines = text.splitlines()
+    mentioned = [line for line in lines if any(n in line for n in namespaces)][-about:]
+    return "\n".join(
+        [
+            f"-- lines naming {', '.join(namespaces) or '(no namespace)'}: {len(mentioned)}",
+            *mentioned,
+            f"-- the last {tail} of {len(lines)} lines",
+            *lines[-tail:],
+        ]
+    )
+
+
 @pytest.fixture(scope="session")
 def cluster():
     local = LocalCluster()
