@@ -15,6 +15,7 @@ from enginewright.api.names import FINALIZER, GROUP, KIND, LABEL_COMPONENT, PLUR
 from enginewright.controller import metrics
 from enginewright.controller.children import RunRef
 from enginewright.controller.errors import api_reason
+from enginewright.controller.listed_namespaces import serve_listed_namespaces
 from enginewright.controller.policy_runs import PolicyChecker
 from enginewright.controller.reconcile import Clients, Reconciler
 from enginewright.controller.settings import Settings
@@ -288,6 +289,8 @@ def run() -> None:
     for noisy in ("kopf.objects", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     start_http_server(SETTINGS.metrics_port)
+    if SETTINGS.namespaces:
+        serve_listed_namespaces()  # a namespace kopf sees only in a listing is served too
     operator = kopf.operator(
         standalone=True,
         clusterwide=not SETTINGS.namespaces,
