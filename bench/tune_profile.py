@@ -7,8 +7,9 @@ happen. A profiling aid: it changes no code path, it wraps the functions named i
 
 Everything after `--` is `enginewright tune`'s own arguments. Prints one line per wrapped function
 (seconds in it, calls) and writes them to --json as it ends (also when tune fails). Seconds nest: a
-request's seconds include its quiet wait (`wait_quiet` is also counted alone), and `server.start`
-includes the first engine's load (not counted as a `load` request).
+request's seconds include its quiet wait (`wait_quiet` is also counted alone, and the waits that
+reached their limit before the process went quiet as "gave up", 0 s), and `server.start` includes the
+first engine's load (not counted as a `load` request).
 """
 
 from __future__ import annotations
@@ -57,7 +58,16 @@ def wrap() -> None:
     server.Server._ask = by_op  # type: ignore[method-assign]
     server.Server.start = timed("server.start (process + first load)", server.Server.start)  # type: ignore[method-assign]
     server.Server.close = timed("server.close", server.Server.close)  # type: ignore[method-assign]
-    server.wait_quiet = timed("wait_quiet (before timing requests)", server.wait_quiet)
+    quiet = timed("wait_quiet (before timing requests)", server.wait_quiet)
+
+    def wait_quiet(*args, **kwargs):
+        went_quiet = quiet(*args, **kwargs)
+        if not went_quiet:  # its limit passed first: the request was timed beside a busy thread
+            calls["wait_quiet: gave up at its limit"] += 1
+            spent["wait_quiet: gave up at its limit"] += 0.0
+        return went_quiet
+
+    server.wait_quiet = wait_quiet
     process.Builders.close = timed("build processes: close", process.Builders.close)  # type: ignore[method-assign]
     tune._check_data = timed("tune: reference data check", tune._check_data)
     report.plot = timed("report: figure (report.png)", report.plot)

@@ -63,3 +63,31 @@ def test_a_failed_run_still_writes_what_it_counted(example, tmp_path):
     assert done.returncode == found["exit_code"] == 3, done.stderr  # tune's exit code for data that does not fit
     assert found["spent"]["tune: reference data check"]["calls"] == 1
     assert "request interleave" not in found["spent"]
+
+
+COUNT_WAITS = """
+import subprocess, sys
+import tune_profile
+from enginewright.worker import server
+tune_profile.wrap()  # (in a process of its own: it wraps functions for the process's life)
+spinner = subprocess.Popen([sys.executable, "-c", "print(1, flush=True)\\nwhile True: pass"], stdout=subprocess.PIPE)
+idle = subprocess.Popen([sys.executable, "-c", "import sys; print(1, flush=True); sys.stdin.read()"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+spinner.stdout.readline(), idle.stdout.readline()
+print(server.wait_quiet(spinner.pid, limit=0.2), server.wait_quiet(idle.pid, limit=5))
+print(tune_profile.calls["wait_quiet: gave up at its limit"], tune_profile.calls["wait_quiet (before timing requests)"])
+spinner.kill(), idle.kill()
+"""
+
+
+def test_a_quiet_wait_that_reaches_its_limit_is_counted_as_given_up():
+    """The profile counts the quiet waits that gave up (the request was then timed beside a busy
+    thread): a spinning process never goes quiet, an idle one does at once."""
+    done = subprocess.run(
+        [sys.executable, "-c", COUNT_WAITS],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "operator"), str(REPO / "bench")])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True", "1", "2"], done.stdout
