@@ -42,9 +42,8 @@ def test_runs_in_namespaces_created_while_the_operator_starts_get_a_status(clust
     creator.start()
     operator = start_operator(cluster, tmp_path / "operator.log", RUNS_BUCKET, ENGINEWRIGHT_NAMESPACES=f"{PREFIX}*")
     try:
-        time.sleep(
-            AFTER_UP
-        )  # namespaces keep coming for a fixed while after the operator is up: not a wait for a state
+        # namespaces keep coming for a fixed while after the operator is up: not a wait for a state
+        time.sleep(AFTER_UP)
         stop.set()
         creator.join(timeout=30)
         assert len(created) > 20, created
@@ -74,6 +73,14 @@ def test_runs_in_namespaces_created_while_the_operator_starts_get_a_status(clust
             except client.ApiException as exc:
                 if exc.status != 404:
                     raise
-        for name in created:
-            core.delete_namespace(name)
-        operator.stop()
+
+        def runs_left() -> list[str]:
+            items = custom.list_cluster_custom_object(GROUP, VERSION, PLURAL)["items"]
+            return [r["metadata"]["namespace"] for r in items if r["metadata"]["namespace"] in created]
+
+        try:  # gone before the operator stops: else their namespaces stay Terminating in the shared cluster
+            wait_for(lambda: not runs_left(), 120, "the runs' finalizers to be removed", 0.5)
+        finally:
+            for name in created:
+                core.delete_namespace(name)
+            operator.stop()
