@@ -1,6 +1,7 @@
 """Batches of one target that run at once each measure the default route as their own baseline, but
 only the batch that lists the default writes its entry and keeps its engine: the entry's digest is
-always the kept engine's (a rebuild gives other bytes, and the catalog publishes the kept ones)."""
+always the kept engine's (a compiler's rebuild need not give the same bytes, and the catalog publishes
+the kept ones; an ONNX Runtime route's does, since its tar members carry no mtime)."""
 
 import hashlib
 from concurrent.futures import ThreadPoolExecutor

@@ -199,13 +199,15 @@ class OnnxRuntimeBackend(Backend):
         options = session_options(settings)
         options.optimized_model_filepath = str(optimized)
         ort.InferenceSession(str(request.model_path), options, providers=["CPUExecutionProvider"])
+        meta = json.dumps({"settings": settings, "onnxruntime": ort.__version__}, sort_keys=True).encode()
+        # members from bytes, not `tar.add(path)`: a file's mtime (fractional, in a PAX header) and
+        # owner made every build of the same route a different engine, and so a different sha256
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
-            tar.add(optimized, arcname="model.onnx")
-            meta = json.dumps({"settings": settings, "onnxruntime": ort.__version__}, sort_keys=True).encode()
-            info = tarfile.TarInfo("settings.json")
-            info.size = len(meta)
-            tar.addfile(info, io.BytesIO(meta))
+            for arcname, data in (("model.onnx", optimized.read_bytes()), ("settings.json", meta)):
+                info = tarfile.TarInfo(arcname)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
         return buffer.getvalue()
 
     def load(self, engine: bytes, workdir: Path) -> Runner:
