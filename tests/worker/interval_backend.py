@@ -8,14 +8,18 @@ whose engine it was. Test-only route knobs: `slow_build_seconds` makes a build l
 long, as a slow compiler would; `crash_build=1` makes the build kill its process (SIGSEGV);
 `crash_when_timed=N` makes the engine kill its process (SIGSEGV) at
 its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise there instead
-($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine)."""
+($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine); `restless_thread=1` makes the
+loaded engine start a thread that keeps a core busy until the engine is closed, as a runtime's
+thread that never rests would (or another tenant's work, on a loaded host)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,6 +30,7 @@ SLOW_BUILD = "slow_build_seconds"
 CRASH_BUILD = "crash_build"
 CRASH_TIMED = "crash_when_timed"
 RAISE_TIMED = "raise_when_timed"
+RESTLESS = "restless_thread"
 DEFAULT_RAISES = "ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT"  # the default route's engine raises at that timed stretch
 HEADER = b"EWTEST\n"  # engine bytes: HEADER, the route's JSON, a newline, the onnxruntime engine
 
@@ -46,6 +51,16 @@ class RecordingRunner(Runner):
         self.crash_at = int(route.get(CRASH_TIMED, 0))
         self.raise_at = int(route.get(RAISE_TIMED, 0) or (0 if route else os.environ.get(DEFAULT_RAISES, 0)))
         self.timed = 0
+        self.closed = threading.Event()
+        if route.get(RESTLESS):
+            threading.Thread(target=self._busy, daemon=True).start()
+
+    def _busy(self) -> None:
+        """Keep a core busy until closed, off the GIL (hashlib lets it go for data this size), as a
+        native thread does."""
+        chunk = bytes(1 << 18)
+        while not self.closed.is_set():
+            hashlib.sha256(chunk)
 
     def run(self, inputs):
         try:
@@ -68,6 +83,7 @@ class RecordingRunner(Runner):
             record("timed", started, objective=objective, route=self.route, runner=id(self), calls=count)
 
     def close(self) -> None:
+        self.closed.set()
         self.inner.close()
 
 
@@ -81,6 +97,7 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         tagged = dict(route)
         route.pop(CRASH_TIMED, None)
         route.pop(RAISE_TIMED, None)
+        route.pop(RESTLESS, None)
         engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))

@@ -117,6 +117,13 @@ class Host(WireModel):
     cpu_model: str | None = None
     cpus: int | None = Field(None, description="CPUs the measuring process could use.")
     load_average: float | None = Field(None, description="1-minute load average when the route was measured.")
+    busy_starts: int | None = Field(
+        None,
+        description="Timed requests and interleaved blocks of this route's measurement (its rounds "
+        "against the default, its measurements) that began while the measuring process's other threads "
+        "were still busy: the wait for them to go quiet gave up after 0.5 s, so those times include "
+        "their work (a loaded host, or a thread that never rests). 0: every one began quiet.",
+    )
 
 
 class Versions(WireModel):

@@ -23,6 +23,7 @@ class Held:
     runner: Runner
     calls: int = 1
     key: str = ""
+    busy_starts: int = 0  # blocks begun after the quiet wait gave up: timed beside busy threads
 
     def timed_calls(self, objective: str, inputs: dict, calls: int) -> float:
         """The runner's `timed_calls`; a call that raises is an EngineFailed naming this engine."""
@@ -93,7 +94,8 @@ def interleaved_round(held: list[Held], objective: str, inputs: dict, round_seco
             seen = sample(me, but=own)
             window = (time.perf_counter() - since) * 1e9
             if others is not None and seen is not None and (seen[1] or seen[0] - others > SPIN_SHARE * window):
-                wait_quiet(me, but=own)
+                if not wait_quiet(me, but=own):
+                    h.busy_starts += 1  # timed anyway (the host may stay busy): counted, said in the entry
                 seen = sample(me, but=own)
             others, since = None if seen is None else seen[0], time.perf_counter()
             calls = max(1, h.calls // blocks)

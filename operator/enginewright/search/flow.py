@@ -163,7 +163,7 @@ class Decided:
             "measured": how,
             "default_ms": times.get(self.default.route_id),
             "winner_ms": times.get(winner.route_id),
-            "host": self.host_note(),
+            "host": "; ".join(note for note in (self.host_note(), self.busy_note()) if note) or None,
             "moments": self.moments(),
         }
 
@@ -212,6 +212,20 @@ class Decided:
             f"the default is host-bound{where}: its host CPU time is {m.host_cpu_ms:.4g} of its "
             f"{m.throughput_ms:.4g} ms a call{after}. A win here comes from launch overhead and depends on the "
             f"serving host's CPU"
+        )
+
+    def busy_note(self) -> str | None:
+        """Said when timings of the default or the winner began while the measuring process's other
+        threads were still busy (the quiet wait gave up: `Host.busy_starts`): those times include
+        their work, so the host was loaded while they were taken."""
+        entries = {self.default.route_id: self.default, self.winner.route_id: self.winner}.values()
+        busy = sum((e.host.busy_starts or 0) for e in entries if e.host)
+        if not busy:
+            return None
+        return (
+            f"{busy} timed block{'s' if busy > 1 else ''} of the default and the winner began while the "
+            "measuring process's other threads were still busy (its wait for them gave up after 0.5 s): "
+            "the host was loaded, and those times include that work"
         )
 
     def headline_text(self) -> str:

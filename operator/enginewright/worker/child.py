@@ -132,8 +132,9 @@ def serve(request: ChildRequest) -> None:
     - `{"op": "time", "key": K}` -> `{"ms": per-call time of one round, "calls": calls per round
       from now on}`, timed as `timing.objective` says (no key: the first engine);
     - `{"op": "interleave", "keys": [A, B, ...]}` -> `{"ms": [A's, B's, ... per-call time],
-      "calls": [their calls per round from now on]}`: one round of those engines, interleaved in
-      blocks (`interleaved_round`);
+      "calls": [their calls per round from now on], "busy_starts": blocks of this round begun
+      before the other threads went quiet}`: one round of those engines, interleaved in blocks
+      (`interleaved_round`);
     - a timed call that raises (`time`, `interleave`) -> `{"failed": the engine's key, "error": ...}`
       (the process goes on; a crash of the process names no engine);
     - `{"op": "measurements", "key": K}` -> latency, throughput and device time;
@@ -213,14 +214,7 @@ def serve(request: ChildRequest) -> None:
             )  # (calls after the round: it may re-size them)
         elif op == "interleave":
             many = [engines[k] for k in message["keys"]]
-            say(
-                answer(
-                    lambda: {
-                        "ms": interleaved_round(many, objective, inputs[0], timing.round_seconds),
-                        "calls": [h.calls for h in many],
-                    }
-                )
-            )
+            say(answer(lambda: interleaved_reply(many, objective, inputs[0], timing.round_seconds)))
         elif op == "measurements":
             held = engines[key]
             say({"measurements": measure_all(held.runner, inputs[0], timing.round_seconds, held.calls).wire()})
@@ -232,6 +226,13 @@ def serve(request: ChildRequest) -> None:
             break
     for held in reversed(list(engines.values())):
         held.runner.close()
+
+
+def interleaved_reply(many: list[Held], objective: str, inputs: dict, round_seconds: float) -> dict:
+    """The reply of an `interleave` request: one round of `many` (`interleaved_round`)."""
+    busy = sum(h.busy_starts for h in many)
+    ms = interleaved_round(many, objective, inputs, round_seconds)
+    return {"ms": ms, "calls": [h.calls for h in many], "busy_starts": sum(h.busy_starts for h in many) - busy}
 
 
 def load(

@@ -161,7 +161,7 @@ def measure_default(ctx: WorkerContext, built: Built, timed: bool = True) -> tup
     entry, server = load(ctx, built, "default")
     if server is None or not timed:
         return entry, server
-    started = time.monotonic()
+    started, busy = time.monotonic(), server.busy_starts
     keys = [load_key("default", i) for i in range(ctx.timing.loads)]
 
     def time_round(index: int) -> dict[str, float]:
@@ -186,6 +186,7 @@ def measure_default(ctx: WorkerContext, built: Built, timed: bool = True) -> tup
             "measurements": measurements,
             "finished_at": now_iso(),
             "measure_seconds": round(time.monotonic() - started, 3),
+            "host": with_busy_starts(entry.host, server.busy_starts - busy),
         }
     ), server
 
@@ -248,7 +249,7 @@ def measure_paired(ctx: WorkerContext, built: Built, default: Server, prior: Spr
         )
         loaded.append(primer(ROUTE))
         loaded += load_more(ctx, default, ROUTE, built.engine_path, left())
-        started = time.monotonic()
+        started, busy = time.monotonic(), default.busy_starts
         times, stopped = rounds_until(time_round, stop)
         calls = default.calls_of[routes[0]]
         try:
@@ -286,6 +287,7 @@ def measure_paired(ctx: WorkerContext, built: Built, default: Server, prior: Spr
             "measurements": measurements,
             "measure_seconds": round(time.monotonic() - started, 3),
             "finished_at": now_iso(),
+            "host": with_busy_starts(entry.host, default.busy_starts - busy),
         }
     ), prior
 
@@ -342,6 +344,11 @@ def interleave(
                         f"[confirm] stopped after {index + 1} of {rounds} rounds: no candidate can still be confirmed"
                     )
                     break
+        if server.busy_starts:
+            ctx.say(
+                f"[confirm] {server.busy_starts} timed blocks began while the serving process's other threads "
+                "were still busy (the wait for them gave up after 0.5 s): the host was loaded"
+            )
         return times
     except ServerFailed as failed:
         raise RuntimeError(f"confirmation: {failed.error}") from None
@@ -352,6 +359,11 @@ def interleave(
 def round_means(loads: Sequence[Sequence[float]]) -> list[float]:
     """Per round, the geometric mean over an engine's loads (ms per call)."""
     return [math.exp(statistics.fmean(math.log(values[r]) for values in loads)) for r in range(len(loads[0]))]
+
+
+def with_busy_starts(host: Host | None, busy_starts: int) -> Host:
+    """`host` (this one where none) with the count of its route's timings begun beside busy threads."""
+    return (host or this_host()).model_copy(update={"busy_starts": busy_starts})
 
 
 def this_host() -> Host:

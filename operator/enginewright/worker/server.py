@@ -48,6 +48,10 @@ class Server:
         self.proc: subprocess.Popen[str] | None = None
         self.replies: ReplyLines | None = None  # the serving process's reply lines
         self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
+        # timing requests and interleaved blocks begun after the quiet wait gave up (its limit passed
+        # with the process's threads still busy: a loaded host, a thread that never rests), so timed
+        # beside busy threads; the entries say how many (`Host.busy_starts`)
+        self.busy_starts = 0
 
     @property
     def calls(self) -> int:
@@ -127,6 +131,7 @@ class Server:
         """One round of engines of this process, interleaved in blocks (`rounds.interleaved_round`):
         milliseconds per call of each, in the order of `keys`."""
         reply = self._timed({"op": "interleave", "keys": list(keys)}, timeout)
+        self.busy_starts += int(reply.get("busy_starts", 0))
         return [self._timing(key, ms, calls) for key, ms, calls in zip(keys, reply["ms"], reply["calls"])]
 
     def _timing(self, key: str, ms, calls) -> float:
@@ -168,8 +173,8 @@ class Server:
         # The wait watches only this serving process's threads: enough while a batch times in one
         # process at a time (builds never run during timing); a second process timing at once would
         # need its threads watched too.
-        if request["op"] in TIMED:
-            wait_quiet(proc.pid)
+        if request["op"] in TIMED and not wait_quiet(proc.pid):
+            self.busy_starts += 1  # timed anyway: a host that stays busy must not stop the run
         try:
             requests.write(json.dumps(request) + "\n")
             requests.flush()
