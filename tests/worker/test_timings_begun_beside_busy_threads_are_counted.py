@@ -12,6 +12,9 @@ from tests.worker.interval_backend import RESTLESS
 
 def test_a_route_timed_beside_a_thread_that_never_rests_counts_its_busy_starts(example, tmp_path, monkeypatch):
     worker, _ = recording_worker(example, tmp_path, monkeypatch, min_rounds=2, max_rounds=2)
+    # one thread per engine: no pool of ONNX Runtime's that spins after a run, which a loaded host
+    # could keep runnable past the wait's limit; the restless thread is then the only busy one
+    worker.ctx.settings = {"intra_op_num_threads": "1", "inter_op_num_threads": "1"}
     default, calm, restless = Route.of({}), Route.of({"enable_mem_pattern": "0"}), Route.of({RESTLESS: "1"})
     written = {e.route_id: e for e in worker.run_batch([default, calm, restless], "stage1", "b0", default)}
     assert {e.outcome for e in written.values()} == {Outcome.ok}
