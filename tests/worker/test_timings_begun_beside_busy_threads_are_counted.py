@@ -22,7 +22,7 @@ def test_a_route_timed_beside_a_thread_that_never_rests_counts_its_busy_starts(e
     # the default and the calm route were timed before the restless engine was loaded, and it is
     # closed (its thread stopped) before the next route would be
     assert busy[default.id] == 0 and busy[calm.id] == 0, busy
-    # every interleaved block of its 2 rounds (its 2 loads and the default's: 8) and every timing
-    # request (2 rounds and its measurements: 3) began beside the restless thread
+    # every interleaved block of its 2 rounds (its 2 loads and the default's: 8) and its
+    # measurements' request began beside the restless thread
     assert busy[restless.id] >= 8, busy
     assert written[restless.id].wire()["host"]["busyStarts"] == busy[restless.id]

@@ -794,8 +794,9 @@ class TargetStatus(WireModel):
     )
     host: str | None = Field(
         None,
-        description="Said when the default route is host-bound: then the win comes "
-        "from launch overhead and its size depends on the serving host's CPU.",
+        description="Said when the default route is host-bound (then the win comes "
+        "from launch overhead and its size depends on the serving host's CPU), and when timings of the "
+        "default's or the winner's sweep rounds began beside busy threads (a loaded host).",
     )
     decision: str | None = Field(None, description="Why this route won (or why the default was kept).")
     cut_short: str | None = Field(None, description="Why the search stopped before every planned route was measured.")

@@ -215,17 +215,19 @@ class Decided:
         )
 
     def busy_note(self) -> str | None:
-        """Said when timings of the default or the winner began while the measuring process's other
-        threads were still busy (the quiet wait gave up: `Host.busy_starts`): those times include
-        their work, so the host was loaded while they were taken."""
+        """Said when timings of this run's sweep rounds of the default or the winner (interleaved
+        blocks, and requests timing one engine) began while the measuring process's other threads
+        were still busy (the quiet wait gave up: `Host.busy_starts`): those times include their
+        work, so the host was loaded while they were taken. A reused entry's count is another
+        run's; the confirmation's own count is in its log line, not here."""
         entries = {self.default.route_id: self.default, self.winner.route_id: self.winner}.values()
-        busy = sum((e.host.busy_starts or 0) for e in entries if e.host)
+        busy = sum((e.host.busy_starts or 0) for e in entries if e.host and not e.reused)
         if not busy:
             return None
         return (
-            f"{busy} timed block{'s' if busy > 1 else ''} of the default and the winner began while the "
-            "measuring process's other threads were still busy (its wait for them gave up after 0.5 s): "
-            "the host was loaded, and those times include that work"
+            f"{busy} timing{'s' if busy > 1 else ''} of the default's and the winner's sweep rounds began "
+            "while the measuring process's other threads were still busy (its wait for them gave up after "
+            "0.5 s): the host was loaded, and those times include that work"
         )
 
     def headline_text(self) -> str:

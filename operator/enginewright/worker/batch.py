@@ -127,7 +127,7 @@ class Worker:
             del done[default.id]  # an earlier run's default is never this run's baseline
         todo = [r for r in routes if r.id not in done and r.id != default.id]
         # Only the batch that lists the default route writes its entry and engine: batches running at
-        # once each measure the default as their own baseline, and a rebuild gives other bytes, so two
+        # once each measure the default as their own baseline, and a compiler's rebuild need not give the same bytes, so two
         # writers could leave an entry whose digest is not the kept engine's.
         writes_default = default.id not in done and any(r.id == default.id for r in routes)
         progress = Progress(ctx, batch, len(todo))

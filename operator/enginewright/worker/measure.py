@@ -346,7 +346,7 @@ def interleave(
                     break
         if server.busy_starts:
             ctx.say(
-                f"[confirm] {server.busy_starts} timed blocks began while the serving process's other threads "
+                f"[confirm] {server.busy_starts} timings began while the serving process's other threads "
                 "were still busy (the wait for them gave up after 0.5 s): the host was loaded"
             )
         return times

@@ -173,8 +173,11 @@ class Server:
         # The wait watches only this serving process's threads: enough while a batch times in one
         # process at a time (builds never run during timing); a second process timing at once would
         # need its threads watched too.
-        if request["op"] in TIMED and not wait_quiet(proc.pid):
-            self.busy_starts += 1  # timed anyway: a host that stays busy must not stop the run
+        quiet = wait_quiet(proc.pid) if request["op"] in TIMED else True
+        if not quiet and request["op"] != "interleave":
+            # timed anyway (a host that stays busy must not stop the run) and counted; an interleaved
+            # round's blocks are counted by the serving process, its first one included
+            self.busy_starts += 1
         try:
             requests.write(json.dumps(request) + "\n")
             requests.flush()
