@@ -6,6 +6,7 @@ each build runs in a fresh interpreter instead, and the build process's log says
 
 import ctypes
 import json
+import os
 import subprocess
 import sys
 
@@ -91,6 +92,29 @@ def test_a_preload_that_makes_a_fork_unsafe_is_undone(example, tmp_path, monkeyp
     assert log.strip().splitlines()[-1].startswith("preloaded [] in ")  # the process started bare
     assert "fresh interpreter" not in log
     assert len({b["parent"] for b in builds}) == 1
+
+
+@pytest.mark.parametrize("given", [None, "0"])
+def test_the_preload_has_torch_ask_nvml_whether_cuda_is_there(monkeypatch, given):
+    """torch 2.11's Inductor asks torch.cuda.is_available() at import, and torch asks the CUDA
+    runtime, which starts CUDA's driver: on the H200 every batch's preload was undone ("CUDA's driver
+    initialised in the build process after the preload: the build process starts again without it").
+    During the preload torch asks NVML instead, and the builds get the environment as it was."""
+    module = "tests.worker.cuda_asked_on_import"
+    monkeypatch.setitem(child.PRELOADED, "asks-cuda", ("torch", module))
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    if given is None:
+        monkeypatch.delenv("PYTORCH_NVML_BASED_CUDA_CHECK", raising=False)
+    else:
+        monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", given)
+    import gc
+
+    try:
+        assert child.preload("asks-cuda") == ["torch", module]
+    finally:
+        gc.unfreeze()
+    assert sys.modules[module].asked_nvml is True
+    assert os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == given
 
 
 class Driver:

@@ -366,19 +366,40 @@ def fork_hazards(threads: int, cuda: str | None = None) -> list[str]:
     return found
 
 
+# Set while the preload imports: torch.cuda.is_available() then asks NVML how many GPUs there are
+# instead of the CUDA runtime, whose answer starts CUDA's driver (cuInit) in the asking process, after
+# which no fork of it may use CUDA (torch's own advice for a process that forks). torch 2.11's Inductor
+# asks at import (torch/_inductor/runtime/benchmarking.py), so on the H200 every batch's preload was
+# undone (the build process started again without it). Where NVML cannot answer, torch asks the
+# runtime after all and `cuda_hazard` still sees it.
+NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
 def preload(backend: str) -> list[str]:
-    """Import the backend's `PRELOADED` modules; those imported. One that fails to import is left to
-    the builds, whose own error then names what is missing."""
+    """Import the backend's `PRELOADED` modules, `NVML_CHECK` set meanwhile; those imported. One that
+    fails to import is left to the builds, whose own error then names what is missing. The first
+    import that starts CUDA's driver all the same is named on stderr."""
     import importlib
 
-    done = []
-    for module in PRELOADED.get(backend, ()):
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            print(f"not preloaded: {module} ({exc})", file=sys.stderr)
-            break
-        done.append(module)
+    done, started = [], cuda_driver_started()
+    before = os.environ.get(NVML_CHECK)
+    os.environ[NVML_CHECK] = "1"
+    try:
+        for module in PRELOADED.get(backend, ()):
+            try:
+                importlib.import_module(module)
+            except ImportError as exc:
+                print(f"not preloaded: {module} ({exc})", file=sys.stderr)
+                break
+            done.append(module)
+            if not started and cuda_driver_started():
+                started = True
+                print(f"importing {module} started CUDA's driver", file=sys.stderr)
+    finally:  # the builds see the environment the build process was given
+        if before is None:
+            del os.environ[NVML_CHECK]
+        else:
+            os.environ[NVML_CHECK] = before
     gc.freeze()  # what the imports made stays out of every build's collections: fewer pages copied
     return done
 
