@@ -397,7 +397,7 @@ def preload(backend: str) -> list[str]:
                 print(f"importing {module} started CUDA's driver", file=sys.stderr)
     finally:  # the builds see the environment the build process was given
         if before is None:
-            del os.environ[NVML_CHECK]
+            os.environ.pop(NVML_CHECK, None)
         else:
             os.environ[NVML_CHECK] = before
     gc.freeze()  # what the imports made stays out of every build's collections: fewer pages copied
