@@ -1,5 +1,6 @@
 """bench/reapplied_run.py's pure parts: builds are counted from the batch lines the worker prints (the
-default rebuilt as each batch's baseline included), and the table shows every repetition's value."""
+default included where a batch built it, left out where it loaded the engine an earlier batch kept),
+and the table shows every repetition's value."""
 
 import sys
 from pathlib import Path
@@ -8,7 +9,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
 import reapplied_run as rr  # noqa: E402  (bench/ is not a package)
-from enginewright.worker.batch import Progress  # noqa: E402
+from enginewright.worker.batch import KEPT_DEFAULT, Progress  # noqa: E402
 
 
 def test_the_batch_line_the_worker_prints_is_the_one_counted():
@@ -21,13 +22,16 @@ def test_the_batch_line_the_worker_prints_is_the_one_counted():
     # The worker's own line, so a change of its wording fails here rather than counting zero builds.
     progress = Progress(Context(), "stage1-1", 1)  # type: ignore[arg-type]
     progress.say("2 routes (default included), built 1 at a time, each timed against the default")
+    progress = Progress(Context(), "stage2-1", 1)  # type: ignore[arg-type]
+    progress.say(f"1 routes and {KEPT_DEFAULT}, built 1 at a time, each timed against the default")
     text = "\n".join(["[probe] 12 knobs", *said, "[stage1-1] all 2 routes already measured; nothing to do"])
-    assert rr.builds_in_log(text) == {"stage1-1": 2}
+    assert rr.builds_in_log(text) == {"stage1-1": 2, "stage2-1": 1}
 
 
 def test_the_worker_still_says_how_many_routes_it_builds():
     source = (REPO / "operator/enginewright/worker/batch.py").read_text()
-    assert 'f"{len(todo) + 1} routes (default included), built {width} at a time' in source
+    assert 'f"{len(todo) + 1} routes (default included), {timed_against}"' in source
+    assert 'f"{len(todo)} routes and {KEPT_DEFAULT}, {timed_against}"' in source
 
 
 def test_the_table_lists_each_repetition_per_kind_of_run():

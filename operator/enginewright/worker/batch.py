@@ -27,11 +27,20 @@ from enginewright.measure.paired import (
 )
 from enginewright.search.winner import settled
 from enginewright.worker.context import WorkerContext
-from enginewright.worker.measure import Built, build, interleave, load, measure_default, measure_paired
+from enginewright.worker.measure import (
+    Built,
+    build,
+    interleave,
+    kept_engine,
+    load,
+    measure_default,
+    measure_paired,
+)
 from enginewright.worker.process import Builders
 from enginewright.worker.server import Server
 
 log = logging.getLogger("enginewright.worker")
+KEPT_DEFAULT = "the default's engine an earlier batch kept (loaded, not built again)"
 
 
 class Worker:
@@ -137,11 +146,18 @@ class Worker:
         if progress.out_of_time():
             return []
         width = max(1, ctx.build_parallelism)
-        progress.say(
-            f"{len(todo) + 1} routes (default included), built {width} at a time, each timed "
-            f"against the default ({ctx.timing.objective.value})"
-        )
+        # a batch after the one that wrote the default's entry loads the engine that batch kept
+        kept = None if writes_default else kept_engine(ctx, default, done.get(default.id), stage, batch)
+        timed_against = f"built {width} at a time, each timed against the default ({ctx.timing.objective.value})"
+        if kept is None:
+            progress.say(f"{len(todo) + 1} routes (default included), {timed_against}")
+        else:
+            progress.say(f"{len(todo)} routes and {KEPT_DEFAULT}, {timed_against}")
         queue = [default, *todo]  # the default first: every other route is timed against it
+
+        def engine_of_route(route: Route) -> Built:
+            return kept if route is default and kept is not None else build(ctx, route, stage, batch, builders)
+
         # (the build processes close first: a signal that ends the batch kills a build in flight
         # instead of waiting for it with the pool)
         with (
@@ -154,7 +170,7 @@ class Worker:
                     break
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
-                group = list(pool.map(lambda r: build(ctx, r, stage, batch, builders), queue[start : start + width]))
+                group = list(pool.map(engine_of_route, queue[start : start + width]))
                 if start == 0 and not self._measure_default(baseline, group.pop(0), progress):
                     break
                 for built in group:
@@ -177,7 +193,8 @@ class Worker:
             assert built.engine_path is not None  # it built: its entry is ok
             entry = self._write(self._keep(entry, built.engine_path, is_default=True))
             progress.written.append(entry)
-        progress.say(f"default route (baseline): {describe(entry)}")
+        kept = "" if entry.build_seconds is not None else f", {KEPT_DEFAULT}"
+        progress.say(f"default route (baseline): {describe(entry)}{kept}")
         return True
 
     def _measure_route(self, default: DefaultRoute, built: Built, progress: Progress) -> bool:
@@ -231,7 +248,8 @@ class Worker:
 
 class DefaultRoute:
     """A batch's default route, from build to release: built once (first, in the batch's first
-    group), loaded into the serving process every other route of the batch is timed in (its own
+    group; a batch after the one that wrote its entry loads the engine that batch kept instead,
+    `measure.kept_engine`), loaded into the serving process every other route of the batch is timed in (its own
     loads timed against each other first when this batch `writes` its entry), loaded again into a
     fresh process when a route's failure closed that one, and released when the batch ends, however
     it ends (process closed, files removed). Its engine file stays until then."""

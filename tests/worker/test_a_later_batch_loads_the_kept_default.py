@@ -1,0 +1,61 @@
+"""A batch after the one that wrote the default route's entry loads the engine that batch kept (the
+bytes the catalog publishes) instead of building the default again: on the H100, resnet50's default
+build took 16-23 s in every batch of a run. It builds the default as before when the kept bytes are
+not the ones measured, or when they were measured on another node."""
+
+import logging
+
+from enginewright.api.routes import Route
+from enginewright.worker.batch import KEPT_DEFAULT
+from enginewright.worker.measure import kept_engine
+from tests.worker.conftest import make_worker
+
+
+def first_batch(example, tmp_path):
+    default = Route()
+    owner = make_worker(example, tmp_path / "a")
+    wrote = owner.run_batch([default], "stage1", "stage1-b000", default)
+    assert [e.route_id for e in wrote] == [default.id]
+    return default, owner
+
+
+def later_worker(example, tmp_path):
+    later = make_worker(example, tmp_path / "a")  # the same store and prefix, its own work dir
+    later.ctx.workdir = tmp_path / "later-work"
+    return later
+
+
+def test_a_later_batch_loads_the_kept_default_and_builds_nothing_of_it(example, tmp_path, caplog):
+    default, _ = first_batch(example, tmp_path)
+    later = later_worker(example, tmp_path)
+    # a model no build can read: the later batch's default can only load if it is not built again
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not an onnx model")
+    later.ctx.model = broken
+    routes = [Route.of({"enable_mem_pattern": "0"}), Route.of({"enable_cpu_mem_arena": "0"})]
+    with caplog.at_level(logging.INFO, logger="enginewright.worker"):
+        wrote = later.run_batch(routes, "stage2", "stage2-b000", default)
+    said = [r.getMessage() for r in caplog.records]
+    assert f"[stage2-b000] 2 routes and {KEPT_DEFAULT}, built 1 at a time" in said[0], said
+    assert any("default route (baseline)" in m and KEPT_DEFAULT in m for m in said), said
+    # the default loaded and the batch went on to its routes, whose own builds failed on the model
+    assert [(e.route_id, e.outcome.value) for e in wrote] == [(r.id, "build-failed") for r in routes]
+
+
+def test_a_kept_engine_that_is_not_the_measured_one_is_built_again(example, tmp_path, caplog):
+    default, owner = first_batch(example, tmp_path)
+    owner.ctx.store.put(owner.ctx.engine_key(default.id), b"other bytes", {})
+    later = later_worker(example, tmp_path)
+    route = Route.of({"enable_mem_pattern": "0"})
+    with caplog.at_level(logging.INFO, logger="enginewright.worker"):
+        wrote = later.run_batch([route], "stage2", "stage2-b000", default)
+    assert not any(KEPT_DEFAULT in r.getMessage() for r in caplog.records)
+    assert [(e.route_id, e.outcome.value) for e in wrote] == [(route.id, "ok")]
+
+
+def test_an_engine_measured_on_another_node_is_not_loaded(example, tmp_path, monkeypatch):
+    default, owner = first_batch(example, tmp_path)
+    entry = owner.existing()[default.id]
+    assert kept_engine(owner.ctx, default, entry, "stage2", "stage2-b000") is not None
+    monkeypatch.setenv("NODE_NAME", "another-node")
+    assert kept_engine(owner.ctx, default, entry, "stage2", "stage2-b000") is None
