@@ -123,7 +123,14 @@ def run_workload(name: str, out: Path, say) -> dict:
     mixed_wall = time.monotonic() - t0
     t0 = time.monotonic()
     full, full_not_run = mixed, None
-    if "full" in MODES:
+    # A search the call's deadline cut short is finished by the next call of the same command (it
+    # resumes from the cache): full search, side by side and A/A wait for it, so this call ends at once
+    # and gives back the device-seconds they would take (resnet50 on the H100: ~90 s a call).
+    cut_short = mixed.summary.get("cut_short")
+    if cut_short:
+        full_not_run = f"mixed search cut short ({cut_short}): run the same command again"
+        say(f"{name}: {full_not_run}; no full search, side-by-side or A/A in this call")
+    elif "full" in MODES:
         try:
             full = tune(
                 TuneOptions(**{**common, "top_k": 0}, out=folder / "full", mode="full", knobs=full_knobs),
@@ -151,7 +158,7 @@ def run_workload(name: str, out: Path, say) -> dict:
     distinct = [by_id[i] for i in dict.fromkeys(winners.values()) if i != default and by_id[i].engine_uri]
     side, side_rounds = {}, {}
     t0 = time.monotonic()
-    if distinct:
+    if distinct and not cut_short:
         side_rounds = ctx_worker.confirm(distinct, by_id[default], SIDE_BY_SIDE_ROUNDS, early_stop=False)
         for rid, times in side_rounds.items():
             side[rid] = geomean([d / t for d, t in zip(side_rounds[default], times)])
@@ -160,7 +167,10 @@ def run_workload(name: str, out: Path, say) -> dict:
 
     # A/A: the default engine against two copies of itself.
     t0 = time.monotonic()
-    aa = _aa_test(ctx_worker, by_id[default], say) if AA_ROUNDS else {"skipped": "see bench/aa_power.py"}
+    if cut_short:
+        aa = {"skipped": full_not_run}
+    else:
+        aa = _aa_test(ctx_worker, by_id[default], say) if AA_ROUNDS else {"skipped": "see bench/aa_power.py"}
     aa_wall = time.monotonic() - t0
 
     in_mixed = {e.route_id for e in mixed.entries}
@@ -201,6 +211,7 @@ def run_workload(name: str, out: Path, say) -> dict:
             )
         },
         "full_not_run": full_not_run,
+        "cut_short": cut_short,
         "mixed_decision": mixed.summary["decision"],
         "efficiency": {
             "mixed_winner_over_full_winner_time": by_id[winners["mixed"]].median_ms / by_id[winners["full"]].median_ms,
@@ -631,8 +642,8 @@ def cmd_docs(args) -> int:
         (Path(p).stem, json.loads(Path(p).read_text())["aa"]) for p in args.extra_aa
     ]
     for name, a in aa_rows:
-        if "error" in a:
-            lines.append(f"| {name} | error: {a['error'][:80]} | | | | | | |")
+        if "error" in a or "skipped" in a:
+            lines.append(f"| {name} | {'error' if 'error' in a else 'skipped'}: {a.get('error', a.get('skipped'))[:80]} | | | | | | |")
             continue
         total["trials"] += a["trials"]
         total["rule"] += a["rule_false_winners"]
