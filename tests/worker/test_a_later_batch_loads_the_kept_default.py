@@ -1,10 +1,13 @@
 """A batch after the one that wrote the default route's entry loads the engine that batch kept (the
 bytes the catalog publishes) instead of building the default again: on the H100, resnet50's default
-build took 16-23 s in every batch of a run. It builds the default as before when the kept bytes are
-not the ones measured, or when they were measured on another node."""
+build took 16 s in a resumed run's batch. It builds the default as before when the kept bytes are
+not the ones measured, when they were measured on another node or with another fingerprint, and when
+they do not load here."""
 
+import hashlib
 import logging
 
+from enginewright.api.fingerprint import Fingerprint
 from enginewright.api.routes import Route
 from enginewright.worker.batch import KEPT_DEFAULT
 from enginewright.worker.measure import kept_engine
@@ -53,9 +56,37 @@ def test_a_kept_engine_that_is_not_the_measured_one_is_built_again(example, tmp_
     assert [(e.route_id, e.outcome.value) for e in wrote] == [(route.id, "ok")]
 
 
-def test_an_engine_measured_on_another_node_is_not_loaded(example, tmp_path, monkeypatch):
+def test_a_kept_engine_that_does_not_load_here_is_built_instead(example, tmp_path, caplog):
+    default, owner = first_batch(example, tmp_path)
+    # bytes that are the ones the entry names (so they are loaded), but no engine at all
+    entry = owner.existing()[default.id]
+    owner.ctx.store.put(owner.ctx.engine_key(default.id), b"not an engine", {})
+    digest = hashlib.sha256(b"not an engine").hexdigest()
+    owner.ctx.store.put(
+        owner.ctx.entry_key(default.id), entry.model_copy(update={"engine_sha256": digest}).to_json().encode()
+    )
+    later = later_worker(example, tmp_path)
+    route = Route.of({"enable_mem_pattern": "0"})
+    with caplog.at_level(logging.INFO, logger="enginewright.worker"):
+        wrote = later.run_batch([route], "stage2", "stage2-b000", default)
+    said = [r.getMessage() for r in caplog.records]
+    assert any(f"{KEPT_DEFAULT} did not load here" in m for m in said), said
+    assert [(e.route_id, e.outcome.value) for e in wrote] == [(route.id, "ok")]
+
+
+def test_an_engine_measured_on_another_node_or_stack_is_not_loaded(example, tmp_path, monkeypatch):
     default, owner = first_batch(example, tmp_path)
     entry = owner.existing()[default.id]
     assert kept_engine(owner.ctx, default, entry, "stage2", "stage2-b000") is not None
+    # a context with a fingerprint loads only an engine measured with it
+    fingerprint = Fingerprint(
+        backend="onnxruntime", model_sha256="0" * 64, compiler="onnxruntime-x", objective="gpuTime"
+    )
+    owner.ctx.fingerprint = fingerprint
+    assert kept_engine(owner.ctx, default, entry, "stage2", "stage2-b000") is None  # measured with none
+    measured = entry.model_copy(update={"fingerprint": fingerprint.for_route(default.id)})
+    assert kept_engine(owner.ctx, default, measured, "stage2", "stage2-b000") is not None
+    other = fingerprint.model_copy(update={"compiler": "onnxruntime-y"}).for_route(default.id)
+    assert kept_engine(owner.ctx, default, entry.model_copy(update={"fingerprint": other}), "s", "b") is None
     monkeypatch.setenv("NODE_NAME", "another-node")
-    assert kept_engine(owner.ctx, default, entry, "stage2", "stage2-b000") is None
+    assert kept_engine(owner.ctx, default, measured, "stage2", "stage2-b000") is None

@@ -17,7 +17,7 @@ import shutil
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from enginewright import failpoints
 from enginewright.api.cache import CacheEntry, Outcome
@@ -158,6 +158,9 @@ class Worker:
         def engine_of_route(route: Route) -> Built:
             return kept if route is default and kept is not None else build(ctx, route, stage, batch, builders)
 
+        def rebuild() -> Built:  # the kept default did not load here: build it, as before
+            return build(ctx, default, stage, batch, builders)
+
         # (the build processes close first: a signal that ends the batch kills a build in flight
         # instead of waiting for it with the pool)
         with (
@@ -171,19 +174,34 @@ class Worker:
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
                 group = list(pool.map(engine_of_route, queue[start : start + width]))
-                if start == 0 and not self._measure_default(baseline, group.pop(0), progress):
+                if start == 0 and not self._measure_default(baseline, group.pop(0), progress, kept, rebuild):
                     break
                 for built in group:
                     if not self._measure_route(baseline, built, progress):
                         return progress.written
         return progress.written
 
-    def _measure_default(self, default: DefaultRoute, built: Built, progress: Progress) -> bool:
+    def _measure_default(
+        self,
+        default: DefaultRoute,
+        built: Built,
+        progress: Progress,
+        kept: Built | None = None,
+        rebuild: Callable[[], Built] | None = None,
+    ) -> bool:
         """Load (and, for the batch that writes it, time) the default route and write its entry;
-        False when the batch cannot go on (it failed, or the deadline cut it short)."""
+        False when the batch cannot go on (it failed, or the deadline cut it short). `built` is
+        `kept`, the engine an earlier batch kept, that does not load here: the default is built
+        (`rebuild`) and loaded once more, as a batch that found no kept engine does."""
         entry = default.measure(built)
         if progress.cut_short(entry, built.route):
             return False
+        if entry.outcome is not Outcome.ok and built is kept and rebuild is not None:
+            progress.say(f"{KEPT_DEFAULT} did not load here ({describe(entry)}): the default is built instead")
+            built = rebuild()
+            entry = default.measure(built)
+            if progress.cut_short(entry, built.route):
+                return False
         if entry.outcome is not Outcome.ok:
             progress.say(f"the default route failed ({entry.outcome.value}): {entry.error}")
             if default.writes:
@@ -193,8 +211,7 @@ class Worker:
             assert built.engine_path is not None  # it built: its entry is ok
             entry = self._write(self._keep(entry, built.engine_path, is_default=True))
             progress.written.append(entry)
-        kept = "" if entry.build_seconds is not None else f", {KEPT_DEFAULT}"
-        progress.say(f"default route (baseline): {describe(entry)}{kept}")
+        progress.say(f"default route (baseline): {describe(entry)}{f', {KEPT_DEFAULT}' if built is kept else ''}")
         return True
 
     def _measure_route(self, default: DefaultRoute, built: Built, progress: Progress) -> bool:

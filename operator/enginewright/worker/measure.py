@@ -71,11 +71,16 @@ def new_entry(ctx: WorkerContext, route: Route, stage: str, batch: str) -> Cache
 def kept_engine(ctx: WorkerContext, route: Route, kept: CacheEntry | None, stage: str, batch: str) -> Built | None:
     """The engine an earlier batch of this run kept for `route` (`kept`, its entry), placed where a
     build would have written it, to load instead of building the route again; None (build it) unless
-    that batch measured it ok on this node and a host like this one (an engine is served where it
-    was measured, and a host engine's libraries fit the host that compiled them) and the stored bytes
-    are the ones it measured. For the default route: every batch after the first loads the engine
-    that is kept and published instead of a rebuild of it (resnet50 on the H100: 16-23 s a batch)."""
+    that batch measured it ok with this context's fingerprint (compiler, CUDA, driver, GPU: a resumed
+    `tune` may run on another stack), on this node and a host of the same CPU model and count (a host
+    engine's libraries fit the host that compiled them), and the stored bytes are the ones it
+    measured. For the default route: a batch after the one that wrote its entry loads the engine that
+    is kept and published instead of a rebuild of it (resnet50 on the H100: 16 s a batch)."""
     if kept is None or kept.outcome is not Outcome.ok or kept.engine_sha256 is None or kept.reused:
+        return None
+    if ctx.fingerprint is not None and (
+        kept.fingerprint is None or kept.fingerprint.digest != ctx.fingerprint.for_route(route.id).digest
+    ):
         return None
     node = kept.versions.node if kept.versions else None
     here = this_host()
