@@ -190,9 +190,9 @@ class Worker:
         rebuild: Callable[[], Built] | None = None,
     ) -> bool:
         """Load (and, for the batch that writes it, time) the default route and write its entry;
-        False when the batch cannot go on (it failed, or the deadline cut it short). `built` is
-        `kept`, the engine an earlier batch kept, that does not load here: the default is built
-        (`rebuild`) and loaded once more, as a batch that found no kept engine does."""
+        False when the batch cannot go on (it failed, or the deadline cut it short). When `built` is
+        `kept` (the engine an earlier batch kept) and does not load here, the default is built
+        (`rebuild`) and loaded once more, as in a batch that found no kept engine."""
         entry = default.measure(built)
         if progress.cut_short(entry, built.route):
             return False
@@ -266,8 +266,8 @@ class Worker:
 class DefaultRoute:
     """A batch's default route, from build to release: built once (first, in the batch's first
     group; a batch after the one that wrote its entry loads the engine that batch kept instead,
-    `measure.kept_engine`), loaded into the serving process every other route of the batch is timed in (its own
-    loads timed against each other first when this batch `writes` its entry), loaded again into a
+    `measure.kept_engine`), loaded into the serving process every other route of the batch is timed
+    in (its own loads timed against each other first when this batch `writes` its entry), loaded again into a
     fresh process when a route's failure closed that one, and released when the batch ends, however
     it ends (process closed, files removed). Its engine file stays until then."""
 
