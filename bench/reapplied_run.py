@@ -38,6 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "examples"), str(REPO / "operator")]
 
+from enginewright.worker.batch import KEPT_DEFAULT  # noqa: E402  (the worker's own words)
 from tests.cluster.harness import LocalCluster, wait_for  # noqa: E402
 from tests.cluster.operator_process import create_store_secret, start_operator, upload_example  # noqa: E402
 
@@ -55,8 +56,7 @@ RECONCILE_INTERVAL = "1"  # seconds: the harness's operator default (the shipped
 ROUTES_PER_JOB = 2  # several batches, so the default's rebuild by batches that start at once shows
 # a batch's builds: its routes and the default, or its routes alone where it loads the default's kept engine
 BATCH_LINE = re.compile(
-    r"^\[(?P<batch>[^\]]+)\] (?P<builds>\d+) routes (?:\(default included\)|and the default's engine an earlier "
-    r"batch kept \(loaded, not built again\)), built ",
+    rf"^\[(?P<batch>[^\]]+)\] (?P<builds>\d+) routes (?:\(default included\)|and {re.escape(KEPT_DEFAULT)}), built ",
     re.M,
 )
 

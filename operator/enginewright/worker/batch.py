@@ -11,7 +11,6 @@ flight. One route's steps are `measure.py`'s; the default route's life in a batc
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -31,10 +30,12 @@ from enginewright.worker.measure import (
     Built,
     build,
     interleave,
+    kept_bytes,
     kept_engine,
     load,
     measure_default,
     measure_paired,
+    measured_with_this_fingerprint,
 )
 from enginewright.worker.process import Builders
 from enginewright.worker.server import Server
@@ -87,18 +88,15 @@ class Worker:
         this run's for that route, part for part (an entry without one never is), and the engine it
         kept, if any, is still the one it measured (a later run of another fingerprint may have
         replaced the file under the same key)."""
-        if not self.ctx.reuse or self.ctx.fingerprint is None or entry.fingerprint is None:
-            return False
-        if entry.fingerprint.digest != self.ctx.fingerprint.for_route(entry.route_id).digest:
+        if not self.ctx.reuse or not measured_with_this_fingerprint(self.ctx, entry):
             return False
         if entry.engine_uri is None:
             return True
         checked = (entry.route_id, entry.engine_sha256)
         if checked not in self._engines_checked:
             try:
-                engine = self.ctx.store.get(self.ctx.engine_key(entry.route_id))
-                self._engines_checked[checked] = hashlib.sha256(engine).hexdigest() == entry.engine_sha256
-            except Exception:  # noqa: BLE001  (a missing object: the store's own error type)
+                self._engines_checked[checked] = kept_bytes(self.ctx, entry) is not None
+            except Exception:  # noqa: BLE001  (the store unreachable: not reused, measured again)
                 self._engines_checked[checked] = False
         return self._engines_checked[checked]
 
@@ -158,7 +156,7 @@ class Worker:
         def engine_of_route(route: Route) -> Built:
             return kept if route is default and kept is not None else build(ctx, route, stage, batch, builders)
 
-        def rebuild() -> Built:  # the kept default did not load here: build it, as before
+        def rebuild() -> Built:  # a kept default that does not load here is built, as before
             return build(ctx, default, stage, batch, builders)
 
         # (the build processes close first: a signal that ends the batch kills a build in flight
@@ -174,7 +172,9 @@ class Worker:
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
                 group = list(pool.map(engine_of_route, queue[start : start + width]))
-                if start == 0 and not self._measure_default(baseline, group.pop(0), progress, kept, rebuild):
+                if start == 0 and not self._measure_default(
+                    baseline, group.pop(0), progress, None if kept is None else rebuild
+                ):
                     break
                 for built in group:
                     if not self._measure_route(baseline, built, progress):
@@ -186,19 +186,18 @@ class Worker:
         default: DefaultRoute,
         built: Built,
         progress: Progress,
-        kept: Built | None = None,
         rebuild: Callable[[], Built] | None = None,
     ) -> bool:
         """Load (and, for the batch that writes it, time) the default route and write its entry;
-        False when the batch cannot go on (it failed, or the deadline cut it short). When `built` is
-        `kept` (the engine an earlier batch kept) and does not load here, the default is built
+        False when the batch cannot go on (it failed, or the deadline cut it short). `rebuild` is
+        given when `built` is the engine an earlier batch kept: one that does not load here is built
         (`rebuild`) and loaded once more, as in a batch that found no kept engine."""
         entry = default.measure(built)
         if progress.cut_short(entry, built.route):
             return False
-        if entry.outcome is not Outcome.ok and built is kept and rebuild is not None:
+        if entry.outcome is not Outcome.ok and rebuild is not None:
             progress.say(f"{KEPT_DEFAULT} did not load here ({describe(entry)}): the default is built instead")
-            built = rebuild()
+            built, rebuild = rebuild(), None
             entry = default.measure(built)
             if progress.cut_short(entry, built.route):
                 return False
@@ -211,7 +210,7 @@ class Worker:
             assert built.engine_path is not None  # it built: its entry is ok
             entry = self._write(self._keep(entry, built.engine_path, is_default=True))
             progress.written.append(entry)
-        progress.say(f"default route (baseline): {describe(entry)}{f', {KEPT_DEFAULT}' if built is kept else ''}")
+        progress.say(f"default route (baseline): {describe(entry)}{f', {KEPT_DEFAULT}' if rebuild else ''}")
         return True
 
     def _measure_route(self, default: DefaultRoute, built: Built, progress: Progress) -> bool:

@@ -68,6 +68,27 @@ def new_entry(ctx: WorkerContext, route: Route, stage: str, batch: str) -> Cache
     )
 
 
+def measured_with_this_fingerprint(ctx: WorkerContext, entry: CacheEntry) -> bool:
+    """The entry was measured with the context's fingerprint for its route, part for part (an entry
+    or a context without one never was)."""
+    return (
+        ctx.fingerprint is not None
+        and entry.fingerprint is not None
+        and entry.fingerprint.digest == ctx.fingerprint.for_route(entry.route_id).digest
+    )
+
+
+def kept_bytes(ctx: WorkerContext, entry: CacheEntry) -> bytes | None:
+    """The engine kept for the entry's route, when the stored bytes are the ones it measured; None
+    when none is kept or another replaced it (a later run of another fingerprint may have written
+    the same key). The store's other errors are raised."""
+    try:
+        engine = ctx.store.get(ctx.engine_key(entry.route_id))
+    except FileNotFoundError:  # the store's MissingObject
+        return None
+    return engine if hashlib.sha256(engine).hexdigest() == entry.engine_sha256 else None
+
+
 def kept_engine(ctx: WorkerContext, route: Route, kept: CacheEntry | None, stage: str, batch: str) -> Built | None:
     """The engine an earlier batch of this run kept for `route` (`kept`, its entry), placed where a
     build would have written it, to load instead of building the route again; None (build it) unless
@@ -78,22 +99,17 @@ def kept_engine(ctx: WorkerContext, route: Route, kept: CacheEntry | None, stage
     is kept and published instead of a rebuild of it (resnet50 on the H100: 16 s a batch)."""
     if kept is None or kept.outcome is not Outcome.ok or kept.engine_sha256 is None or kept.reused:
         return None
-    if ctx.fingerprint is not None and (
-        kept.fingerprint is None or kept.fingerprint.digest != ctx.fingerprint.for_route(route.id).digest
-    ):
+    if ctx.fingerprint is not None and not measured_with_this_fingerprint(ctx, kept):
         return None
     node = kept.versions.node if kept.versions else None
-    here = this_host()
     # the node is the Job's NODE_NAME; outside a Job, the host's name or none (as its backend records)
     if node not in {os.environ.get("NODE_NAME") or platform.node(), os.environ.get("NODE_NAME")} or kept.host is None:
         return None
+    here = this_host()
     if (kept.host.cpu_model, kept.host.cpus) != (here.cpu_model, here.cpus):
         return None
-    try:
-        engine = ctx.store.get(ctx.engine_key(route.id))
-    except FileNotFoundError:  # the store's MissingObject: the engine was not kept
-        return None
-    if hashlib.sha256(engine).hexdigest() != kept.engine_sha256:
+    engine = kept_bytes(ctx, kept)
+    if engine is None:
         return None
     folder = ctx.workdir / "routes" / route.id
     shutil.rmtree(folder, ignore_errors=True)
