@@ -80,3 +80,27 @@ def test_a_workload_whose_full_search_the_budget_cut_renders_with_mixed_alone(tm
     row = next(line for line in page.splitlines() if line.startswith("| mlp | ") and "not run (budget)" in line)
     assert f"`{result['modes']['mixed']['winner']}`" in row
     assert any(line.startswith("| mlp | ") and "not run (budget) | — | — |" in line for line in page.splitlines())
+
+
+def test_full_searchs_winner_is_its_sweeps_with_the_routes_mixed_measured_counted():
+    # On the H100 (session 27) full search ran after mixed in one cache, with no confirmation round:
+    # the product's decision left out cudagraphs, which mixed had measured (a reused number alone
+    # never wins), and the bench named a route 5% slower side by side as full's winner.
+    from tests.unit.test_planners import entry
+
+    default = entry({}, 3.0, baseline=3.0)
+    reused = entry({"triton.cudagraphs": "true"}, 1.59, baseline=3.06).model_copy(update={"reused_from": "run 862b"})
+    fresh = entry({"freezing": "true", "triton.cudagraphs": "true"}, 1.68, baseline=3.22)
+    assert gpu_tuning.sweep_winner([default, reused, fresh], default.route_id) == reused.route_id
+    assert (
+        gpu_tuning.sweep_winner([default, entry({"freezing": "true"}, 2.95, baseline=3.0)], default.route_id)
+        == default.route_id
+    )
+
+
+def test_the_done_line_says_when_side_by_side_did_not_run():
+    mixed = {"winner": "-triton.cudagraphs=true", "speedup_side_by_side": None}
+    result = {"workload": "resnet50", "wall_s": 399.9, "default_ms": 2.2269, "modes": {"mixed": mixed}}
+    assert gpu_tuning.done_line(result).endswith("mixed -triton.cudagraphs=true not measured side by side")
+    mixed["speedup_side_by_side"] = 2.262
+    assert gpu_tuning.done_line(result).endswith("mixed -triton.cudagraphs=true x2.262 side by side")
