@@ -523,6 +523,77 @@ def overhead_section(
     ]
 
 
+def protocol_section(before: list[dict], after_paths: list[str]) -> list[str]:
+    """Ask 8's table: each workload's later run (`after_paths`, result files of `run` with the
+    protocol of issue 19: loads as the unit, the confirmation round across loads, "don't compile"
+    measured) beside its run in the tables below (`before`), by workload: the mixed winner, its
+    headline with its interval across loads, side by side, what each mode cost a route, and the A/A
+    false winners. An after file's revision is the `rev.txt` beside it, its card the one it names."""
+    earlier = {r["workload"]: r for r in before}
+    lines = [
+        "## Before and after the new protocol (issue 19, ask 8)",
+        "",
+        "Each workload's run with the protocol of issue 19 beside its run in the tables below (the same "
+        "`bench/gpu_tuning.py run`, later revisions; the card each ran on is named: not all are the "
+        "H200). Cost a route: build + engine load + timed seconds of the routes a mode needs, divided "
+        'by their number, the GPU-holding seconds per route ("5 of 9": the call\'s deadline cut the search; '
+        "each later run has one route more: the "
+        "eager `compile=false`, measured in every space since ask 4). Headline: the mixed winner's "
+        "speedup in the confirmation round, with its 95% interval across loads and rounds (none "
+        "before: the protocol had no such round).",
+        "",
+        "| workload | after: card, revision | mixed winner before → after | headline after (95%) | "
+        "side by side before → after | mixed: routes, s a route, before → after | full: routes, s a "
+        "route, before → after | A/A false winners (rule) before → after |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+
+    def per_route(r: dict, name: str) -> str:
+        mode, planned = r["modes"][name], r.get("planned", {}).get(name)
+        if mode is None:
+            return "not run"
+        of = f" of {planned}" if planned and planned != mode["routes"] else ""  # the deadline cut it
+        return f"{mode['routes']}{of}, {mode['cost_s'] / mode['routes']:.1f}"
+
+    def side(mode: dict | None) -> str:
+        if mode is None or mode["winner"] == "(default)":
+            return "1 (default kept)" if mode else "—"
+        sbs = mode["speedup_side_by_side"]
+        return "—" if sbs is None else f"{sbs:.3f}"
+
+    def aa(r: dict) -> str:
+        a = r["aa"]
+        return "—" if "trials" not in a else f"{a['rule_false_winners']}/{a['trials']}"
+
+    for path in after_paths:
+        after = json.loads(Path(path).read_text())
+        rev_file = Path(path).parent / "rev.txt"
+        revision = rev_file.read_text().strip() if rev_file.exists() else "?"
+        old = earlier.get(after["workload"])
+        if old is None:
+            raise SystemExit(f"{path}: no earlier run of {after['workload']} among the results")
+        m, o = after["modes"], old["modes"]
+        head = m["mixed"]["headline"] or {}
+        headline = (
+            "default kept"
+            if m["mixed"]["winner"] == "(default)"
+            else f"{head['speedup']:.3f} ({head['low']:.3f}-{head['high']:.3f})"
+            if head.get("low") is not None
+            else "—"
+        )
+        winners = (
+            f"`{m['mixed']['winner']}` both"
+            if m["mixed"]["winner"] == o["mixed"]["winner"]
+            else f"`{o['mixed']['winner']}` → `{m['mixed']['winner']}`"
+        )
+        lines.append(
+            f"| {after['workload']} | {after['gpu']}, `{revision}` | {winners} | {headline} | "
+            f"{side(o['mixed'])} → {side(m['mixed'])} | {per_route(old, 'mixed')} → {per_route(after, 'mixed')} | "
+            f"{per_route(old, 'full')} → {per_route(after, 'full')} | {aa(old)} → {aa(after)} |"
+        )
+    return lines
+
+
 NOTES_BEGIN, NOTES_END = "<!-- notes: written by hand, kept by `gpu_tuning.py docs` -->", "<!-- /notes -->"
 
 
@@ -688,6 +759,8 @@ def cmd_docs(args) -> int:
             f"({total['rule']}/{total['trials']}), {total['strict'] / total['trials']:.1%} with the strict "
             f"rule ({total['strict']}/{total['trials']}).**",
         ]
+    if args.protocol_after:
+        lines += ["", *protocol_section(results, args.protocol_after)]
     if args.overhead_paired:
         lines += [
             "",
@@ -769,6 +842,13 @@ def main() -> int:
     docs.add_argument("--overhead-paired-revision", default="")
     docs.add_argument("--overhead-paired-date", default="")
     docs.add_argument("--overhead-paired-command", action="append")
+    docs.add_argument(
+        "--protocol-after",
+        action="append",
+        default=[],
+        help="a later run's result file of a workload among RESULTS, with the protocol of issue 19 (repeat): "
+        "the before-and-after table of ask 8 (revision: the rev.txt beside it)",
+    )
     docs.set_defaults(func=cmd_docs)
     args = parser.parse_args()
     return args.func(args)
