@@ -46,7 +46,10 @@ class ChildRequest(BaseModel):
     backend_options: dict = Field(default_factory=dict)
     workdir: str
     result: str | None = Field(None, description="Where build writes its JSON result.")
-    engine: str = Field(description="build: where to write the engine; serve: the first engine to load.")
+    engine: str = Field(
+        description="build: where to write the engine; serve: the first engine to load ('': named on the first "
+        "stdin line, `await_engine`)."
+    )
     key: str = Field("engine", description="serve: the name the first engine is timed by.")
     check: bool = Field(True, description="serve: check the first engine's accuracy against `references`.")
     model: str | None = None
@@ -125,7 +128,9 @@ def serve(request: ChildRequest) -> None:
     """Hold engines loaded in this process and time them whenever the parent asks: paired rounds of
     a route against the default, confirmation rounds. The request's engine is loaded first (key
     `request.key`); the reply is one `ready` JSON line (versions, load info, accuracy, calls per
-    round). Then one JSON request per stdin line, one JSON reply line each:
+    round); a request that names no engine was launched before its engine was built (`await_engine`)
+    and loads the one its first stdin line names. Then one JSON request per stdin line, one JSON reply
+    line each:
 
     - `{"op": "load", "key": K, "engine": PATH, "workdir": DIR, "check": bool}` loads another engine
       beside the others (optionally with its own `backend`/`backend_options`) and replies as `ready`;
@@ -152,6 +157,11 @@ def serve(request: ChildRequest) -> None:
         reply.write(json.dumps(message) + "\n")
         reply.flush()
 
+    backend = None
+    if not request.engine:
+        request, backend = await_engine(request)
+        if not request.engine:
+            return  # the parent closed the pipe first: its batch ended before the engine was built
     timing = request.timing
     objective = timing.objective.value
     inputs = [load_npz(p) for p in request.inputs]
@@ -177,7 +187,7 @@ def serve(request: ChildRequest) -> None:
                 Path(request.engine),
                 Path(request.workdir) / "load",
                 request.check,
-                _backend(request),
+                backend if backend is not None else _backend(request),
                 request,
                 inputs,
             )
@@ -226,6 +236,37 @@ def serve(request: ChildRequest) -> None:
             break
     for held in reversed(list(engines.values())):
         held.runner.close()
+
+
+def await_engine(request: ChildRequest) -> tuple[ChildRequest, object | None]:
+    """A serving process launched before its first engine was built (`Server.launch` without one):
+    import what the backend's engines need (`PRELOADED`, and the backend's own module) while the
+    batch builds, then wait for the first stdin line, `{"op": "load", "engine": PATH}`. Returns the
+    request naming that engine (none when the parent closed the pipe first) and the backend, made
+    already (None when making it failed: the load makes it again, and its error is the reply). Only
+    imports run here: no engine is loaded or timed while a build may run."""
+    import importlib
+
+    started = time.perf_counter()
+    loaded = []
+    for module in PRELOADED.get(request.backend, ()):
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            print(f"not imported ahead: {module} ({exc})", file=sys.stderr)
+            break
+        loaded.append(module)
+    try:
+        backend = _backend(request)
+    except Exception:  # noqa: BLE001  (said by the load, which makes it again)
+        backend = None
+    print(f"imported {loaded} in {time.perf_counter() - started:.2f} s; waiting for the first engine", file=sys.stderr)
+    sys.stderr.flush()
+    line = sys.stdin.readline()
+    message = json.loads(line) if line.strip() else {}
+    if message.get("op") != "load":
+        return request, backend
+    return request.model_copy(update={"engine": str(message["engine"])}), backend
 
 
 def interleaved_reply(many: list[Held], objective: str, inputs: dict, round_seconds: float) -> dict:

@@ -123,7 +123,7 @@ class WorkerContext:
             return float("inf")
         return max(0.0, self.deadline - time.time())
 
-    def child_request(self, action: str, workdir: Path, engine: Path, **fields) -> ChildRequest:
+    def child_request(self, action: str, workdir: Path, engine: Path | str, **fields) -> ChildRequest:
         """A request for a child process of this worker: its backend and timing, plus `fields`."""
         return ChildRequest(
             action=action,

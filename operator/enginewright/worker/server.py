@@ -40,9 +40,11 @@ class Server:
     """A serving process (`child.serve`): engines held loaded and timed on request, one JSON line per
     request and one back. It starts with one engine (`key`); `add` loads more beside it and `drop`
     unloads them, so that engines timed against each other run in one process, on one thread (two
-    processes holding the same engine run lastingly apart: see `child.serve`)."""
+    processes holding the same engine run lastingly apart: see `child.serve`). Made without its
+    engine (None), it is launched ahead and only imports (`child.await_engine`) until `load_first`
+    names the engine."""
 
-    def __init__(self, ctx: WorkerContext, key: str, engine: Path, workdir: Path, references: bool):
+    def __init__(self, ctx: WorkerContext, key: str, engine: Path | None, workdir: Path, references: bool):
         self.ctx, self.key, self.engine, self.workdir = ctx, key, engine, workdir
         self.references = references
         self.proc: subprocess.Popen[str] | None = None
@@ -59,12 +61,14 @@ class Server:
         return self.calls_of.get(self.key, 1)
 
     def launch(self) -> None:
+        """Start the process; without an engine yet, it imports what the backend's engines need and
+        waits for `load_first`."""
         ctx, accuracy = self.ctx, self.ctx.accuracy
         self.workdir.mkdir(parents=True, exist_ok=True)
         request = ctx.child_request(
             "serve",
             self.workdir,
-            self.engine,
+            "" if self.engine is None else self.engine,  # (none: `child.await_engine`)
             inputs=[str(p) for p in accuracy.inputs],
             references=[str(p) for p in accuracy.references] if accuracy.enabled else [],
             metric=accuracy.metric,
@@ -99,6 +103,12 @@ class Server:
     def start(self, timeout: float) -> dict:
         self.launch()
         return self.wait_ready(timeout)
+
+    def load_first(self, engine: Path, timeout: float) -> dict:
+        """Load the first engine into a process launched without one (its imports done meanwhile):
+        the `ready` reply, as `start`'s. A process that died or hung meanwhile is a ServerFailed."""
+        self.engine = engine
+        return self._ready(self.key, self._ask({"op": "load", "engine": str(engine)}, timeout))
 
     def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
         """Load another engine into this process (its files under `workdir`), check its accuracy when
@@ -194,10 +204,10 @@ class Server:
             raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s") from None
         if line is None:
             code = exit_code(proc, grace_s=10)
+            log_path = self.workdir / "serve.log"
             raise ServerFailed(
                 Outcome.crash,
-                f"the process holding engine {self.key} "
-                f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}",
+                f"the process holding engine {self.key} (log: {log_path}) {how_it_ended(code, log_path, f' during {what}')}",
             )
         return json.loads(line)
 
@@ -210,8 +220,9 @@ class Server:
                 proc.stdin.close()
         except OSError:
             pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
+        if self.engine is not None:  # one still importing holds nothing to close: not waited for
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
         kill_group(proc)
