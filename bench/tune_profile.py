@@ -9,7 +9,9 @@ Everything after `--` is `enginewright tune`'s own arguments. Prints one line pe
 (seconds in it, calls) and writes them to --json as it ends (also when tune fails). Seconds nest: a
 request's seconds include its quiet wait (`wait_quiet` is also counted alone, and the waits that
 reached their limit before the process went quiet as "gave up", 0 s), and `server.start` includes the
-first engine's load (not counted as a `load` request).
+first engine's load (not counted as a `load` request). A batch's serving process is launched as the
+batch starts and imports while its first group builds: `server.load_first` is the wait for it and its
+first engine's load once the default is built (also counted as a `load` request).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def timed(name: str, fn: Callable) -> Callable:
 
 
 def wrap() -> None:
-    """WRAPPED: `Server._ask` per request op, `Server.start`/`close`, the server's `wait_quiet`, the
+    """WRAPPED: `Server._ask` per request op, `Server.start`/`load_first`/`close`, the server's `wait_quiet`, the
     build processes' `Builders.close`, tune's `_check_data` and `report.plot`."""
     import enginewright.cli.tune as tune
     import enginewright.report as report
@@ -57,6 +59,9 @@ def wrap() -> None:
 
     server.Server._ask = by_op  # type: ignore[method-assign]
     server.Server.start = timed("server.start (process + first load)", server.Server.start)  # type: ignore[method-assign]
+    server.Server.load_first = timed(  # type: ignore[method-assign]
+        "server.load_first (process launched ahead: the rest of its start + first load)", server.Server.load_first
+    )
     server.Server.close = timed("server.close", server.Server.close)  # type: ignore[method-assign]
     quiet = timed("wait_quiet (before timing requests)", server.wait_quiet)
 

@@ -10,7 +10,8 @@ long, as a slow compiler would; `crash_build=1` makes the build kill its process
 its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise there instead
 ($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine); `restless_thread=1` makes the
 loaded engine start a thread that keeps a core busy until the engine is closed, as a runtime's
-thread that never rests would (or another tenant's work, on a loaded host)."""
+thread that never rests would (or another tenant's work, on a loaded host). Every child process
+that imports this module records when it did (`import`, with its command line's arguments)."""
 
 from __future__ import annotations
 
@@ -39,6 +40,10 @@ def record(kind: str, started: float, **detail) -> None:
     line = json.dumps({"kind": kind, "start": started, "end": time.monotonic(), "pid": os.getpid(), **detail})
     with open(os.environ["ENGINEWRIGHT_TEST_INTERVALS"], "a") as out:
         out.write(line + "\n")
+
+
+if os.environ.get("ENGINEWRIGHT_TEST_INTERVALS"):  # (not in the test's own process: set after it imports this)
+    record("import", time.monotonic(), argv=sys.argv[1:])
 
 
 class RecordingRunner(Runner):

@@ -160,16 +160,26 @@ def build(ctx: WorkerContext, route: Route, stage: str, batch: str, builders: Bu
     )
 
 
-def load(ctx: WorkerContext, built: Built, key: str) -> tuple[CacheEntry, Server | None]:
-    """Load the built engine in a fresh serving process, check its accuracy there, then load it
-    `timing.loads` times more for timing (`load_more`). Returns the entry so far and the warm
-    server (None when loading failed; the entry says why)."""
+def load(
+    ctx: WorkerContext, built: Built, key: str, launched: Server | None = None
+) -> tuple[CacheEntry, Server | None]:
+    """Load the built engine in a fresh serving process (`launched`, when one was launched ahead
+    without an engine, `Server.load_first`), check its accuracy there, then load it `timing.loads`
+    times more for timing (`load_more`). Returns the entry so far and the warm server (None when
+    loading failed; the entry says why). `launched` is closed unless it is the server returned."""
     entry = built.entry
     if built.engine_path is None:
+        if launched is not None:
+            launched.close()
         return entry, None
-    server = Server(ctx, primer(key), built.engine_path, built.engine_path.parent / "serve", references=True)
+    server = launched or Server(
+        ctx, primer(key), built.engine_path, built.engine_path.parent / "serve", references=True
+    )
     try:
-        ready = server.start(budget(ctx, entry))
+        if launched is None:
+            ready = server.start(budget(ctx, entry))
+        else:
+            ready = server.load_first(built.engine_path, budget(ctx, entry))
         load_more(ctx, server, key, built.engine_path, budget(ctx, entry))
     except ServerFailed as failed:
         server.close()
@@ -214,11 +224,14 @@ def loaded_entry(ctx: WorkerContext, entry: CacheEntry, ready: dict) -> CacheEnt
     return entry.model_copy(update=update)
 
 
-def measure_default(ctx: WorkerContext, built: Built, timed: bool = True) -> tuple[CacheEntry, Server | None]:
-    """Load the default engine (its primer, checked, and `timing.loads` timed loads) and, `timed`
-    (for the batch that writes its entry), time its loads against each other for `min_rounds`
-    interleaved rounds. The server stays loaded: every route of the batch is timed against it."""
-    entry, server = load(ctx, built, "default")
+def measure_default(
+    ctx: WorkerContext, built: Built, timed: bool = True, launched: Server | None = None
+) -> tuple[CacheEntry, Server | None]:
+    """Load the default engine (its primer, checked, and `timing.loads` timed loads; into `launched`
+    when a process was launched ahead for it, `load`) and, `timed` (for the batch that writes its
+    entry), time its loads against each other for `min_rounds` interleaved rounds. The server stays
+    loaded: every route of the batch is timed against it."""
+    entry, server = load(ctx, built, "default", launched)
     if server is None or not timed:
         return entry, server
     started, busy = time.monotonic(), server.busy_starts
