@@ -1,7 +1,7 @@
 """The serving process launched when a batch starts (for the default's engine, which is still
 building) is closed however the batch ends before that engine loads: the default's build failed, or
 the run's deadline passed while it built. No process is left behind; and one that died while it
-waited makes the default's load fail, with the log to read, instead of a hang."""
+waited makes the default's load fail at once, instead of a hang."""
 
 import json
 import os
@@ -13,6 +13,7 @@ import pytest
 
 from enginewright.api.cache import Outcome
 from enginewright.api.routes import Route
+from enginewright.worker.batch import DefaultRoute
 from enginewright.worker.measure import Built, load, new_entry
 from enginewright.worker.server import Server, primer
 from tests.worker.conftest import make_worker, recording_worker
@@ -40,7 +41,7 @@ def test_the_process_launched_ahead_is_closed_when_the_batch_ends_early(example,
     assert not (worker.ctx.workdir / "serve" / "b0").exists()
 
 
-def test_a_process_that_died_before_its_engine_fails_the_load_and_names_its_log(example, tmp_path):
+def test_a_process_that_died_before_its_engine_fails_the_load_at_once(example, tmp_path):
     ctx = make_worker(example, tmp_path).ctx
     launched = Server(ctx, primer("default"), None, tmp_path / "serve", references=True)
     launched.launch()
@@ -53,5 +54,21 @@ def test_a_process_that_died_before_its_engine_fails_the_load_and_names_its_log(
     entry, server = load(ctx, built, "default", launched)
     assert server is None and launched.proc is None
     assert entry.outcome is Outcome.crash and "killed by SIGKILL" in (entry.error or "")
-    assert str(tmp_path / "serve" / "serve.log") in (entry.error or "")
     assert time.monotonic() - started < 30  # failed at once, never waited for the load's budget
+
+
+def test_a_batch_that_ends_while_its_first_group_builds_closes_the_process_launched_ahead(example, tmp_path):
+    # a SIGTERM or an error during the first group: the batch's `with` ends before the default is
+    # measured, and only DefaultRoute's exit can close the process launched for it
+    ctx = make_worker(example, tmp_path).ctx
+    stale = ctx.workdir / "serve" / "b0" / "load" / "left-by-a-killed-run"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("")
+    with pytest.raises(RuntimeError, match="SIGTERM"):
+        with DefaultRoute(ctx, Route(), True, "b0") as default:
+            default.launch()
+            assert not stale.exists(), "the launched process's folder kept an earlier run's files"
+            pid = default._launched.proc.pid  # type: ignore[union-attr]
+            raise RuntimeError("SIGTERM while the first group builds")
+    assert not Path(f"/proc/{pid}").exists(), "the serving process launched ahead was left running"
+    assert not (ctx.workdir / "serve" / "b0").exists()

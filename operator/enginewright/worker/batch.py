@@ -283,7 +283,9 @@ class DefaultRoute:
     def launch(self) -> None:
         """Launch the serving process the default's first load goes into, before its engine is built:
         until `measure` names the engine it only imports (on 2 cores its start took 3.4 s, on the
-        H100's host 15 s, after the builds of the batch's first group: issue 19)."""
+        H100's host 15 s, after the builds of the batch's first group: issue 19). Its folder starts
+        empty: a run killed before `__exit__` left its files, and a resumed run reuses batch names."""
+        shutil.rmtree(self._folder, ignore_errors=True)
         self._launched = Server(self.ctx, primer("default"), None, self._folder, references=True)
         self._launched.launch()
 

@@ -244,7 +244,9 @@ def await_engine(request: ChildRequest) -> tuple[ChildRequest, object | None]:
     batch builds, then wait for the first stdin line, `{"op": "load", "engine": PATH}`. Returns the
     request naming that engine (none when the parent closed the pipe first) and the backend, made
     already (None when making it failed: the load makes it again, and its error is the reply). Only
-    imports run here: no engine is loaded or timed while a build may run."""
+    imports run here, no engine is loaded or timed while a build may run (importing torch 2.11's
+    Inductor starts CUDA's driver, harmless in a process that never forks). A backend with no
+    `PRELOADED` modules (TensorRT) imports only its own module ahead; the rest loads with the engine."""
     import importlib
 
     started = time.perf_counter()
@@ -252,8 +254,8 @@ def await_engine(request: ChildRequest) -> tuple[ChildRequest, object | None]:
     for module in PRELOADED.get(request.backend, ()):
         try:
             importlib.import_module(module)
-        except ImportError as exc:
-            print(f"not imported ahead: {module} ({exc})", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001  (a broken library: the load names it in its reply)
+            print(f"not imported ahead: {module} ({type(exc).__name__}: {exc})", file=sys.stderr)
             break
         loaded.append(module)
     try:

@@ -61,8 +61,8 @@ class Server:
         return self.calls_of.get(self.key, 1)
 
     def launch(self) -> None:
-        """Start the process; without an engine yet, it imports what the backend's engines need and
-        waits for `load_first`."""
+        """Start the process; without an engine yet, it imports ahead what the backend's engines need
+        (`child.await_engine`) and waits for `load_first`."""
         ctx, accuracy = self.ctx, self.ctx.accuracy
         self.workdir.mkdir(parents=True, exist_ok=True)
         request = ctx.child_request(
@@ -204,10 +204,10 @@ class Server:
             raise ServerFailed(Outcome.timeout, f"{what} exceeded {timeout:.0f}s") from None
         if line is None:
             code = exit_code(proc, grace_s=10)
-            log_path = self.workdir / "serve.log"
             raise ServerFailed(
                 Outcome.crash,
-                f"the process holding engine {self.key} (log: {log_path}) {how_it_ended(code, log_path, f' during {what}')}",
+                f"the process holding engine {self.key} "
+                f"{how_it_ended(code, self.workdir / 'serve.log', f' during {what}')}",
             )
         return json.loads(line)
 
