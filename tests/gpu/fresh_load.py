@@ -9,6 +9,11 @@ from pathlib import Path
 LOAD = """
 import json, os, sys
 from pathlib import Path
+if sys.argv[5] == "imported-ahead":  # as a serving process launched before its engine was built
+    import importlib
+    from enginewright.worker.child import PRELOADED
+    for module in PRELOADED["inductor"]:
+        importlib.import_module(module)
 import numpy as np
 from torch._inductor import cpp_builder
 from enginewright.backends.inductor import InductorBackend
@@ -51,12 +56,13 @@ print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner
 """
 
 
-def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu") -> dict:
-    """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz): the
+def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", imported_ahead: bool = False) -> dict:
+    """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz), after
+    importing the modules a serving process imports ahead (`child.await_engine`) when `imported_ahead`: the
     libraries it compiled (`compiled`, `built`), the runner's `describe()`, the output, the processes
     the load left running beside it (`children`), Inductor's `compile_threads` after it, and how many
     of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`)."""
-    args = [str(engine), str(workdir), str(inputs), device]
+    args = [str(engine), str(workdir), str(inputs), device, "imported-ahead" if imported_ahead else "-"]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

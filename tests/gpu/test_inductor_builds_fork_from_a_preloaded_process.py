@@ -82,3 +82,10 @@ def test_builds_forked_from_a_preloaded_process_carry_all_they_compiled(program,
         assert loaded["children"] == 0 and loaded["compile_threads"] == 1, (route, loaded)
         if route.get("compile") != "false":
             assert loaded["describe"]["fxgraph_cache_miss"] == 0 and loaded["describe"]["fxgraph_cache_hit"] >= 1, route
+
+    # A batch's serving process imports Inductor before its first engine is built (`child.await_engine`):
+    # its load must still compile nothing, start no compile pool and hit the engine's own caches.
+    loaded = load_fresh(engines[0], tmp_path / "load-ahead", folder / "inputs.npz", DEVICE, imported_ahead=True)
+    np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-4)
+    assert loaded["compiled"] == 0 and loaded["children"] == 0 and loaded["compile_threads"] == 1, loaded
+    assert loaded["describe"]["fxgraph_cache_miss"] == 0 and loaded["describe"]["fxgraph_cache_hit"] >= 1, loaded
