@@ -68,6 +68,14 @@ def new_entry(ctx: WorkerContext, route: Route, stage: str, batch: str) -> Cache
     )
 
 
+def fresh_engine_path(ctx: WorkerContext, route: Route) -> Path:
+    """Where this batch puts `route`'s engine, built or kept: in the route's folder, emptied first of
+    what an earlier batch or a killed run left there."""
+    folder = ctx.workdir / "routes" / route.id
+    shutil.rmtree(folder, ignore_errors=True)
+    return folder / f"engine{ctx.engine_suffix}"
+
+
 def measured_with_this_fingerprint(ctx: WorkerContext, entry: CacheEntry) -> bool:
     """The entry was measured with the context's fingerprint for its route, part for part (an entry
     or a context without one never was)."""
@@ -111,10 +119,8 @@ def kept_engine(ctx: WorkerContext, route: Route, kept: CacheEntry | None, stage
     engine = kept_bytes(ctx, kept)
     if engine is None:
         return None
-    folder = ctx.workdir / "routes" / route.id
-    shutil.rmtree(folder, ignore_errors=True)
-    folder.mkdir(parents=True)
-    engine_path = folder / f"engine{ctx.engine_suffix}"
+    engine_path = fresh_engine_path(ctx, route)
+    engine_path.parent.mkdir(parents=True)
     engine_path.write_bytes(engine)
     entry = new_entry(ctx, route, stage, batch).model_copy(
         update={"engine_sha256": kept.engine_sha256, "engine_size": len(engine)}
@@ -125,14 +131,12 @@ def kept_engine(ctx: WorkerContext, route: Route, kept: CacheEntry | None, stage
 def build(ctx: WorkerContext, route: Route, stage: str, batch: str, builders: Builders | None = None) -> Built:
     """Build `route` in a process of its own, forked from one of the batch's `builders` (none given:
     a build process started for this build alone); the engine file stays in the route's folder."""
-    folder = ctx.workdir / "routes" / route.id
-    shutil.rmtree(folder, ignore_errors=True)
-    engine_path = folder / f"engine{ctx.engine_suffix}"
+    engine_path = fresh_engine_path(ctx, route)
     entry = new_entry(ctx, route, stage, batch)
     result = (builders.run if builders is not None else run_child)(
         ctx.child_request(
             "build",
-            folder,
+            engine_path.parent,
             engine_path,
             model=str(ctx.model),
             settings=ctx.settings,
