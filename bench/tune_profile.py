@@ -9,7 +9,9 @@ Everything after `--` is `enginewright tune`'s own arguments. Prints one line pe
 (seconds in it, calls) and writes them to --json as it ends (also when tune fails). Seconds nest: a
 request's seconds include its quiet wait (`wait_quiet` is also counted alone, and the waits that
 reached their limit before the process went quiet as "gave up", 0 s), and `server.start` includes the
-first engine's load (not counted as a `load` request). A batch's serving process is launched as the
+first engine's load (not counted as a `load` request). "in the serving process" rows are the serving
+process's own account of its loads (`child.load`: the load and first call, the accuracy check, the
+warm-up, finding the calls per round), nested in the requests and starts above. A batch's serving process is launched as the
 batch starts and imports while its first group builds: `server.load_first` is the wait for it and its
 first engine's load once the default is built (also counted as a `load` request).
 """
@@ -58,6 +60,18 @@ def wrap() -> None:
             calls[f"request {request['op']}"] += 1
 
     server.Server._ask = by_op  # type: ignore[method-assign]
+    ready = server.Server._ready
+
+    def by_phase(self, key, reply):
+        # the serving process's own account of each load (`child.load`'s `seconds`), its first load
+        # (the default's, after the process's start) apart from the others
+        which = "first load" if not self.calls_of else "load"
+        for phase, seconds in (reply.get("seconds") or {}).items():
+            spent[f"in the serving process: {which}: {phase}"] += float(seconds)
+            calls[f"in the serving process: {which}: {phase}"] += 1
+        return ready(self, key, reply)
+
+    server.Server._ready = by_phase  # type: ignore[method-assign]
     server.Server.start = timed("server.start (process + first load)", server.Server.start)  # type: ignore[method-assign]
     if hasattr(server.Server, "load_first"):  # (an operator from before it, profiled side by side, has none)
         server.Server.load_first = timed(  # type: ignore[method-assign]
