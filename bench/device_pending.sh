@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # The device check issue 19 still lacks for ask 7, in one call of at most TOTAL seconds, each result
 # written under $OUT as it comes (at most 8 files come back from $OUT: this writes 7):
-#   1. where a fresh process's start goes on the GPU node (bench/import_cost.py, twice, and once with
-#      `-X importtime`): a serving process's start with its first load took 15.2 s there (session 27),
-#   2. the batch's serving process launched while its first group builds (598167b): tune with the
-#      operator before it (a74a7ff) against this one, the MLP, one pair, side by side,
+#   1. (IMPORTS=1, the default) where a fresh process's start goes on the GPU node
+#      (bench/import_cost.py, twice, and once with `-X importtime`),
+#   2. the confirmation's serving process launched while the batch builds (`Worker(ahead=True)`):
+#      tune with the operator before it (BEFORE, f43d42f) against this one, the MLP, one pair, side
+#      by side (session 28's first call measured the batch's early process the same way: 0.847x),
 #   3. where this revision's tune spends its wall time (bench/tune_profile.py, same data and knobs),
-#      now with each load's own account (load, check, warm-up, calls per round), and its logs.
+#      with each load's own account (load, check, warm-up, calls per round), and its logs.
 # Here, first:  bash bench/device_pending.sh prepare   (out/devpkgs, out/before, out/rev.txt)
 # On the device (carry out/devpkgs, out/before, out/rev.txt):  TOTAL=480 bash bench/device_pending.sh run
 # Ask 8's resnet50 and convnet calls on the H200 are separate (docs/benchmarks.md, "Still missing").
 set -u
 cd "$(dirname "$0")/.."
-BEFORE=${BEFORE:-a74a7ff}
+BEFORE=${BEFORE:-f43d42f}
 if [ "${1:-}" = prepare ]; then
   [ -d out/devpkgs ] || bash bench/device_packages.sh
   rm -rf out/before && mkdir -p out/before
@@ -32,7 +33,7 @@ profile="python3 bench/tune_profile.py --json $OUT/profile.json -- $D/mlp.pt2 --
   printf 'commands:\n%s\n%s\n' "$ab" "$profile"
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
   lscpu | head -20; nproc; uptime; df -h /opt /tmp 2>/dev/null; } > "$OUT/env.txt" 2>&1
-{ for i in 1 2; do timeout 120 python3 bench/import_cost.py --cuda; done
+[ "${IMPORTS:-1}" = 1 ] && { for i in 1 2; do timeout 120 python3 bench/import_cost.py --cuda; done
   timeout 120 python3 -X importtime bench/import_cost.py 2> /tmp/importtime.txt
   echo "slowest imports (-X importtime, cumulative us):"
   sort -t'|' -k2 -n -r /tmp/importtime.txt | head -40; } > "$OUT/import.txt" 2>&1

@@ -44,7 +44,8 @@ def timed(name: str, fn: Callable) -> Callable:
 
 def wrap() -> None:
     """WRAPPED: `Server._ask` per request op, `Server.start`/`load_first`/`close`, the server's `wait_quiet`, the
-    build processes' `Builders.close`, tune's `_check_data` and `report.plot`."""
+    build processes' `Builders.close`, the worker's batches and confirmations, tune's `_check_data` and
+    `report.plot`."""
     import enginewright.cli.tune as tune
     import enginewright.report as report
     from enginewright.worker import process, server
@@ -89,6 +90,10 @@ def wrap() -> None:
 
     server.wait_quiet = wait_quiet
     process.Builders.close = timed("build processes: close", process.Builders.close)  # type: ignore[method-assign]
+    from enginewright.worker import batch
+
+    batch.Worker.run_batch = timed("worker: a batch", batch.Worker.run_batch)  # type: ignore[method-assign]
+    batch.Worker.confirm = timed("worker: a confirmation", batch.Worker.confirm)  # type: ignore[method-assign]
     tune._check_data = timed("tune: reference data check", tune._check_data)
     report.plot = timed("report: figure (report.png)", report.plot)
 

@@ -235,7 +235,9 @@ def _tune(
         reuse=local.search.reuse is not ReuseMode.none,
     )
     ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
-    worker = Worker(ctx)
+    # one process runs every batch and the confirmation: each batch launches the confirmation's
+    # serving process as it starts (`Worker.ahead`), when a confirmation may follow
+    worker = Worker(ctx, ahead=local.search.confirm.top_k > 0)
     spec = FlowSpec.of(local)
     knobs = backend.knobs()
     default_id = first_step(spec, knobs).default.id  # nothing measured: stage 1, from the default
@@ -248,26 +250,29 @@ def _tune(
     confirmations = _saved_confirmations(opts.out)
     ran: set[str] = set()  # batches run by this process: one that still lacks entries is given up
     said: set[str] = set()
-    while True:
-        out_of_time = opts.deadline is not None and time.time() >= opts.deadline
-        step = next_step(spec, Observed(knobs, worker.existing(), confirmations, frozenset(ran), out_of_time))
-        if isinstance(step, RunBatches):
-            if on_plan:
-                on_plan(step.planned)
-            say(step.note)
-            said.add(step.note)
-            for batch in step.batches:
-                worker.run_batch(batch.routes, batch.stage, batch.name, step.default)
-                ran.add(batch.name)
-        elif isinstance(step, RunConfirmation):
-            rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads)
-            confirmations[step.name] = rounds
-            (opts.out / "confirm.json").write_text(json.dumps({"name": step.name, "rounds": rounds}))
-            ran.add(step.name)
-        elif isinstance(step, Failed):
-            raise TuneError(step.message)
-        else:
-            break
+    try:
+        while True:
+            out_of_time = opts.deadline is not None and time.time() >= opts.deadline
+            step = next_step(spec, Observed(knobs, worker.existing(), confirmations, frozenset(ran), out_of_time))
+            if isinstance(step, RunBatches):
+                if on_plan:
+                    on_plan(step.planned)
+                say(step.note)
+                said.add(step.note)
+                for batch in step.batches:
+                    worker.run_batch(batch.routes, batch.stage, batch.name, step.default)
+                    ran.add(batch.name)
+            elif isinstance(step, RunConfirmation):
+                rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads)
+                confirmations[step.name] = rounds
+                (opts.out / "confirm.json").write_text(json.dumps({"name": step.name, "rounds": rounds}))
+                ran.add(step.name)
+            elif isinstance(step, Failed):
+                raise TuneError(step.message)
+            else:
+                break
+    finally:
+        worker.close()  # the process launched ahead for a confirmation that never came
     for note in step.notes:
         if note not in said:
             say(note)

@@ -38,7 +38,7 @@ from enginewright.worker.measure import (
     measured_with_this_fingerprint,
 )
 from enginewright.worker.process import Builders
-from enginewright.worker.server import Server, primer
+from enginewright.worker.server import Server, ServerFailed, primer
 
 log = logging.getLogger("enginewright.worker")
 KEPT_DEFAULT = "the default's engine an earlier batch kept (loaded, not built again)"
@@ -47,10 +47,66 @@ KEPT_DEFAULT = "the default's engine an earlier batch kept (loaded, not built ag
 class Worker:
     """Builds, checks and times routes for one target; writes entries and keeps engines."""
 
-    def __init__(self, ctx: WorkerContext):
-        self.ctx = ctx
+    def __init__(self, ctx: WorkerContext, ahead: bool = False):
+        """`ahead`: a run of several batches and a confirmation in this one process (`tune`): each
+        batch also launches, as it starts, the fresh serving process the next confirmation loads
+        into (`launch_ahead`), so that its interpreter start and imports (15 s on the H100's host,
+        session 27) run while the batch builds, not after it. `close` ends one left unused."""
+        self.ctx, self.ahead = ctx, ahead
         self._spread = Spread()  # lasting per-load spread of the routes measured so far (pooled)
         self._engines_checked: dict[tuple[str, str | None], bool] = {}  # reused entries' kept engines
+        self._ahead: Server | None = None  # launched ahead (imports only) for the next confirmation
+
+    # ------------------------------------------------------------------ a process launched ahead
+    def launch_ahead(self) -> None:
+        """Launch a fresh serving process that only imports until a confirmation names its first
+        engine (`child.await_engine`); none when one is held and running."""
+        if self._ahead is not None and self._ahead.proc is not None and self._ahead.proc.poll() is None:
+            return
+        self.close()
+        self._ahead = Server(self.ctx, primer("ahead"), None, self._ahead_folder, references=False)
+        self._ahead.launch()
+
+    def _imported_ahead(self) -> None:
+        """Before a batch times anything: the process launched ahead has done its imports (it
+        runs nothing beside a timing); one that failed meanwhile is closed (the confirmation then
+        launches its own)."""
+        if self._ahead is None:
+            return
+        try:
+            self._ahead.wait_imported(self.ctx.route_timeout)
+        except ServerFailed as failed:
+            log.warning("the serving process launched ahead for the confirmation failed: %s", failed.error)
+            self.close()
+
+    def _take_ahead(self) -> Server:
+        """The process launched ahead, still running; else one launched now."""
+        held, self._ahead = self._ahead, None
+        if held is not None and held.proc is not None and held.proc.poll() is None:
+            return held
+        if held is not None:
+            held.close()
+        self.launch_ahead()
+        held, self._ahead = self._ahead, None
+        assert held is not None  # just launched
+        return held
+
+    @property
+    def _ahead_folder(self) -> Path:
+        return self.ctx.workdir / "serve" / "ahead"
+
+    def close(self) -> None:
+        """End the process launched ahead, if one is held, and remove its files."""
+        held, self._ahead = self._ahead, None
+        if held is not None:
+            held.close()
+        shutil.rmtree(self._ahead_folder, ignore_errors=True)
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # ------------------------------------------------------------------ store
     def existing(self) -> dict[str, CacheEntry]:
@@ -167,12 +223,16 @@ class Worker:
             Builders(ctx.workdir / "builds" / batch, width) as builders,
         ):
             baseline.launch()  # its interpreter start and imports run while the first group builds
+            if self.ahead:
+                self.launch_ahead()  # the next confirmation's, likewise
             for start in range(0, len(queue), width):
                 if progress.out_of_time():
                     break
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
                 group = list(pool.map(engine_of_route, queue[start : start + width]))
+                if start == 0:
+                    self._imported_ahead()
                 if start == 0 and not self._measure_default(
                     baseline, group.pop(0), progress, None if kept is None else rebuild
                 ):
@@ -248,11 +308,18 @@ class Worker:
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
+        # the fresh process the engines load into: launched ahead during the last batch (`ahead`),
+        # else now, so that it imports while the engines are fetched from the store
+        launched = self._take_ahead()
         engines = {}
-        for entry in [default, *candidates]:
-            path = folder / f"{entry.route_id}{ctx.engine_suffix}"
-            path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
-            engines[entry.route_id] = path
+        try:
+            for entry in [default, *candidates]:
+                path = folder / f"{entry.route_id}{ctx.engine_suffix}"
+                path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
+                engines[entry.route_id] = path
+        except BaseException:
+            launched.close()
+            raise
         ctx.say(
             f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, "
             f"{'at most ' if early_stop else ''}{rounds} interleaved rounds in one process "
@@ -260,7 +327,10 @@ class Worker:
         )
         margin = ctx.noise_margin  # the spec's floor: the flow's margin is never below it
         stop = (lambda times: settled(times, default.route_id, margin)) if early_stop else None
-        return interleave(ctx, engines, rounds, folder, loads, settled=stop)
+        try:
+            return interleave(ctx, engines, rounds, folder, loads, settled=stop, launched=launched)
+        finally:
+            shutil.rmtree(self._ahead_folder, ignore_errors=True)  # (interleave closed its process)
 
 
 class DefaultRoute:

@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -159,7 +159,7 @@ def serve(request: ChildRequest) -> None:
 
     backend = None
     if not request.engine:
-        request, backend = await_engine(request)
+        request, backend = await_engine(request, say)
         if not request.engine:
             return  # the parent closed the pipe first: its batch ended before the engine was built
     timing = request.timing
@@ -238,15 +238,18 @@ def serve(request: ChildRequest) -> None:
         held.runner.close()
 
 
-def await_engine(request: ChildRequest) -> tuple[ChildRequest, object | None]:
+def await_engine(request: ChildRequest, say: Callable[[dict], None]) -> tuple[ChildRequest, object | None]:
     """A serving process launched before its first engine was built (`Server.launch` without one):
     import what the backend's engines need (`PRELOADED`, and the backend's own module) while the
-    batch builds, then wait for the first stdin line, `{"op": "load", "engine": PATH}`. Returns the
-    request naming that engine (none when the parent closed the pipe first) and the backend, made
-    already (None when making it failed: the load makes it again, and its error is the reply). Only
-    imports run here, no engine is loaded or timed while a build may run (importing torch 2.11's
-    Inductor starts CUDA's driver, harmless in a process that never forks). A backend with no
-    `PRELOADED` modules (TensorRT) imports only its own module ahead; the rest loads with the engine."""
+    batch builds, say so (`{"imported": [modules]}`, `Server.wait_imported`), then wait for the first
+    stdin line, `{"op": "load", "engine": PATH}`, which may also name the engine's `key` and whether
+    its accuracy is `check`ed (a process launched ahead for a confirmation learns them only then).
+    Returns the request naming that engine (none when the parent closed the pipe first) and the
+    backend, made already (None when making it failed: the load makes it again, and its error is the
+    reply). Only imports run here, no engine is loaded or timed while a build may run (importing
+    torch 2.11's Inductor starts CUDA's driver, harmless in a process that never forks). A backend
+    with no `PRELOADED` modules (TensorRT) imports only its own module ahead; the rest loads with the
+    engine."""
     import importlib
 
     started = time.perf_counter()
@@ -262,13 +265,19 @@ def await_engine(request: ChildRequest) -> tuple[ChildRequest, object | None]:
         backend = _backend(request)
     except Exception:  # noqa: BLE001  (said by the load, which makes it again)
         backend = None
-    print(f"imported {loaded} in {time.perf_counter() - started:.2f} s; waiting for the first engine", file=sys.stderr)
+    seconds = round(time.perf_counter() - started, 3)
+    print(f"imported {loaded} in {seconds:.2f} s; waiting for the first engine", file=sys.stderr)
     sys.stderr.flush()
+    try:
+        say({"imported": loaded, "seconds": seconds})
+    except OSError:  # (the parent is gone: the read below ends this process)
+        pass
     line = sys.stdin.readline()
     message = json.loads(line) if line.strip() else {}
     if message.get("op") != "load":
         return request, backend
-    return request.model_copy(update={"engine": str(message["engine"])}), backend
+    named = {"engine": str(message["engine"]), **{k: message[k] for k in ("key", "check") if k in message}}
+    return request.model_copy(update=named), backend
 
 
 def interleaved_reply(many: list[Held], objective: str, inputs: dict, round_seconds: float) -> dict:

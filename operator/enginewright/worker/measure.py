@@ -381,17 +381,23 @@ def interleave(
     folder: Path,
     loads: int = 1,
     settled: Callable[[dict[str, list[float]]], bool] | None = None,
+    launched: Server | None = None,
 ) -> dict[str, list[float]]:
     """Rounds of every engine, each loaded `loads` times (after an untimed primer of each) into
     one serving process, the loads taking turns engine by engine (A B C A@2 B@2 C@2 ...), each
     round interleaved in blocks on its one thread (`Server.interleave`), in `round_order`, at most
     `rounds` of them: fewer when `settled(times so far)`, asked after every round but the last, says
     no candidate can still win (`search.winner.settled`; a check that raises is said and the rounds
-    go on). Returns per-round times (ms per call) by load key (`measure.paired.load_key`)."""
+    go on). Returns per-round times (ms per call) by load key (`measure.paired.load_key`). `launched`:
+    a fresh process launched ahead without an engine (`Server.load_first`), else one started here;
+    closed when the rounds end, however they end."""
     names = list(engines)
-    server = Server(ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
+    server = launched or Server(ctx, primer(names[0]), engines[names[0]], folder / "serve", references=False)
     try:
-        server.start(ctx.route_timeout)
+        if launched is None:
+            server.start(ctx.route_timeout)
+        else:
+            server.load_first(engines[names[0]], ctx.route_timeout, key=primer(names[0]), check=False)
         for name in names[1:]:
             server.add(
                 primer(name),

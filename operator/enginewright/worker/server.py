@@ -50,6 +50,7 @@ class Server:
         self.proc: subprocess.Popen[str] | None = None
         self.replies: ReplyLines | None = None  # the serving process's reply lines
         self.calls_of: dict[str, int] = {}  # calls per round of each loaded engine, set when it is ready
+        self.imported = False  # (launched without an engine) its `imported` line was read
         # timing requests and interleaved blocks begun after the quiet wait gave up (its limit passed
         # with the process's threads still busy: a loaded host, a thread that never rests), so timed
         # beside busy threads; the entries say how many (`Host.busy_starts`)
@@ -104,11 +105,25 @@ class Server:
         self.launch()
         return self.wait_ready(timeout)
 
-    def load_first(self, engine: Path, timeout: float) -> dict:
+    def wait_imported(self, timeout: float) -> None:
+        """Wait until a process launched without an engine has done its imports (its `imported`
+        line), at most `timeout` seconds: nothing of its start then runs beside a timing. A process
+        that died or hung meanwhile is a ServerFailed."""
+        if self.engine is None and not self.imported:
+            self._reply(timeout, "imports")
+            self.imported = True
+
+    def load_first(self, engine: Path, timeout: float, key: str | None = None, check: bool | None = None) -> dict:
         """Load the first engine into a process launched without one (its imports done meanwhile):
-        the `ready` reply, as `start`'s. A process that died or hung meanwhile is a ServerFailed."""
-        self.engine = engine
-        return self._ready(self.key, self._ask({"op": "load", "engine": str(engine)}, timeout))
+        the `ready` reply, as `start`'s. `key` and `check` name the engine and whether its accuracy is
+        checked, where the launch did not know them (a process launched ahead for whatever needs a
+        fresh one next). A process that died or hung meanwhile is a ServerFailed."""
+        deadline = time.monotonic() + timeout
+        self.wait_imported(timeout)
+        self.engine, self.key = engine, key or self.key
+        self.references = self.references if check is None else check
+        request = {"op": "load", "engine": str(engine), "key": self.key, "check": self.references}
+        return self._ready(self.key, self._ask(request, max(1.0, deadline - time.monotonic())))
 
     def add(self, key: str, engine: Path, workdir: Path, timeout: float, check: bool = True, **backend) -> dict:
         """Load another engine into this process (its files under `workdir`), check its accuracy when
