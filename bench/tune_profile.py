@@ -28,11 +28,14 @@ from typing import Callable
 
 spent: dict[str, float] = collections.defaultdict(float)
 calls: collections.Counter[str] = collections.Counter()
+first: dict[str, float] = {}  # when each first began, seconds after tune began (a timeline)
+BEGAN = time.monotonic()
 
 
 def timed(name: str, fn: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         started = time.monotonic()
+        first.setdefault(name, started - BEGAN)
         try:
             return fn(*args, **kwargs)
         finally:
@@ -107,7 +110,8 @@ def main() -> int:
     wrap()
     from enginewright.cli import main as cli
 
-    began = time.monotonic()
+    global BEGAN
+    began = BEGAN = time.monotonic()
     code: int | None = None
     try:
         code = cli(["tune", *tune_args])
@@ -121,14 +125,20 @@ def main() -> int:
                     "command": ["enginewright", "tune", *tune_args],
                     "exit_code": code,
                     "wall_seconds": round(total, 3),
-                    "spent": {name: {"seconds": round(s, 3), "calls": calls[name]} for name, s in rows},
+                    "spent": {
+                        name: {"seconds": round(s, 3), "calls": calls[name], "first_began_at": round(first[name], 3)}
+                        if name in first
+                        else {"seconds": round(s, 3), "calls": calls[name]}
+                        for name, s in rows
+                    },
                 },
                 indent=2,
             )
         )
         print(f"\ntune's wall time in this process: {total:.2f} s", file=sys.stderr)
         for name, seconds in rows:
-            print(f"  {name:42s} {seconds:8.2f} s  x{calls[name]}", file=sys.stderr)
+            at = f"  first at {first[name]:7.2f} s" if name in first else ""
+            print(f"  {name:42s} {seconds:8.2f} s  x{calls[name]}{at}", file=sys.stderr)
     return code or 0
 
 
