@@ -8,6 +8,7 @@
 #      by side (session 28's first call measured the batch's early process the same way: 0.847x),
 #   3. where this revision's tune spends its wall time (bench/tune_profile.py, same data and knobs),
 #      with each load's own account (load, check, warm-up, calls per round), and its logs.
+#   4. (TESTS=1) tests/gpu with the time left.
 # Here, first:  bash bench/device_pending.sh prepare   (out/devpkgs, out/before, out/rev.txt)
 # On the device (carry out/devpkgs, out/before, out/rev.txt):  TOTAL=480 bash bench/device_pending.sh run
 # Ask 8's resnet50 and convnet calls on the H200 are separate (docs/benchmarks.md, "Still missing").
@@ -44,3 +45,9 @@ t=$(left); echo "profile with ${t}s" > "$OUT/profile.log"
 [ "$t" -gt 10 ] && timeout "$t" $profile >> "$OUT/profile.log" 2>&1
 echo "rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/profile.log"
 (cd /tmp/profile 2>/dev/null && find . -name '*.log' | tar -czf "$OUT/logs.tgz" -T -) 2>/dev/null
+# 4. (TESTS=1) tests/gpu with the time left: the fork test's load into a process that imported ahead
+if [ "${TESTS:-0}" = 1 ]; then
+  t=$(left); echo "tests/gpu with ${t}s" > "$OUT/tests-gpu.log"
+  [ "$t" -gt 10 ] && timeout "$t" python3 -m pytest -v -rA -p no:cacheprovider tests/gpu >> "$OUT/tests-gpu.log" 2>&1
+  echo "rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/tests-gpu.log"
+fi
