@@ -27,7 +27,7 @@ TOTAL=${TOTAL:-480}
 start=$(date +%s)
 left() { echo $(( TOTAL - ( $(date +%s) - start ) )); }
 export PYTHONPATH=$PWD/operator:$PWD/bench:$PWD/out/devpkgs PYTHONUNBUFFERED=1
-ab="python3 bench/inductor_cost.py --out /tmp/ic --device cuda --workload mlp --knobs compile,triton.cudagraphs,coordinate_descent_tuning --pairs 1 --variant before=out/before/operator --variant after=operator --export $OUT/ic"
+ab="python3 bench/inductor_cost.py --out /tmp/ic --device cuda --workload mlp --knobs compile,triton.cudagraphs,coordinate_descent_tuning --pairs ${PAIRS:-1} --variant before=out/before/operator --variant after=operator --export $OUT/ic"
 D=/tmp/ic/data
 profile="python3 bench/tune_profile.py --json $OUT/profile.json -- $D/mlp.pt2 --backend inductor --search mixed --metric cosine --threshold 0.001 --out /tmp/profile --device cuda --inputs $D/inputs-0.npz --references $D/references-0.npz --inputs $D/inputs-1.npz --references $D/references-1.npz --knob compile=true,false --knob triton.cudagraphs=true,false --knob coordinate_descent_tuning=true,false --setting input_dtype=float16"
 { echo "revision $(cat out/rev.txt 2>/dev/null), before $BEFORE"
