@@ -103,3 +103,69 @@ def test_a_confirmation_job_launches_its_process_before_fetching_the_engines(exa
     assert batch_module.Server is Server
     worker.confirm([written[ROUTE.id]], written[DEFAULT.id], rounds=2, loads=1, early_stop=False)
     assert events[:1] == ["launch"] and events.count("launch") == 1 and events.count("fetch") == 2
+
+
+def kind_of(record: dict) -> str:
+    """Which process an `import` record came from: a build process or a serving process."""
+    return "builds" if any(a.endswith("builds-request.json") for a in record["argv"]) else "serve"
+
+
+def test_the_first_batch_builds_and_loads_in_processes_started_before_it(example, tmp_path, monkeypatch):
+    """`tune`'s worker starts the first batch's build process and its default's serving process
+    before the batch is planned (`start_ahead`): the batch starts none of its own."""
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    worker.start_ahead()
+    builders, server = worker._first_builders, worker._first_default
+    assert builders is not None and server is not None and server.proc is not None
+    builder, serving_pid = builders.all[0].proc, server.proc.pid
+    assert builder is not None and builder.poll() is None  # running before any build was asked for
+    deadline = time.monotonic() + 60
+    imported: list[dict] = []
+    while not imported and time.monotonic() < deadline:  # the serving process imports the backend
+        imported = [r for r in records(intervals) if r["kind"] == "import"] if intervals.exists() else []
+        time.sleep(0.05)
+    assert [(r["pid"], kind_of(r)) for r in imported] == [(serving_pid, "serve")]
+    batch_began = time.monotonic()
+    written = worker.run_batch([DEFAULT, ROUTE], "stage1", "b0", DEFAULT)
+    assert [e.outcome.value for e in written] == ["ok", "ok"]
+
+    seen = records(intervals)
+    assert [r["parent"] for r in seen if r["kind"] == "build"] == [builder.pid] * 2, (
+        "the batch's builds were not forked from the build process started ahead"
+    )
+    serving = {r["pid"] for r in seen if r["kind"] == "import" and kind_of(r) == "serve"}
+    assert serving == {serving_pid}, "the batch started a serving process of its own"
+    loads = [r for r in seen if r["kind"] == "load"]
+    assert loads[0]["pid"] == serving_pid and loads[0]["start"] > batch_began
+    worker.close()
+    assert not (worker.ctx.workdir / "serve" / "ahead-default").exists()
+
+
+def test_close_ends_what_start_ahead_launched_when_no_batch_ran(example, tmp_path, monkeypatch):
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    worker.start_ahead()
+    builders, server = worker._first_builders, worker._first_default
+    assert builders is not None and server is not None and server.proc is not None
+    pids = [b.proc.pid for b in builders.all if b.proc is not None] + [server.proc.pid]
+    assert len(pids) == 2
+    worker.close()
+    assert [pid for pid in pids if Path(f"/proc/{pid}").exists()] == []
+    assert not (worker.ctx.workdir / "builds" / "ahead").exists()
+    assert not (worker.ctx.workdir / "serve" / "ahead-default").exists()
+
+
+def test_a_first_batch_whose_processes_died_before_it_starts_its_own(example, tmp_path, monkeypatch):
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    worker.start_ahead()
+    builders, server = worker._first_builders, worker._first_default
+    assert builders is not None and server is not None and server.proc is not None
+    dead = [b.proc for b in builders.all if b.proc is not None] + [server.proc]
+    for proc in dead:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    written = worker.run_batch([DEFAULT, ROUTE], "stage1", "b0", DEFAULT)
+    assert [e.outcome.value for e in written] == ["ok", "ok"]  # neither the default nor the route failed
+    pids = {proc.pid for proc in dead}
+    assert not pids & {r["pid"] for r in records(intervals) if r["kind"] in ("load", "timed")}
+    assert not pids & {r["parent"] for r in records(intervals) if r["kind"] == "build"}
+    worker.close()

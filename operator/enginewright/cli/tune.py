@@ -202,17 +202,11 @@ def _tune(
 ) -> TuneResult:
     from enginewright.backends import get_backend
     from enginewright.catalog.compatibility import compiler_name
-    from enginewright.trtexec.imports import export_imports, imports_under, usable_entries
+    from enginewright.trtexec.imports import usable_entries
 
     began, cpu_began = time.monotonic(), cpu_seconds()
     backend = get_backend(opts.backend, **opts.backend_options)
     cache_dir = store.root
-    compiler = backend.cache_compiler()
-    seeds, not_used = usable_entries(cache_dir, TARGET, compiler)
-    for note in not_used:
-        say(note)
-    if seeds:
-        say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
     local = opts.spec()
     ctx = WorkerContext.of(
         local,
@@ -229,15 +223,45 @@ def _tune(
         ),
         backend_options=opts.backend_options,
         build_parallelism=opts.build_parallelism,
-        compiler=compiler_name(compiler),
-        seeds=seeds,
         run=run,
         reuse=local.search.reuse is not ReuseMode.none,
     )
-    ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
-    # one process runs every batch and the confirmation: each batch launches the confirmation's
-    # serving process as it starts (`Worker.ahead`), when a confirmation may follow
+    # One process runs every batch and the confirmation: the first batch's build and serving
+    # processes start now, importing while this process finds the backend's versions and plans
+    # (`Worker.start_ahead`), and each batch launches the confirmation's serving process as it starts
+    # (`Worker.ahead`), when a confirmation may follow. `close` ends those never used.
     worker = Worker(ctx, ahead=local.search.confirm.top_k > 0)
+    worker.start_ahead()
+    try:
+        compiler = backend.cache_compiler()  # (the backend's versions: Inductor's imports torch and asks CUDA)
+        seeds, not_used = usable_entries(cache_dir, TARGET, compiler)
+        for note in not_used:
+            say(note)
+        if seeds:
+            say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
+        ctx.compiler, ctx.seeds = compiler_name(compiler), seeds
+        return _search(opts, local, store, say, on_plan, worker, backend, compiler, (began, cpu_began))
+    finally:
+        worker.close()
+
+
+def _search(
+    opts: TuneOptions,
+    local,
+    store: LocalStore,
+    say: Callable[[str], None],
+    on_plan: Callable[[int], None] | None,
+    worker,
+    backend,
+    compiler: str,
+    began: tuple[float, float],
+) -> TuneResult:
+    """`_tune`'s search, report and result, its worker's first processes launched ahead; `began`: the
+    run's start (monotonic, CPU seconds)."""
+    from enginewright.trtexec.imports import export_imports, imports_under
+
+    ctx, cache_dir = worker.ctx, store.root
+    ctx.fingerprint = fingerprint = context_fingerprint(ctx, backend.versions())
     spec = FlowSpec.of(local)
     knobs = backend.knobs()
     default_id = first_step(spec, knobs).default.id  # nothing measured: stage 1, from the default
@@ -279,8 +303,8 @@ def _tune(
     if step.cut_short:
         say(f"search cut short: {step.cut_short}")
     all_entries = list(step.entries)
-    summary = _summary(opts, step, began)
-    summary["cpu_seconds"] = round(cpu_seconds() - cpu_began, 2)
+    summary = _summary(opts, step, began[0])
+    summary["cpu_seconds"] = round(cpu_seconds() - began[1], 2)
     summary["fingerprint"] = fingerprint.digest
     summary["cache"] = str(cache_dir)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))

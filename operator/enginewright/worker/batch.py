@@ -56,6 +56,57 @@ class Worker:
         self._spread = Spread()  # lasting per-load spread of the routes measured so far (pooled)
         self._engines_checked: dict[tuple[str, str | None], bool] = {}  # reused entries' kept engines
         self._ahead: Server | None = None  # launched ahead (imports only) for the next confirmation
+        # launched by `start_ahead` for the first batch: its build processes, its default's process
+        self._first_builders: Builders | None = None
+        self._first_default: Server | None = None
+
+    def start_ahead(self) -> None:
+        """Launch the next batch's build processes and its default's serving process now, before
+        the batch is planned (`tune`: while it finds the backend's versions and reads the cache), so
+        that their imports (a build process's preload was 5.8 s on the H100's host, session 28) run
+        meanwhile; `run_batch` takes them, `close` ends them unused."""
+        ctx = self.ctx
+        self._close_first()
+        folder = ctx.workdir / "builds" / "ahead"
+        shutil.rmtree(folder, ignore_errors=True)  # (a killed run's)
+        self._first_builders = Builders(folder, max(1, ctx.build_parallelism))
+        # any build request of the run serves: the build process uses its backend and settings
+        self._first_builders.launch(
+            ctx.child_request(
+                "build", folder, "", model=str(ctx.model), settings=ctx.settings, input_shapes=ctx.input_shapes
+            )
+        )
+        serve = ctx.workdir / "serve" / "ahead-default"
+        shutil.rmtree(serve, ignore_errors=True)
+        self._first_default = Server(ctx, primer("default"), None, serve, references=True)
+        self._first_default.launch()
+
+    def _take_first(self, batch: str, width: int) -> tuple[Builders, Server | None]:
+        """The build processes and the default's serving process `start_ahead` launched, else a
+        batch's own build processes (launched at its first build) and None."""
+        builders, self._first_builders = self._first_builders, None
+        server, self._first_default = self._first_default, None
+        if server is not None and (server.proc is None or server.proc.poll() is not None):
+            server.close()  # it died meanwhile: the batch launches its own (a build process restarts itself)
+            shutil.rmtree(server.workdir, ignore_errors=True)
+            server = None
+        if builders is None or len(builders.all) != width:
+            if builders is not None:
+                builders.close()
+            builders = Builders(self.ctx.workdir / "builds" / batch, width)
+        return builders, server
+
+    def _close_first(self) -> None:
+        """End what `start_ahead` launched and no batch took, and remove its files (a batch that took
+        them keeps their logs as its own)."""
+        builders, server = self._first_builders, self._first_default
+        self._first_builders = self._first_default = None
+        if builders is not None:
+            builders.close()
+            shutil.rmtree(self.ctx.workdir / "builds" / "ahead", ignore_errors=True)
+        if server is not None:
+            server.close()
+            shutil.rmtree(server.workdir, ignore_errors=True)
 
     # ------------------------------------------------------------------ a process launched ahead
     def launch_ahead(self) -> None:
@@ -96,11 +147,12 @@ class Worker:
         return self.ctx.workdir / "serve" / "ahead"
 
     def close(self) -> None:
-        """End the process launched ahead, if one is held, and remove its files."""
+        """End the processes launched ahead and still held (unused), and remove their files."""
         held, self._ahead = self._ahead, None
         if held is not None:
             held.close()
         shutil.rmtree(self._ahead_folder, ignore_errors=True)
+        self._close_first()
 
     def __enter__(self) -> Worker:
         return self
@@ -217,12 +269,13 @@ class Worker:
 
         # (the build processes close first: a signal that ends the batch kills a build in flight
         # instead of waiting for it with the pool)
+        builders, launched = self._take_first(batch, width)  # (launched ahead by `start_ahead`, if it ran)
         with (
             DefaultRoute(ctx, default, writes_default, batch) as baseline,
             ThreadPoolExecutor(width) as pool,
-            Builders(ctx.workdir / "builds" / batch, width) as builders,
+            builders,
         ):
-            baseline.launch()  # its interpreter start and imports run while the first group builds
+            baseline.launch(launched)  # its interpreter start and imports run while the first group builds
             if self.ahead:
                 self.launch_ahead()  # the next confirmation's, likewise
             for start in range(0, len(queue), width):
@@ -350,11 +403,15 @@ class DefaultRoute:
         self._launched: Server | None = None  # launched ahead, waiting for the default's engine
         self._folder = ctx.workdir / "serve" / batch  # its files (a build empties the route's folder)
 
-    def launch(self) -> None:
+    def launch(self, launched: Server | None = None) -> None:
         """Launch the serving process the default's first load goes into, before its engine is built:
         until `measure` names the engine it only imports (on 2 cores its start took 3.4 s, on the
         H100's host 15 s, after the builds of the batch's first group: issue 19). Its folder starts
-        empty: a run killed before `__exit__` left its files, and a resumed run reuses batch names."""
+        empty: a run killed before `__exit__` left its files, and a resumed run reuses batch names.
+        `launched`: one launched earlier still (`Worker.start_ahead`), taken instead."""
+        if launched is not None:
+            self._launched, self._folder = launched, launched.workdir
+            return
         shutil.rmtree(self._folder, ignore_errors=True)
         self._launched = Server(self.ctx, primer("default"), None, self._folder, references=True)
         self._launched.launch()

@@ -88,7 +88,7 @@ class Builder:
     """A build process (`child.builds`) and the builds it runs, one at a time: each build is forked
     from it into a process group of its own, so a crash, hang or out-of-memory is the build's alone
     and its memory goes when it exits, but the interpreter start and imports are paid once, not per
-    route (~0.5 CPU-s and ~1 s of wall time on 2 cores). The process starts at the first build;
+    route (~0.5 CPU-s and ~1 s of wall time on 2 cores). The process starts at the first build (or before, `launch`);
     one that died or hung is closed, and the next build starts a fresh one. Its request and log
     live in `folder`."""
 
@@ -98,6 +98,7 @@ class Builder:
         self.build_pid: int | None = None  # the build in flight (its process group's id)
         self.started = 0  # build processes started so far
         self.replies: ReplyLines | None = None  # the build process's reply lines
+        self.ready = False  # the running build process said it is ready (its imports done)
 
     def run(self, request: ChildRequest, timeout: float, failure: Outcome) -> ChildResult:
         """Run one build step to its end, or until `timeout` seconds (its build process's start
@@ -156,11 +157,20 @@ class Builder:
     def _fork_from_build_process(self, request: ChildRequest, message: dict, deadline: float) -> int:
         if self.proc is None:
             self._launch(request)
+        if not self.ready:  # (one launched ahead, `launch`, is waited for here)
             self._expect("ready", deadline)
+            self.ready = True
         self._send(message)
         return int(self._expect("pid", deadline))
 
+    def launch(self, request: ChildRequest) -> None:
+        """Start the build process now, before its first build (its imports then run meanwhile);
+        `request`: any build request of the batch (the build process uses its backend and settings)."""
+        if self.proc is None:
+            self._launch(request)
+
     def _launch(self, request: ChildRequest) -> None:
+        self.ready = False
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / "builds-request.json"
         path.write_text(request.model_copy(update={"action": "builds", "result": None}).model_dump_json())
@@ -260,6 +270,11 @@ class Builders:
         self.all = [Builder(folder / f"builder-{i}") for i in range(max(1, width))]
         for builder in self.all:
             self.free.put(builder)
+
+    def launch(self, request: ChildRequest) -> None:
+        """Start every build process now (`Builder.launch`)."""
+        for builder in self.all:
+            builder.launch(request)
 
     def run(self, request: ChildRequest, timeout: float, failure: Outcome) -> ChildResult:
         builder = self.free.get()
