@@ -3,9 +3,10 @@
 # written under $OUT as it comes (at most 8 files come back from $OUT: this writes 7):
 #   1. (IMPORTS=1, the default) where a fresh process's start goes on the GPU node
 #      (bench/import_cost.py, twice, and once with `-X importtime`),
-#   2. the confirmation's serving process launched while the batch builds (`Worker(ahead=True)`):
-#      tune with the operator before it (BEFORE, f43d42f) against this one, the MLP, one pair, side
-#      by side (session 28's first call measured the batch's early process the same way: 0.847x),
+#   2. the first batch's build and serving processes started before tune asks for the backend's
+#      versions (`Worker.start_ahead`): tune with the operator before it (BEFORE, 04b2b4f) against
+#      this one, the MLP, PAIRS pairs side by side (session 28 measured the batch's early process,
+#      0.847x, and the confirmation's launched ahead, 0.826-0.867x, the same way),
 #   3. where this revision's tune spends its wall time (bench/tune_profile.py, same data and knobs),
 #      with each load's own account (load, check, warm-up, calls per round), and its logs.
 #   4. (TESTS=1) tests/gpu with the time left.
@@ -14,7 +15,7 @@
 # Ask 8's resnet50 and convnet calls on the H200 are separate (docs/benchmarks.md, "Still missing").
 set -u
 cd "$(dirname "$0")/.."
-BEFORE=${BEFORE:-f43d42f}
+BEFORE=${BEFORE:-04b2b4f}
 if [ "${1:-}" = prepare ]; then
   [ -d out/devpkgs ] || bash bench/device_packages.sh
   rm -rf out/before && mkdir -p out/before
