@@ -35,8 +35,10 @@ def test_the_stop_is_judged_against_the_default_at_the_contexts_margin(worker, m
         worker.ctx.store.put(worker.ctx.engine_key(e.route_id), b"engine")
     seen = {}
 
-    def interleave(ctx, engines, count, folder, loads=1, settled=None):
+    def interleave(ctx, engines, count, folder, loads=1, settled=None, launched=None):
         seen.update(engines=list(engines), count=count, loads=loads, settled=settled)
+        assert launched is not None  # the fresh process launched before the engines were fetched
+        launched.close()  # (as the rounds close it)
         return {}
 
     monkeypatch.setattr(batch, "interleave", interleave)
