@@ -10,6 +10,7 @@
 #   3. where this revision's tune spends its wall time (bench/tune_profile.py, same data and knobs),
 #      with each load's own account (load, check, warm-up, calls per round), and its logs.
 #   4. (TESTS=1) tests/gpu with the time left.
+# PROFILE_FIRST=1: the profile (3) before the pair (2), for a call short of device time.
 # Here, first:  bash bench/device_pending.sh prepare   (out/devpkgs, out/before, out/rev.txt)
 # On the device (carry out/devpkgs, out/before, out/rev.txt):  TOTAL=480 bash bench/device_pending.sh run
 # Ask 8's resnet50 and convnet calls on the H200 are separate (docs/benchmarks.md, "Still missing").
@@ -39,13 +40,23 @@ profile="python3 bench/tune_profile.py --json $OUT/profile.json -- $D/mlp.pt2 --
   timeout 120 python3 -X importtime bench/import_cost.py 2> /tmp/importtime.txt
   echo "slowest imports (-X importtime, cumulative us):"
   sort -t'|' -k2 -n -r /tmp/importtime.txt | head -40; } > "$OUT/import.txt" 2>&1
-t=$(left); [ "$t" -gt 300 ] && t=300
-timeout "$t" $ab > "$OUT/ic.log" 2>&1
-echo "rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/ic.log"
-t=$(left); echo "profile with ${t}s" > "$OUT/profile.log"
-[ "$t" -gt 10 ] && timeout "$t" $profile >> "$OUT/profile.log" 2>&1
-echo "rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/profile.log"
-(cd /tmp/profile 2>/dev/null && find . -name '*.log' | tar -czf "$OUT/logs.tgz" -T -) 2>/dev/null
+pair() {
+  t=$(left); [ "$t" -gt 300 ] && t=300
+  timeout "$t" $ab > "$OUT/ic.log" 2>&1
+  echo "rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/ic.log"
+}
+profile() {
+  t=$(left); echo "profile with ${t}s" > "$OUT/profile.log"
+  [ "$t" -gt 10 ] && timeout "$t" $profile >> "$OUT/profile.log" 2>&1
+  echo "rc=$? at $(( $(date +%s) - start )) s" >> "$OUT/profile.log"
+  (cd /tmp/profile 2>/dev/null && find . -name '*.log' | tar -czf "$OUT/logs.tgz" -T -) 2>/dev/null
+}
+if [ "${PROFILE_FIRST:-0}" = 1 ]; then  # (--pairs 0: the data alone, which the profile reads)
+  python3 bench/inductor_cost.py --out /tmp/ic --device cuda --workload mlp --pairs 0 > "$OUT/data.log" 2>&1
+  profile; pair
+else
+  pair; profile
+fi
 # 4. (TESTS=1) tests/gpu with the time left: the fork test's load into a process that imported ahead
 if [ "${TESTS:-0}" = 1 ]; then
   t=$(left); echo "tests/gpu with ${t}s" > "$OUT/tests-gpu.log"
