@@ -169,3 +169,26 @@ def test_a_first_batch_whose_processes_died_before_it_starts_its_own(example, tm
     assert not pids & {r["pid"] for r in records(intervals) if r["kind"] in ("load", "timed")}
     assert not pids & {r["parent"] for r in records(intervals) if r["kind"] == "build"}
     worker.close()
+
+
+def test_tunes_worker_starts_the_confirmations_process_with_the_first_batchs(example, tmp_path, monkeypatch):
+    """With `ahead` (tune), `start_ahead` launches the confirmation's process too: launched only as
+    the batch started, its imports outlasted the first build on an H100's host, and the batch's first
+    timing waited 6 s for them (session 28). The confirmation then loads into it."""
+    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
+    worker.ahead = True
+    worker.start_ahead()
+    deadline = time.monotonic() + 30
+    imported: list[dict] = []
+    while len(imported) < 2 and time.monotonic() < deadline:
+        imported = [r for r in records(intervals) if r["kind"] == "import"] if intervals.exists() else []
+        time.sleep(0.05)
+    assert [kind_of(r) for r in imported] == ["serve", "serve"], "the confirmation's process was not started ahead"
+    written = batch_then(worker)
+    batch_ended = time.monotonic()
+    worker.confirm([written[ROUTE.id]], written[DEFAULT.id], rounds=2, loads=1, early_stop=False)
+    seen = records(intervals)
+    confirming = {r["pid"] for r in seen if r["kind"] == "load" and r["start"] > batch_ended}
+    assert len(confirming) == 1 and confirming <= {r["pid"] for r in imported}
+    assert len([r for r in seen if r["kind"] == "import" and kind_of(r) == "serve"]) == 2  # no other started
+    worker.close()

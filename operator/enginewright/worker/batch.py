@@ -61,7 +61,8 @@ class Worker:
         self._first_default: Server | None = None
 
     def start_ahead(self) -> None:
-        """Launch the next batch's build processes and its default's serving process now, before
+        """Launch the next batch's build processes and its default's serving process now (and, with
+        `ahead`, the confirmation's: `launch_ahead`), before
         the batch is planned (`tune`: while it finds the backend's versions and reads the cache), so
         that their imports (a build process's preload was 5.8 s on the H100's host, session 28) run
         meanwhile; `run_batch` takes them, `close` ends them unused."""
@@ -80,6 +81,10 @@ class Worker:
         shutil.rmtree(serve, ignore_errors=True)
         self._first_default = Server(ctx, primer("default"), None, serve, references=True)
         self._first_default.launch()
+        if self.ahead:
+            # the confirmation's too: launched at the batch's start, its imports outlasted the first
+            # build, and the batch's first timing waited for them (6 s on an H100's host, session 28)
+            self.launch_ahead()
 
     def _take_first(self, batch: str, width: int) -> tuple[Builders, Server | None]:
         """The build processes and the default's serving process `start_ahead` launched, else a
@@ -114,7 +119,7 @@ class Worker:
         engine (`child.await_engine`); none when one is held and running."""
         if self._ahead is not None and self._ahead.proc is not None and self._ahead.proc.poll() is None:
             return
-        self.close()
+        self._close_ahead()
         self._ahead = Server(self.ctx, primer("ahead"), None, self._ahead_folder, references=False)
         self._ahead.launch()
 
@@ -128,7 +133,7 @@ class Worker:
             self._ahead.wait_imported(self.ctx.route_timeout)
         except ServerFailed as failed:
             log.warning("the serving process launched ahead for the confirmation failed: %s", failed.error)
-            self.close()
+            self._close_ahead()
 
     def _take_ahead(self) -> Server:
         """The process launched ahead, still running; else one launched now."""
@@ -148,11 +153,15 @@ class Worker:
 
     def close(self) -> None:
         """End the processes launched ahead and still held (unused), and remove their files."""
+        self._close_ahead()
+        self._close_first()
+
+    def _close_ahead(self) -> None:
+        """End the confirmation's process launched ahead, if held, and remove its files."""
         held, self._ahead = self._ahead, None
         if held is not None:
             held.close()
         shutil.rmtree(self._ahead_folder, ignore_errors=True)
-        self._close_first()
 
     def __enter__(self) -> Worker:
         return self
