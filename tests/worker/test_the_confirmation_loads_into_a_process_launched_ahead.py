@@ -74,13 +74,14 @@ def test_one_that_died_before_the_confirmation_is_replaced(example, tmp_path, mo
     written = batch_then(worker)
     held = worker._ahead
     assert held is not None and held.proc is not None
-    dead = held.proc.pid
-    os.killpg(dead, signal.SIGKILL)
+    os.killpg(held.proc.pid, signal.SIGKILL)
     held.proc.wait()
+    batch_ended = time.monotonic()
+    # (loaded into the dead process, the confirmation would fail: "confirmation: the process ... killed")
     rounds = worker.confirm([written[ROUTE.id]], written[DEFAULT.id], rounds=2, loads=1, early_stop=False)
     assert all(len(times) == 2 for times in rounds.values())
-    confirming = {r["pid"] for r in records(intervals) if r["kind"] == "timed" and r["pid"] != dead}
-    assert dead not in confirming and confirming
+    confirming = {r["pid"] for r in records(intervals) if r["kind"] == "load" and r["start"] > batch_ended}
+    assert len(confirming) == 1
 
 
 def test_a_confirmation_job_launches_its_process_before_fetching_the_engines(example, tmp_path, monkeypatch):
@@ -141,13 +142,20 @@ def test_the_first_batch_builds_and_loads_in_processes_started_before_it(example
     assert not (worker.ctx.workdir / "serve" / "ahead-default").exists()
 
 
-def test_close_ends_what_start_ahead_launched_when_no_batch_ran(example, tmp_path, monkeypatch):
-    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+def started_ahead(worker) -> list:
+    """`worker.start_ahead()`, then the processes it launched for the first batch (its build
+    process and its default's serving process)."""
     worker.start_ahead()
     builders, server = worker._first_builders, worker._first_default
     assert builders is not None and server is not None and server.proc is not None
-    pids = [b.proc.pid for b in builders.all if b.proc is not None] + [server.proc.pid]
-    assert len(pids) == 2
+    started = [b.proc for b in builders.all if b.proc is not None] + [server.proc]
+    assert len(started) == 2
+    return started
+
+
+def test_close_ends_what_start_ahead_launched_when_no_batch_ran(example, tmp_path, monkeypatch):
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    pids = [proc.pid for proc in started_ahead(worker)]
     worker.close()
     assert [pid for pid in pids if Path(f"/proc/{pid}").exists()] == []
     assert not (worker.ctx.workdir / "builds" / "ahead").exists()
@@ -155,20 +163,34 @@ def test_close_ends_what_start_ahead_launched_when_no_batch_ran(example, tmp_pat
 
 
 def test_a_first_batch_whose_processes_died_before_it_starts_its_own(example, tmp_path, monkeypatch):
-    worker, intervals = recording_worker(example, tmp_path, monkeypatch)
-    worker.start_ahead()
-    builders, server = worker._first_builders, worker._first_default
-    assert builders is not None and server is not None and server.proc is not None
-    dead = [b.proc for b in builders.all if b.proc is not None] + [server.proc]
-    for proc in dead:
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    for proc in started_ahead(worker):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     written = worker.run_batch([DEFAULT, ROUTE], "stage1", "b0", DEFAULT)
-    assert [e.outcome.value for e in written] == ["ok", "ok"]  # neither the default nor the route failed
-    pids = {proc.pid for proc in dead}
-    assert not pids & {r["pid"] for r in records(intervals) if r["kind"] in ("load", "timed")}
-    assert not pids & {r["parent"] for r in records(intervals) if r["kind"] == "build"}
+    # (loaded into the dead serving process, the default would be a crash and the batch would stop)
+    assert [e.outcome.value for e in written] == ["ok", "ok"]
     worker.close()
+
+
+def test_a_confirmation_with_no_batch_before_it_first_ends_what_start_ahead_launched(example, tmp_path, monkeypatch):
+    """A resumed run whose batches were all done goes straight to its confirmation: the first
+    batch's processes, started ahead and never taken, must not import or prepare beside its rounds."""
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    written = batch_then(worker)  # (the run before: its entries and kept engines)
+    resumed = batch_module.Worker(worker.ctx, ahead=True)
+    pids = [proc.pid for proc in started_ahead(resumed)]
+    alive_at_rounds: list[int] = []
+    interleave = batch_module.interleave
+
+    def rounds_begin(*args, **kwargs):
+        alive_at_rounds.extend(pid for pid in pids if Path(f"/proc/{pid}").exists())
+        return interleave(*args, **kwargs)
+
+    monkeypatch.setattr(batch_module, "interleave", rounds_begin)
+    resumed.confirm([written[ROUTE.id]], written[DEFAULT.id], rounds=2, loads=1, early_stop=False)
+    resumed.close()
+    assert alive_at_rounds == [], "the first batch's processes ran beside the confirmation's rounds"
 
 
 def test_tunes_worker_starts_the_confirmations_process_with_the_first_batchs(example, tmp_path, monkeypatch):

@@ -230,9 +230,9 @@ def _tune(
     # processes start now, importing while this process finds the backend's versions and plans
     # (`Worker.start_ahead`), and each batch launches the confirmation's serving process as it starts
     # (`Worker.ahead`), when a confirmation may follow. `close` ends those never used.
-    worker = Worker(ctx, ahead=local.search.confirm.top_k > 0)
-    worker.start_ahead()
+    worker = Worker(ctx, ahead=local.search.confirm.top_k > 0 and local.search.confirm.rounds >= 2)
     try:
+        worker.start_ahead()
         compiler = backend.cache_compiler()  # (the backend's versions: Inductor's imports torch and asks CUDA)
         seeds, not_used = usable_entries(cache_dir, TARGET, compiler)
         for note in not_used:

@@ -129,8 +129,8 @@ class Worker:
         launches its own)."""
         if self._ahead is None:
             return
-        try:
-            self._ahead.wait_imported(self.ctx.route_timeout)
+        try:  # (bounded by the run's deadline too: the batch does not need this process)
+            self._ahead.wait_imported(min(self.ctx.route_timeout, max(10.0, self.ctx.time_left())))
         except ServerFailed as failed:
             log.warning("the serving process launched ahead for the confirmation failed: %s", failed.error)
             self._close_ahead()
@@ -367,6 +367,9 @@ class Worker:
         margin (`search.winner.settled`); `early_stop` False: every round, as side-by-side timings
         want."""
         ctx = self.ctx
+        # what `start_ahead` launched for a first batch that never ran (a resumed run whose batches
+        # were done) must not import or prepare beside the rounds
+        self._close_first()
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
@@ -381,6 +384,7 @@ class Worker:
                 engines[entry.route_id] = path
         except BaseException:
             launched.close()
+            shutil.rmtree(launched.workdir, ignore_errors=True)
             raise
         ctx.say(
             f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, "
