@@ -48,10 +48,11 @@ class Worker:
     """Builds, checks and times routes for one target; writes entries and keeps engines."""
 
     def __init__(self, ctx: WorkerContext, ahead: bool = False):
-        """`ahead`: a run of several batches and a confirmation in this one process (`tune`): each
-        batch also launches, as it starts, the fresh serving process the next confirmation loads
-        into (`launch_ahead`), so that its interpreter start and imports (15 s on the H100's host,
-        session 27) run while the batch builds, not after it. `close` ends one left unused."""
+        """`ahead`: a run of several batches and a confirmation in this one process (`tune`): the
+        fresh serving process the next confirmation loads into is launched ahead (`launch_ahead`),
+        by `start_ahead` with the first batch's processes and, once that one was used, as the next
+        batch starts, so that its interpreter start and imports (7-15 s on an H100's host, sessions
+        27-28) run while tune starts or the batch builds, not after it. `close` ends one left unused."""
         self.ctx, self.ahead = ctx, ahead
         self._spread = Spread()  # lasting per-load spread of the routes measured so far (pooled)
         self._engines_checked: dict[tuple[str, str | None], bool] = {}  # reused entries' kept engines
@@ -373,8 +374,8 @@ class Worker:
         folder = ctx.workdir / "confirm"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir(parents=True)
-        # the fresh process the engines load into: launched ahead during the last batch (`ahead`),
-        # else now, so that it imports while the engines are fetched from the store
+        # the fresh process the engines load into: launched ahead (`ahead`: `start_ahead` or the
+        # last batch), else now, so that it imports while the engines are fetched from the store
         launched = self._take_ahead()
         engines = {}
         try:
