@@ -274,29 +274,27 @@ def _search(
     confirmations = _saved_confirmations(opts.out)
     ran: set[str] = set()  # batches run by this process: one that still lacks entries is given up
     said: set[str] = set()
-    try:
-        while True:
-            out_of_time = opts.deadline is not None and time.time() >= opts.deadline
-            step = next_step(spec, Observed(knobs, worker.existing(), confirmations, frozenset(ran), out_of_time))
-            if isinstance(step, RunBatches):
-                if on_plan:
-                    on_plan(step.planned)
-                say(step.note)
-                said.add(step.note)
-                for batch in step.batches:
-                    worker.run_batch(batch.routes, batch.stage, batch.name, step.default)
-                    ran.add(batch.name)
-            elif isinstance(step, RunConfirmation):
-                rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads)
-                confirmations[step.name] = rounds
-                (opts.out / "confirm.json").write_text(json.dumps({"name": step.name, "rounds": rounds}))
-                ran.add(step.name)
-            elif isinstance(step, Failed):
-                raise TuneError(step.message)
-            else:
-                break
-    finally:
-        worker.close()  # the process launched ahead for a confirmation that never came
+    while True:
+        out_of_time = opts.deadline is not None and time.time() >= opts.deadline
+        step = next_step(spec, Observed(knobs, worker.existing(), confirmations, frozenset(ran), out_of_time))
+        if isinstance(step, RunBatches):
+            if on_plan:
+                on_plan(step.planned)
+            say(step.note)
+            said.add(step.note)
+            for batch in step.batches:
+                worker.run_batch(batch.routes, batch.stage, batch.name, step.default)
+                ran.add(batch.name)
+        elif isinstance(step, RunConfirmation):
+            rounds = worker.confirm(list(step.candidates), step.default, step.rounds, step.loads)
+            confirmations[step.name] = rounds
+            (opts.out / "confirm.json").write_text(json.dumps({"name": step.name, "rounds": rounds}))
+            ran.add(step.name)
+        elif isinstance(step, Failed):
+            raise TuneError(step.message)
+        else:
+            break
+    worker.close()  # what was launched ahead and never used, before the report (`_tune` closes it on a failure)
     for note in step.notes:
         if note not in said:
             say(note)

@@ -92,9 +92,8 @@ class Worker:
         batch's own build processes (launched at its first build) and None."""
         builders, self._first_builders = self._first_builders, None
         server, self._first_default = self._first_default, None
-        if server is not None and (server.proc is None or server.proc.poll() is not None):
-            server.close()  # it died meanwhile: the batch launches its own (a build process restarts itself)
-            shutil.rmtree(server.workdir, ignore_errors=True)
+        if server is not None and not server.alive:
+            discard(server)  # it died meanwhile: the batch launches its own (a build process restarts itself)
             server = None
         if builders is None or len(builders.all) != width:
             if builders is not None:
@@ -111,14 +110,13 @@ class Worker:
             builders.close()
             shutil.rmtree(self.ctx.workdir / "builds" / "ahead", ignore_errors=True)
         if server is not None:
-            server.close()
-            shutil.rmtree(server.workdir, ignore_errors=True)
+            discard(server)
 
     # ------------------------------------------------------------------ a process launched ahead
     def launch_ahead(self) -> None:
         """Launch a fresh serving process that only imports until a confirmation names its first
         engine (`child.await_engine`); none when one is held and running."""
-        if self._ahead is not None and self._ahead.proc is not None and self._ahead.proc.poll() is None:
+        if self._ahead is not None and self._ahead.alive:
             return
         self._close_ahead()
         self._ahead = Server(self.ctx, primer("ahead"), None, self._ahead_folder, references=False)
@@ -137,15 +135,10 @@ class Worker:
             self._close_ahead()
 
     def _take_ahead(self) -> Server:
-        """The process launched ahead, still running; else one launched now."""
-        held, self._ahead = self._ahead, None
-        if held is not None and held.proc is not None and held.proc.poll() is None:
-            return held
-        if held is not None:
-            held.close()
+        """The process launched ahead, still running; else one launched now (`launch_ahead`)."""
         self.launch_ahead()
         held, self._ahead = self._ahead, None
-        assert held is not None  # just launched
+        assert held is not None  # held and running, or just launched
         return held
 
     @property
@@ -384,8 +377,7 @@ class Worker:
                 path.write_bytes(ctx.store.get(ctx.engine_key(entry.route_id)))
                 engines[entry.route_id] = path
         except BaseException:
-            launched.close()
-            shutil.rmtree(launched.workdir, ignore_errors=True)
+            discard(launched)
             raise
         ctx.say(
             f"[confirm] {len(candidates)} candidates vs the default, each loaded {loads} times, "
@@ -398,6 +390,12 @@ class Worker:
             return interleave(ctx, engines, rounds, folder, loads, settled=stop, launched=launched)
         finally:
             shutil.rmtree(self._ahead_folder, ignore_errors=True)  # (interleave closed its process)
+
+
+def discard(server: Server) -> None:
+    """Close a serving process that will not be used again and remove its files."""
+    server.close()
+    shutil.rmtree(server.workdir, ignore_errors=True)
 
 
 class DefaultRoute:

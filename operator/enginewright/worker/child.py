@@ -322,7 +322,7 @@ def load(
         ready["calls"] = calls_per_round(runner, inputs[0], objective, request.timing.round_seconds)
         # where the load's time went (bench/tune_profile.py sums them)
         ready["seconds"] = {
-            "load": round(loaded - started, 3),
+            "load": load_info["load_seconds"],
             "check": round(checked_at - loaded, 3),
             "warm_up": round(warm - checked_at, 3),
             "calls_per_round": round(time.monotonic() - warm, 3),

@@ -57,6 +57,11 @@ class Server:
         self.busy_starts = 0
 
     @property
+    def alive(self) -> bool:
+        """Launched, not closed, and its process has not exited."""
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
     def calls(self) -> int:
         """Calls per round of the first engine."""
         return self.calls_of.get(self.key, 1)
