@@ -24,6 +24,7 @@ class Held:
     calls: int = 1
     key: str = ""
     busy_starts: int = 0  # blocks begun after the quiet wait gave up: timed beside busy threads
+    source: str = ""  # the engine file it was loaded from (a later load of it takes its calls)
 
     def timed_calls(self, objective: str, inputs: dict, calls: int) -> float:
         """The runner's `timed_calls`; a call that raises is an EngineFailed naming this engine."""
