@@ -27,7 +27,7 @@ def test_loads_and_drops_do_not_wait_and_every_timing_starts_quiet(example, tmp_
         server.start(120)
         for key in ("b", "c"):
             server.add(key, built.engine_path, tmp_path / "serve" / key, 120, check=False)
-        server.drop("c", 60)
+        server.drop(["c"], 60)
         assert waits == []  # loads and a drop: nothing timed, nothing waited for
         assert len(server.interleave(["a", "b"], 60)) == 2
         assert server.time(60, key="b") > 0

@@ -37,7 +37,7 @@ def test_a_servers_second_line_of_one_write_is_read_without_waiting(example, tmp
     try:
         assert server.start(60)["calls"] == 3
         started = time.monotonic()
-        server.drop("b", 5)  # its reply is the second line, read with the first
+        server.drop(["b"], 5)  # its reply is the second line, read with the first
         assert time.monotonic() - started < 2
     finally:
         server.close()

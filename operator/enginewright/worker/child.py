@@ -143,7 +143,7 @@ def serve(request: ChildRequest) -> None:
     - a timed call that raises (`time`, `interleave`) -> `{"failed": the engine's key, "error": ...}`
       (the process goes on; a crash of the process names no engine);
     - `{"op": "measurements", "key": K}` -> latency, throughput and device time;
-    - `{"op": "drop", "key": K}` closes that engine -> `{"dropped": K}`.
+    - `{"op": "drop", "keys": [K, ...]}` closes those engines -> `{"dropped": [K, ...]}`.
 
     Engines timed against each other share this process and its one thread: two processes holding
     the same engine ran lastingly apart on the H200 (up to 1.7x in gpuTime, by the CPU each process's
@@ -230,9 +230,10 @@ def serve(request: ChildRequest) -> None:
             held = engines[key]
             say({"measurements": measure_all(held.runner, inputs[0], timing.round_seconds, held.calls).wire()})
         elif op == "drop":
-            engines.pop(key).runner.close()
-            gc.collect()  # what the engine's compiled code still held (device memory included)
-            say({"dropped": key})
+            for dropped in message["keys"]:
+                engines.pop(dropped).runner.close()
+            gc.collect()  # what the engines' compiled code still held (device memory included)
+            say({"dropped": message["keys"]})
         else:
             break
     for held in reversed(list(engines.values())):

