@@ -47,8 +47,9 @@ def timed(name: str, fn: Callable) -> Callable:
 
 def wrap() -> None:
     """WRAPPED: `Server._ask` per request op, `Server.start`/`load_first`/`close`, the server's `wait_quiet`, the
-    build processes' `Builders.close`, the worker's batches and confirmations, tune's `_check_data` and
-    `report.plot`."""
+    imports a process launched ahead reports (`Server._reply`), the build processes' `Builders.close`, the
+    worker's batches, builds, wait for the confirmation process's imports and confirmations, tune's
+    `_check_data` and `report.plot`."""
     import enginewright.cli.tune as tune
     import enginewright.report as report
     from enginewright.worker import process, server
@@ -96,6 +97,26 @@ def wrap() -> None:
     from enginewright.worker import batch
 
     batch.Worker.run_batch = timed("worker: a batch", batch.Worker.run_batch)  # type: ignore[method-assign]
+    # a route's build as the batch waits for it (the build process's preload included, for the first)
+    batch.build = timed("worker: a build (asked to built; the first waits for the build process)", batch.build)
+    if hasattr(batch.Worker, "_imported_ahead"):  # (an operator from before it has none)
+        batch.Worker._imported_ahead = timed(  # type: ignore[method-assign]
+            "worker: wait for the confirmation process's imports (before the first timing)",
+            batch.Worker._imported_ahead,
+        )
+    reply = server.Server._reply
+
+    def imports(self, timeout, what):
+        # a process launched ahead says how long its imports took (`child.await_engine`), and when
+        answer = reply(self, timeout, what)
+        if "imported" in answer:
+            name = "in a serving process launched ahead: its imports (ended at: first at)"
+            first.setdefault(name, time.monotonic() - BEGAN)
+            spent[name] += float(answer.get("seconds") or 0.0)
+            calls[name] += 1
+        return answer
+
+    server.Server._reply = imports  # type: ignore[method-assign]
     batch.Worker.confirm = timed("worker: a confirmation", batch.Worker.confirm)  # type: ignore[method-assign]
     tune._check_data = timed("tune: reference data check", tune._check_data)
     report.plot = timed("report: figure (report.png)", report.plot)

@@ -54,6 +54,12 @@ def test_a_run_is_counted_by_request_and_its_seconds_fit_its_wall_time(example, 
     requests = sum(spent[k]["seconds"] for k in spent if k.startswith("request "))  # (none nests in another)
     assert 0 < requests < found["wall_seconds"]
     assert spent[FIRST_LOAD]["seconds"] > 0
+    builds = spent["worker: a build (asked to built; the first waits for the build process)"]
+    assert builds["calls"] == 2  # the default and the route
+    # the batch's serving process, launched ahead, said how long its imports took, before its first load
+    imports = spent["in a serving process launched ahead: its imports (ended at: first at)"]
+    assert imports["calls"] == 1 and imports["seconds"] > 0
+    assert imports["first_began_at"] <= spent[FIRST_LOAD]["first_began_at"] + spent[FIRST_LOAD]["seconds"]
     assert "request interleave" in done.stderr  # printed too
 
 
