@@ -98,24 +98,42 @@ def wrap() -> None:
 
     batch.Worker.run_batch = timed("worker: a batch", batch.Worker.run_batch)  # type: ignore[method-assign]
     # a route's build as the batch waits for it (the build process's preload included, for the first)
-    batch.build = timed("worker: a build (asked to built; the first waits for the build process)", batch.build)
+    build = timed("worker: a build (asked to built; the first waits for the build process)", batch.build)
+
+    def first_build(*args, **kwargs):
+        try:
+            return build(*args, **kwargs)
+        finally:  # when the first build (the default's) was done: the batch's first timing waits for it
+            name = "worker: the first build done (first at)"
+            first.setdefault(name, time.monotonic() - BEGAN)
+            spent[name], calls[name] = 0.0, 1
+
+    batch.build = first_build
     if hasattr(batch.Worker, "_imported_ahead"):  # (an operator from before it has none)
         batch.Worker._imported_ahead = timed(  # type: ignore[method-assign]
             "worker: wait for the confirmation process's imports (before the first timing)",
             batch.Worker._imported_ahead,
         )
-    reply = server.Server._reply
+    launch, reply = server.Server.launch, server.Server._reply
+    launched: dict[int, float] = {}
+
+    def noted(self):
+        launched[id(self)] = time.monotonic() - BEGAN
+        return launch(self)
 
     def imports(self, timeout, what):
-        # a process launched ahead says how long its imports took (`child.await_engine`), and when
+        # a process launched ahead says how long its imports took (`child.await_engine`): with its
+        # launch, about when they were done (its interpreter's start before them left out), by folder
         answer = reply(self, timeout, what)
         if "imported" in answer:
-            name = "in a serving process launched ahead: its imports (ended at: first at)"
-            first.setdefault(name, time.monotonic() - BEGAN)
-            spent[name] += float(answer.get("seconds") or 0.0)
+            seconds = float(answer.get("seconds") or 0.0)
+            name = f"imports of the process launched ahead in serve/{self.workdir.name} (first at: done by)"
+            first.setdefault(name, launched.get(id(self), 0.0) + seconds)
+            spent[name] += seconds
             calls[name] += 1
         return answer
 
+    server.Server.launch = noted  # type: ignore[method-assign]
     server.Server._reply = imports  # type: ignore[method-assign]
     batch.Worker.confirm = timed("worker: a confirmation", batch.Worker.confirm)  # type: ignore[method-assign]
     tune._check_data = timed("tune: reference data check", tune._check_data)

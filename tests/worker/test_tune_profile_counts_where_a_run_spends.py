@@ -56,9 +56,11 @@ def test_a_run_is_counted_by_request_and_its_seconds_fit_its_wall_time(example, 
     assert spent[FIRST_LOAD]["seconds"] > 0
     builds = spent["worker: a build (asked to built; the first waits for the build process)"]
     assert builds["calls"] == 2  # the default and the route
-    # the batch's serving process, launched ahead, said how long its imports took, before its first load
-    imports = spent["in a serving process launched ahead: its imports (ended at: first at)"]
-    assert imports["calls"] == 1 and imports["seconds"] > 0
+    built = spent["worker: the first build done (first at)"]["first_began_at"]
+    assert builds["first_began_at"] < built <= spent[FIRST_LOAD]["first_began_at"]  # (the default's, then its load)
+    # the batch's serving process, launched ahead, said how long its imports took: done by its first load
+    imports = spent["imports of the process launched ahead in serve/ahead-default (first at: done by)"]
+    assert imports["calls"] == 1 and 0 < imports["seconds"] <= imports["first_began_at"]
     assert imports["first_began_at"] <= spent[FIRST_LOAD]["first_began_at"] + spent[FIRST_LOAD]["seconds"]
     assert "request interleave" in done.stderr  # printed too
 
