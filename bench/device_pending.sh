@@ -8,7 +8,9 @@
 #      this one, the MLP, PAIRS pairs side by side (session 28 measured the batch's early process,
 #      0.847x, and the confirmation's launched ahead, 0.826-0.867x, the same way),
 #   3. where this revision's tune spends its wall time (bench/tune_profile.py, same data and knobs),
-#      with each load's own account (load, check, warm-up, calls per round), and its logs.
+#      with each load's own account (load, check, warm-up, calls per round), when the first build
+#      was done and each process launched ahead had imported (session 29 on an H200: the first
+#      timing 21 s after the batch began, ~10 s of it not in the rows then), and its logs.
 #   4. (TESTS=1) tests/gpu with the time left.
 # PROFILE_FIRST=1: the profile (3) before the pair (2), for a call short of device time.
 # Here, first:  bash bench/device_pending.sh prepare   (out/devpkgs, out/before, out/rev.txt)
