@@ -180,7 +180,8 @@ def main() -> int:
         injection.wrap(runner)
         calls = first[0].calls if first else calls_per_round(runner, inputs, objective, round_seconds)
         held = Held(runner, calls, f"L{counter['n']}")
-        first[:] = first or [held]
+        if not first:  # the primer: the one whose trial rounds later loads take
+            first.append(held)
         return held
 
     def rounds_of(held: dict[str, Held], count: int | None = None, stop=None) -> dict[str, list[float]]:
