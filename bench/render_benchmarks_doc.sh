@@ -17,7 +17,7 @@ exec "${PYTHON:-python}" bench/gpu_tuning.py docs "$R"/{resnet50,encoder,mlp,con
   --command "# then, here: the tables from the exported files (copied to docs/benchmarks/raw/)" \
   --command "bench/render_benchmarks_doc.sh" \
   --protocol-after "$R"/s27/call4-resnet50/resnet50.json --protocol-after "$R"/s16/call3/encoder.json \
-  --protocol-after "$R"/s16/call2/mlp.json --protocol-after "$R"/s16/call4/convnet.json \
+  --protocol-after "$R"/s16/call2/mlp.json --protocol-after "$R"/s30/call2/convnet.json \
   --protocol-after "$R"/s17/call1/attention.json \
   --overhead-paired "$R"/paired/overhead.json --overhead-paired-revision d95e14a --overhead-paired-date 2026-11-30 \
   --overhead-paired-command "python3 bench/engine_overhead.py --out \$OUT/ov --rounds 9   # block's eager row was cut by the call's time limit" \
