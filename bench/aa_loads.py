@@ -328,8 +328,6 @@ def main() -> int:
 
         def stop(t: dict) -> str | None:
             n = len(t[d_keys[0]])
-            if n < timing.min_rounds:
-                return None
             return stop_after(
                 compare([t[k] for k in r_keys], [t[k] for k in d_keys]),
                 n,
@@ -337,6 +335,7 @@ def main() -> int:
                 precision=timing.precision,
                 min_rounds=timing.min_rounds,
                 max_rounds=timing.max_rounds,
+                min_rounds_if_slower=timing.min_rounds_if_slower,
             )
 
         times = rounds_of(held, stop=stop)

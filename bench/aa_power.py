@@ -393,6 +393,7 @@ def main() -> int:
                 precision=timing.precision,
                 min_rounds=timing.min_rounds,
                 max_rounds=timing.max_rounds,
+                min_rounds_if_slower=timing.min_rounds_if_slower,
             ),
         )
         paired = summarise(route_ms, default_ms, stopped)

@@ -1,5 +1,5 @@
 """Paired rounds stop as soon as the route is placed against the default, and not before: a clear
-win or loss stops at the minimum, an A/A pair once its interval is tight, noise at the maximum. The
+win stops at the minimum, a clear loss after two rounds, an A/A pair once its interval is tight, noise at the maximum. The
 confirmation judges a candidate against both processes that hold the default. An exclusive knob is
 never combined with other changes."""
 
@@ -35,9 +35,9 @@ def first_stop(ratio: float, noise: float, seed: int = 1) -> tuple[int, str]:
     raise AssertionError("never stopped")
 
 
-def test_a_clear_win_and_a_clear_loss_stop_at_the_minimum_rounds():
+def test_a_clear_win_stops_at_the_minimum_rounds_and_a_clear_loss_before():
     assert first_stop(0.8, 0.01) == (5, "faster")
-    assert first_stop(1.25, 0.01) == (5, "not-faster")
+    assert first_stop(1.25, 0.01) == (2, "slower")  # slower beyond the margin: it cannot win
 
 
 def test_drift_shared_by_both_engines_of_a_round_does_not_widen_the_interval():
@@ -58,9 +58,11 @@ def test_a_route_near_the_margin_line_goes_on_until_precise_or_the_maximum():
     assert (count, reason) == (30, "max-rounds")
 
 
-def test_nothing_stops_before_the_minimum_rounds():
+def test_no_win_is_placed_before_the_minimum_rounds():
     route, default = rounds(0.5, 0.0, 4)
     assert stop_reason(route, default, **RULE) is None
+    route, default = rounds(2.0, 0.0, 1)
+    assert stop_reason(route, default, **RULE) is None  # nor a loss after one round
 
 
 def test_the_summary_is_the_geometric_mean_ratio_with_its_interval():

@@ -10,7 +10,8 @@ long, as a slow compiler would; `crash_build=1` makes the build kill its process
 its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise there instead
 ($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine); `restless_thread=1` makes the
 loaded engine start a thread that keeps a core busy until the engine is closed, as a runtime's
-thread that never rests would (or another tenant's work, on a loaded host). Every child process
+thread that never rests would (or another tenant's work, on a loaded host); `repeat_calls=N` makes
+each call of the engine run the model N times, as an engine doing N times the work would. Every child process
 that imports this module records when it did (`import`, with its command line's arguments)."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ CRASH_BUILD = "crash_build"
 CRASH_TIMED = "crash_when_timed"
 RAISE_TIMED = "raise_when_timed"
 RESTLESS = "restless_thread"
+REPEAT = "repeat_calls"
 DEFAULT_RAISES = "ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT"  # the default route's engine raises at that timed stretch
 HEADER = b"EWTEST\n"  # engine bytes: HEADER, the route's JSON, a newline, the onnxruntime engine
 
@@ -83,7 +85,7 @@ class RecordingRunner(Runner):
             raise RuntimeError(f"engine {self.route} raised at its timed stretch {self.timed}, on purpose")
         started = time.monotonic()
         try:
-            return self.inner.timed_calls(objective, inputs, count)
+            return self.inner.timed_calls(objective, inputs, count * int(self.route.get(REPEAT, 1)))
         finally:
             record("timed", started, objective=objective, route=self.route, runner=id(self), calls=count)
 
@@ -103,6 +105,7 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         route.pop(CRASH_TIMED, None)
         route.pop(RAISE_TIMED, None)
         route.pop(RESTLESS, None)
+        route.pop(REPEAT, None)
         engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))

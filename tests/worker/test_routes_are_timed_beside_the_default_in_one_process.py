@@ -16,9 +16,10 @@ from enginewright.measure.paired import engine_of
 from enginewright.worker.measure import ROUTE
 from enginewright.worker.server import Server
 from tests.worker.conftest import recording_worker
-from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED, RecordingRunner
+from tests.worker.interval_backend import CRASH_TIMED, DEFAULT_RAISES, RAISE_TIMED, REPEAT, RecordingRunner
 
-THREE_ROUNDS = {"min_rounds": 3, "max_rounds": 3}  # paired rounds of each route
+# paired rounds of each route, three whatever they measure (no `slower` stop before them)
+THREE_ROUNDS = {"min_rounds": 3, "max_rounds": 3, "min_rounds_if_slower": 3}
 
 
 def timed_by_route(intervals: Path) -> list[tuple[str, int]]:
@@ -159,3 +160,18 @@ def test_the_defaults_own_failure_in_a_routes_rounds_fails_the_batch_not_the_rou
         worker.run_batch([default, route], "stage1", "b0", default)
     assert route.id not in worker.existing()  # no entry blames the route; a retry measures it
     assert worker.existing()[default.id].outcome is Outcome.ok
+
+
+def test_a_route_doing_four_times_the_work_stops_before_the_minimum_rounds_placed_slower(
+    example, tmp_path, monkeypatch
+):
+    # Its interval lies above 1 + margin after two rounds (on a quiet host; four on a loaded one): it
+    # cannot win, and the rounds more that minRounds asks of a route still to be placed would only cost time.
+    worker, _ = recording_worker(example, tmp_path, monkeypatch, min_rounds=5, max_rounds=30, round_seconds=0.02)
+    rounds = recording_rounds(monkeypatch)
+    default, slower = Route.of({}), Route.of({"enable_mem_pattern": "0", REPEAT: "4"})
+    written = {e.route_id: e for e in worker.run_batch([default, slower], "stage1", "b0", default)}
+    paired = written[slower.id].paired
+    assert written[slower.id].outcome is Outcome.ok and paired.stopped == "slower", paired
+    assert paired.rounds < 5 and paired.low > 1.03 and paired.ratio > 2
+    assert sum(any(engine_of(k) == ROUTE for k in keys) for keys, *_ in rounds) == paired.rounds  # none more asked

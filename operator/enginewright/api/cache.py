@@ -47,7 +47,8 @@ class Paired(WireModel):
     rounds: int
     stopped: str = Field(
         description="Why the rounds stopped: faster (beats the noise margin), "
-        "not-faster (cannot beat it), precise (interval within the precision), loads (the "
+        "not-faster (cannot beat it), slower (slower than the default beyond the noise margin, "
+        "placed before minRounds), precise (interval within the precision), loads (the "
         "interval is made of lasting per-load offsets: more rounds would not narrow it), "
         "max-rounds, rejected (failed accuracy: timed only for the report)."
     )

@@ -579,7 +579,15 @@ class Timing(WireModel):
     min_rounds: int = Field(
         5,
         description="Paired rounds (default and route in one process, each round "
-        "interleaved block by block) before the comparison may stop.",
+        "interleaved block by block) before the comparison may stop (but see minRoundsIfSlower).",
+        ge=2,
+        le=1000,
+    )
+    min_rounds_if_slower: int = Field(
+        2,
+        description="Paired rounds after which a route slower than the default beyond the noise margin "
+        "(its interval wholly above 1 + margin) stops, placed `slower`: it cannot win, so this makes no "
+        "false winner. minRounds or more: such a route waits for minRounds like any other.",
         ge=2,
         le=1000,
     )

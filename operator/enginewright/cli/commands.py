@@ -83,6 +83,7 @@ def cmd_tune(args) -> int:
             warmup_iterations=args.warmup,
             round_seconds=args.round_seconds,
             min_rounds=args.min_rounds,
+            min_rounds_if_slower=args.min_rounds_if_slower,
             max_rounds=args.max_rounds,
             precision=args.precision,
             loads=args.loads,
@@ -468,6 +469,13 @@ def register(sub) -> None:
         type=int,
         default=timing.min_rounds,
         help="paired rounds (route vs default) before a route may be placed",
+    )
+    tune.add_argument(
+        "--min-rounds-if-slower",
+        type=int,
+        default=timing.min_rounds_if_slower,
+        help="paired rounds after which a route slower than the default beyond the noise margin stops "
+        "(it cannot win; --min-rounds or more: it waits like any other)",
     )
     tune.add_argument(
         "--max-rounds", type=int, default=timing.max_rounds, help="paired rounds at most per route, placed or not"

@@ -26,6 +26,7 @@ from enginewright.api.models import (
     Timing,
     default_of,
 )
+from enginewright.measure.paired import EARLY_ROUNDS
 from enginewright.search.flow import (
     Decided,
     Failed,
@@ -118,7 +119,10 @@ class TuneOptions:
             "pinned": self.pinned,
             "metric": self.metric,
             "threshold": self.threshold,
-            "timing": self.timing.model_dump(),
+            # (minRoundsIfSlower only when not its default: a run.json written before it still resumes)
+            "timing": self.timing.model_dump(
+                exclude={"min_rounds_if_slower"} if self.timing.min_rounds_if_slower == EARLY_ROUNDS else None
+            ),
             "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
             "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references],
         }
