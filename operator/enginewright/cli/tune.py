@@ -154,18 +154,44 @@ def tune(
     """Run the whole flow in local processes; `say` gets progress lines, `on_plan` the number of
     routes planned so far (after stage 1, and again after mixed's stage 2). The steps come from
     `search.flow.next_step`, the same function the controller executes as Jobs. The reference data is
-    checked against the model's signature first: a misfit is refused before --out is touched."""
+    checked against the model's signature first: a misfit is refused, and --out left as it was. The
+    first batch's build and serving processes are launched before that check (`Worker.start_ahead`):
+    reading a PyTorch model's signature and listing Inductor's knobs import torch here, 7.2 s of an
+    MLP's run on an H100's host (session 30), while those processes do their own imports."""
     from enginewright.backends import get_backend
 
+    began = (time.monotonic(), cpu_seconds())
     backend = get_backend(opts.backend, **opts.backend_options)
-    backend.knobs()  # a compiler that is not installed says so (BackendUnavailable) before the data is read
-    _check_data(opts, backend)
-    opts.out.mkdir(parents=True, exist_ok=True)
-    first_attempt = _check_resume(opts)
+    _refuse_another_run(opts)  # (an --out of other inputs: refused before anything is launched into it)
+    untouched = [path for path in (opts.out, opts.out / "work") if not path.exists()]
     store = LocalStore(opts.cache or opts.out / "store")
-    before = set(store.list(RunKeys(LOCAL_PREFIX).entries))
+    local = opts.spec()
+    worker = Worker(
+        _context(opts, local, backend, store, say),
+        ahead=local.search.confirm.top_k > 0 and local.search.confirm.rounds >= 2,
+    )
     try:
-        return _tune(opts, store, say, on_plan, _run_id(opts.out))
+        worker.start_ahead()
+        backend.knobs()  # a compiler that is not installed says so (BackendUnavailable) before the data is read
+        _check_data(opts, backend)
+    except BaseException:
+        worker.close()
+        if untouched:  # (--out, or its work folder, made only for the processes launched ahead)
+            shutil.rmtree(untouched[0], ignore_errors=True)
+        raise
+    try:
+        opts.out.mkdir(parents=True, exist_ok=True)
+        first_attempt = _check_resume(opts)
+        before = set(store.list(RunKeys(LOCAL_PREFIX).entries))
+        worker.ctx.run = _run_id(opts.out)
+    except BaseException:
+        worker.close()
+        raise
+    try:
+        try:
+            return _tune(opts, local, store, say, on_plan, worker, backend, began)
+        finally:
+            worker.close()
     except Exception:
         if first_attempt:
             _forget_failed_attempt(opts, store, before, say)
@@ -201,18 +227,11 @@ def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str
     )
 
 
-def _tune(
-    opts: TuneOptions, store: LocalStore, say: Callable[[str], None], on_plan: Callable[[int], None] | None, run: str
-) -> TuneResult:
-    from enginewright.backends import get_backend
-    from enginewright.catalog.compatibility import compiler_name
-    from enginewright.trtexec.imports import usable_entries
-
-    began, cpu_began = time.monotonic(), cpu_seconds()
-    backend = get_backend(opts.backend, **opts.backend_options)
-    cache_dir = store.root
-    local = opts.spec()
-    ctx = WorkerContext.of(
+def _context(
+    opts: TuneOptions, local: LocalSpec, backend, store: LocalStore, say: Callable[[str], None]
+) -> WorkerContext:
+    """The worker's context for this run (its run id is set once --out/run.json is written)."""
+    return WorkerContext.of(
         local,
         model=opts.model,
         store=store,
@@ -227,26 +246,36 @@ def _tune(
         ),
         backend_options=opts.backend_options,
         build_parallelism=opts.build_parallelism,
-        run=run,
         reuse=local.search.reuse is not ReuseMode.none,
     )
-    # One process runs every batch and the confirmation: the first batch's build and serving
-    # processes start now, importing while this process finds the backend's versions and plans
-    # (`Worker.start_ahead`), and each batch launches the confirmation's serving process as it starts
-    # (`Worker.ahead`), when a confirmation may follow. `close` ends those never used.
-    worker = Worker(ctx, ahead=local.search.confirm.top_k > 0 and local.search.confirm.rounds >= 2)
-    try:
-        worker.start_ahead()
-        compiler = backend.cache_compiler()  # (the backend's versions: Inductor's imports torch and asks CUDA)
-        seeds, not_used = usable_entries(cache_dir, TARGET, compiler)
-        for note in not_used:
-            say(note)
-        if seeds:
-            say(f"{len(seeds)} routes imported for {compiler} in {cache_dir}: not measured again")
-        ctx.compiler, ctx.seeds = compiler_name(compiler), seeds
-        return _search(opts, local, store, say, on_plan, worker, backend, compiler, (began, cpu_began))
-    finally:
-        worker.close()
+
+
+def _tune(
+    opts: TuneOptions,
+    local: LocalSpec,
+    store: LocalStore,
+    say: Callable[[str], None],
+    on_plan: Callable[[int], None] | None,
+    worker,
+    backend,
+    began: tuple[float, float],
+) -> TuneResult:
+    """The run once its data fits: one process runs every batch and the confirmation (`worker`,
+    whose first batch's processes `tune` launched ahead; each batch launches the confirmation's
+    serving process as it starts, `Worker.ahead`, when a confirmation may follow), after the
+    backend's versions and the routes imported from the cache."""
+    from enginewright.catalog.compatibility import compiler_name
+    from enginewright.trtexec.imports import usable_entries
+
+    ctx = worker.ctx
+    compiler = backend.cache_compiler()  # (the backend's versions: Inductor's imports torch and asks CUDA)
+    seeds, not_used = usable_entries(store.root, TARGET, compiler)
+    for note in not_used:
+        say(note)
+    if seeds:
+        say(f"{len(seeds)} routes imported for {compiler} in {store.root}: not measured again")
+    ctx.compiler, ctx.seeds = compiler_name(compiler), seeds
+    return _search(opts, local, store, say, on_plan, worker, backend, compiler, began)
 
 
 def _search(
@@ -362,20 +391,27 @@ def _saved_confirmations(out: Path) -> dict[str, dict[str, list[float]]]:
     return {saved["name"]: saved["rounds"]} if "name" in saved else {}
 
 
-def _check_resume(opts: TuneOptions) -> bool:
-    """Refuse an --out that holds a run of other inputs; True when this is its first attempt."""
+def _refuse_another_run(opts: TuneOptions) -> None:
+    """Refuse an --out that holds a run of other inputs (reading it only)."""
     path = opts.out / "run.json"
-    fingerprint = opts.fingerprint()
     if path.exists():
-        previous = json.loads(path.read_text())
+        fingerprint, previous = opts.fingerprint(), json.loads(path.read_text())
         changed = sorted(k for k in fingerprint if previous.get(k) != fingerprint[k])
         if changed:
             raise TuneError(
                 f"{opts.out} holds a run with different {', '.join(changed)}: its cache cannot be "
                 f"reused. Use another --out directory (or delete this one)."
             )
+
+
+def _check_resume(opts: TuneOptions) -> bool:
+    """Refuse an --out that holds a run of other inputs; True when this is its first attempt (its
+    run.json is written now)."""
+    path = opts.out / "run.json"
+    _refuse_another_run(opts)
+    if path.exists():
         return False
-    path.write_text(json.dumps(fingerprint, indent=2))
+    path.write_text(json.dumps(opts.fingerprint(), indent=2))
     return True
 
 
