@@ -6,7 +6,7 @@ import json
 import pytest
 
 from enginewright.api.models import Timing
-from enginewright.cli.tune import TuneError, TuneOptions, _check_resume
+from enginewright.cli.tune import TuneError, TuneOptions, _check_resume, _refuse_another_run
 
 
 def options(tmp_path, **timing) -> TuneOptions:
@@ -24,6 +24,7 @@ def test_a_run_json_written_before_the_field_resumes_at_its_default(tmp_path):
     written["timing"] = {k: v for k, v in Timing().model_dump().items() if k != "min_rounds_if_slower"}
     (opts.out).mkdir()
     (opts.out / "run.json").write_text(json.dumps(written))
-    assert _check_resume(opts) is False  # a resumed run, not refused
+    _refuse_another_run(opts)  # a resumed run, not refused
+    assert _check_resume(opts) is False
     with pytest.raises(TuneError, match="different timing"):
-        _check_resume(options(tmp_path, min_rounds_if_slower=5))
+        _refuse_another_run(options(tmp_path, min_rounds_if_slower=5))

@@ -405,10 +405,9 @@ def _refuse_another_run(opts: TuneOptions) -> None:
 
 
 def _check_resume(opts: TuneOptions) -> bool:
-    """Refuse an --out that holds a run of other inputs; True when this is its first attempt (its
-    run.json is written now)."""
+    """True when this is --out's first attempt: its run.json is written now (an --out of other inputs
+    was refused before, `_refuse_another_run`)."""
     path = opts.out / "run.json"
-    _refuse_another_run(opts)
     if path.exists():
         return False
     path.write_text(json.dumps(opts.fingerprint(), indent=2))
