@@ -28,7 +28,8 @@ hits both; the route's time is judged by the
 per-round ratio route/default, never by its time against a default measured minutes earlier. The
 rounds stop as soon as they have placed the route (sequential stopping): once the ratio's 95%
 interval lies wholly below or wholly above the noise-margin line (1 - margin), or is within
-+-precision, or after `max_rounds`.
++-precision, or after `max_rounds`; a route slower than the default beyond the margin (interval
+wholly above 1 + margin) stops after `min_rounds_if_slower` rounds, before `min_rounds` (`stop_after`).
 """
 
 from __future__ import annotations
