@@ -102,10 +102,8 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         if route.pop(CRASH_BUILD, None):
             os.kill(os.getpid(), signal.SIGSEGV)
         tagged = dict(route)
-        route.pop(CRASH_TIMED, None)
-        route.pop(RAISE_TIMED, None)
-        route.pop(RESTLESS, None)
-        route.pop(REPEAT, None)
+        for knob in (CRASH_TIMED, RAISE_TIMED, RESTLESS, REPEAT):  # the engine's own, not ONNX Runtime's
+            route.pop(knob, None)
         engine = HEADER + json.dumps(tagged).encode() + b"\n" + super().build(request, route)
         # Stands in for compiler work that takes long (it is the build's duration, not a wait for a condition).
         time.sleep(max(0.0, started + slow - time.monotonic()))

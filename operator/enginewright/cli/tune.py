@@ -26,7 +26,6 @@ from enginewright.api.models import (
     Timing,
     default_of,
 )
-from enginewright.measure.paired import EARLY_ROUNDS
 from enginewright.search.flow import (
     Decided,
     Failed,
@@ -121,7 +120,9 @@ class TuneOptions:
             "threshold": self.threshold,
             # (minRoundsIfSlower only when not its default: a run.json written before it still resumes)
             "timing": self.timing.model_dump(
-                exclude={"min_rounds_if_slower"} if self.timing.min_rounds_if_slower == EARLY_ROUNDS else None
+                exclude={"min_rounds_if_slower"}
+                if self.timing.min_rounds_if_slower == default_of(Timing, "min_rounds_if_slower")
+                else None
             ),
             "inputs": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.inputs],
             "references": [hashlib.sha256(p.read_bytes()).hexdigest() for p in self.references],
@@ -184,18 +185,15 @@ def tune(
         first_attempt = _check_resume(opts)
         before = set(store.list(RunKeys(LOCAL_PREFIX).entries))
         worker.ctx.run = _run_id(opts.out)
-    except BaseException:
-        worker.close()
-        raise
-    try:
         try:
             return _tune(opts, local, store, say, on_plan, worker, backend, began)
-        finally:
-            worker.close()
-    except Exception:
-        if first_attempt:
-            _forget_failed_attempt(opts, store, before, say)
-        raise
+        except Exception:
+            worker.close()  # (its processes ended before a failed first attempt's entries are moved aside)
+            if first_attempt:
+                _forget_failed_attempt(opts, store, before, say)
+            raise
+    finally:
+        worker.close()
 
 
 FAILED_ATTEMPT = "failed-attempt"  # OUT/failed-attempt/<route-id>.json: what a failed first attempt measured

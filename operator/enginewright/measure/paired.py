@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from enginewright.api.cache import Paired
+from enginewright.api.models import Timing, default_of
 from enginewright.measure.stats import t_quantile
 
 LEVEL = 0.95  # two-sided confidence of the ratio's interval
@@ -233,7 +234,7 @@ def _round_share(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], poo
     return min(1.0, within / count / pooled.variance)
 
 
-EARLY_ROUNDS = 2  # `Timing.min_rounds_if_slower`'s default
+EARLY_ROUNDS: int = default_of(Timing, "min_rounds_if_slower")
 
 
 def stop_after(
