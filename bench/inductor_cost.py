@@ -3,7 +3,7 @@ with the Inductor backend against a naive sweep of the same knobs, side by side 
 
     python bench/inductor_cost.py --out OUT [--workload mlp] [--rows 256] [--device cpu|cuda]
         [--knobs compile,freezing,coordinate_descent_tuning] [--pairs 1] [--export DIR]
-        [--variant NAME=OPERATOR_DIR ...]
+        [--variant NAME=OPERATOR_DIR ...] [--variant-args NAME=ARGS ...]
 
 `bench/measure_cost.py` compares the two on ONNX Runtime, where a route's "build" is a session made
 in milliseconds and the measuring protocol is the whole cost. Here a route is compiled, as the
@@ -28,7 +28,10 @@ product's GPU targets are, and the question is what the protocol adds to that:
 the host hits both alike. `--variant NAME=DIR` (twice or more) runs tune once per variant in every
 pair, each with its own copy of the operator's code (DIR: a folder holding the `enginewright`
 package, as `git archive REV operator | tar -x -C X` leaves in X/operator), the sides' order
-balanced over the pairs (`side_order`): the variants' ratios to the naive sweep and to the first variant, side by side. OUT/inductor_cost.json (and --export) is written after every step.
+balanced over the pairs (`side_order`): the variants' ratios to the naive sweep and to the first variant, side by side.
+`--variant-args NAME=ARGS` adds tune options to that variant's command (ARGS split as a shell would,
+e.g. `w4=--build-parallelism 4`); a variant may then name this checkout (`--variant w4=operator`).
+OUT/inductor_cost.json (and --export) is written after every step.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import itertools
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -172,10 +176,10 @@ def tune_command(files: dict, args, out: Path) -> list[str]:
     return cmd
 
 
-def run_tune(files: dict, args, folder: Path, operator: Path | None = None) -> dict:
+def run_tune(files: dict, args, folder: Path, operator: Path | None = None, extra: list[str] = ()) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
-    cmd = tune_command(files, args, folder / "out")
+    cmd = tune_command(files, args, folder / "out") + list(extra)
     began, cpu = time.monotonic(), children_cpu_seconds()
     with open(folder / "tune.log", "w") as log:
         proc = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, env=child_env(operator), cwd=folder)
@@ -237,6 +241,17 @@ def parse_variants(texts: list[str]) -> dict[str, Path | None]:
     return variants
 
 
+def parse_variant_args(texts: list[str], variants: dict) -> dict[str, list[str]]:
+    """`--variant-args NAME=ARGS` values as {side: extra tune arguments}; NAME must be a variant's."""
+    extra: dict[str, list[str]] = {}
+    for text in texts:
+        name, sep, rest = text.partition("=")
+        if not sep or f"tune:{name}" not in variants:
+            raise SystemExit(f"--variant-args takes NAME=ARGS for a --variant NAME, got {text!r}")
+        extra[f"tune:{name}"] = shlex.split(rest)
+    return extra
+
+
 def side_order(sides: list[str], pair: int) -> list[str]:
     """The order of the sides in pair `pair`: two sides swap every pair; three or more rotate by one
     every second pair, the odd pair the even one reversed, so that each side follows each other as
@@ -269,8 +284,10 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--export", type=Path)
     parser.add_argument("--variant", action="append", default=[], help="NAME=OPERATOR_DIR: a tune side of its own")
+    parser.add_argument("--variant-args", action="append", default=[], help="NAME=ARGS: that variant's extra tune options")
     args = parser.parse_args()
     variants = parse_variants(args.variant)
+    extra = parse_variant_args(args.variant_args, variants)
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.update(child_env())
     import torch
@@ -293,6 +310,7 @@ def main() -> int:
         "naive_configurations": len(configs),
         "naive_calls": {"warmup": WARMUP, "timed": RUNS},
         "variants": {name: str(folder) if folder else "this checkout" for name, folder in variants.items()},
+        "variant_args": extra,
         "pairs": [],
     }
     save(args, figures)
@@ -304,7 +322,7 @@ def main() -> int:
             if side == "naive":
                 sides[side] = run_naive(files, args, configs, folder)
             else:
-                sides[side] = run_tune(files, args, folder, variants[side])
+                sides[side] = run_tune(files, args, folder, variants[side], extra.get(side, []))
             print(f"[{time.monotonic() - began:7.1f}s] pair {pair} {side}: {json.dumps(sides[side])[:600]}", flush=True)
             figures["pairs"] = [*figures["pairs"][:pair], {**sides}]
             save(args, figures)

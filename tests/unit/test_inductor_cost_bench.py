@@ -50,3 +50,14 @@ def test_variants_name_their_sides_and_their_order_rotates(tmp_path):
         parse_variants([f"x={tmp_path}"])
     with pytest.raises(SystemExit, match="NAME=OPERATOR_DIR"):
         parse_variants(["before"])
+
+
+def test_a_variant_takes_its_own_tune_options(tmp_path):
+    from inductor_cost import parse_variant_args, parse_variants
+
+    (tmp_path / "enginewright").mkdir()
+    variants = parse_variants([f"w1={tmp_path}", f"w4={tmp_path}"])
+    extra = parse_variant_args(["w4=--build-parallelism 4"], variants)
+    assert extra == {"tune:w4": ["--build-parallelism", "4"]}
+    with pytest.raises(SystemExit, match="for a --variant NAME"):
+        parse_variant_args(["w2=--build-parallelism 2"], variants)
