@@ -284,7 +284,9 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=1)
     parser.add_argument("--export", type=Path)
     parser.add_argument("--variant", action="append", default=[], help="NAME=OPERATOR_DIR: a tune side of its own")
-    parser.add_argument("--variant-args", action="append", default=[], help="NAME=ARGS: that variant's extra tune options")
+    parser.add_argument(
+        "--variant-args", action="append", default=[], help="NAME=ARGS: that variant's extra tune options"
+    )
     args = parser.parse_args()
     variants = parse_variants(args.variant)
     extra = parse_variant_args(args.variant_args, variants)

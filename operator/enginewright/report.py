@@ -302,6 +302,15 @@ def _short(route: str, width: int = 38) -> str:
     return route if len(route) <= width else route[: width - 1] + "…"
 
 
+def prepare_figure() -> None:
+    """Import what `figure` draws with (matplotlib, 0.7-1.2 s on 2 cores), ahead of it: `tune` does
+    so while its first routes build (`Worker(beside_first_build=...)`)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
+
+
 def figure(summary: dict, entries: Sequence[CacheEntry], labelled: int = 3):
     """Each measured route's speedup over the default it was timed beside (with its 95% interval
     across loads and rounds) against its accuracy loss: default (at 1) and winner marked, the default, the

@@ -20,6 +20,7 @@ import numpy as np
 from enginewright.api.cache import Versions
 from enginewright.api.routes import Knob
 from enginewright.backends.base import Backend, BuildRequest, Runner
+from enginewright.worker.capacity import usable_cores
 
 if TYPE_CHECKING:
     from enginewright.accuracy.signature import Signature
@@ -52,22 +53,6 @@ _SESSION_FIELDS = (
     "enable_mem_pattern",
     "enable_cpu_mem_arena",
 )
-
-
-def usable_cores(affinity: int | None = None, cpu_max: str | None = None) -> int:
-    """The cores this process may use: its CPU affinity (a cpuset), capped by a cgroup v2 CPU quota
-    (`cpu.max`, e.g. "200000 100000" = 2 cores, as a pod's CPU limit sets it), rounded up."""
-    if affinity is None:
-        affinity = len(os.sched_getaffinity(0))
-    if cpu_max is None:
-        try:
-            cpu_max = Path("/sys/fs/cgroup/cpu.max").read_text()
-        except OSError:
-            cpu_max = ""
-    quota, _, period = cpu_max.strip().partition(" ")
-    if quota.isdigit() and period.isdigit() and int(period) > 0:
-        return max(1, min(affinity, -(-int(quota) // int(period))))
-    return max(1, affinity)
 
 
 def thread_counts(cores: int) -> tuple[str, ...]:

@@ -494,7 +494,11 @@ def register(sub) -> None:
         "from the spread across loads and rounds)",
     )
     tune.add_argument(
-        "--build-parallelism", type=int, default=1, help="routes built at once (measuring is always one at a time)"
+        "--build-parallelism",
+        type=int,
+        default=None,
+        help="routes built at once (measuring is always one at a time); default: one per 4 usable cores "
+        "and 4 GiB of usable memory, 1 to 4",
     )
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")
     tune.add_argument("--out", default="tune-out", help="cache + report directory; rerun to resume")

@@ -42,6 +42,7 @@ from enginewright.store import LocalStore
 from enginewright.store.layout import LOCAL_PREFIX, RunKeys
 from enginewright.trtexec.format import export_trtexec, trtexec_files
 from enginewright.worker.batch import Worker
+from enginewright.worker.capacity import auto_build_parallelism
 from enginewright.worker.context import Accuracy, WorkerContext, context_fingerprint
 
 TARGET = "local"
@@ -78,7 +79,7 @@ class TuneOptions:
     measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
     save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
-    build_parallelism: int = 1
+    build_parallelism: int | None = None  # None: from the host (`worker.capacity.auto_build_parallelism`)
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
     reuse: str = default_of(Search, "reuse").value  # or "none": entries of earlier runs are never used
@@ -170,6 +171,7 @@ def tune(
     worker = Worker(
         _context(opts, local, backend, store, say),
         ahead=local.search.confirm.top_k > 0 and local.search.confirm.rounds >= 2,
+        beside_first_build=_prepare_report,
     )
     try:
         worker.start_ahead()
@@ -225,6 +227,14 @@ def _forget_failed_attempt(opts: TuneOptions, store: LocalStore, before: set[str
     )
 
 
+def _prepare_report() -> None:
+    """The report's imports (its module and matplotlib), done while the first routes build: drawing
+    the figure took 1.6 s at the end of an MLP's run on an H100 (session 30)."""
+    from enginewright.report import prepare_figure
+
+    prepare_figure()
+
+
 def _context(
     opts: TuneOptions, local: LocalSpec, backend, store: LocalStore, say: Callable[[str], None]
 ) -> WorkerContext:
@@ -243,7 +253,7 @@ def _context(
             opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol, list(opts.outputs)
         ),
         backend_options=opts.backend_options,
-        build_parallelism=opts.build_parallelism,
+        build_parallelism=opts.build_parallelism or auto_build_parallelism(),
         reuse=local.search.reuse is not ReuseMode.none,
     )
 

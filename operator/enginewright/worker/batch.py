@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +48,17 @@ KEPT_DEFAULT = "the default's engine an earlier batch kept (loaded, not built ag
 class Worker:
     """Builds, checks and times routes for one target; writes entries and keeps engines."""
 
-    def __init__(self, ctx: WorkerContext, ahead: bool = False):
+    def __init__(self, ctx: WorkerContext, ahead: bool = False, beside_first_build: Callable[[], None] | None = None):
         """`ahead`: a run of several batches and a confirmation in this one process (`tune`): the
         fresh serving process the next confirmation loads into is launched ahead (`launch_ahead`),
         by `start_ahead` with the first batch's processes and, once that one was used, as the next
         batch starts, so that its interpreter start and imports (7-15 s on an H100's host, sessions
-        27-28) run while tune starts or the batch builds, not after it. `close` ends one left unused."""
+        27-28) run while tune starts or the batch builds, not after it. `close` ends one left unused.
+        `beside_first_build`: work of the caller's own process (`tune`: the report's imports) run in
+        a thread while the first batch's first group builds, and waited for before its first timing,
+        so that it never runs beside one."""
         self.ctx, self.ahead = ctx, ahead
+        self._beside_first_build = beside_first_build
         self._spread = Spread()  # lasting per-load spread of the routes measured so far (pooled)
         self._engines_checked: dict[tuple[str, str | None], bool] = {}  # reused entries' kept engines
         self._ahead: Server | None = None  # launched ahead (imports only) for the next confirmation
@@ -286,7 +291,10 @@ class Worker:
                     break
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
+                beside = self._start_beside_first_build() if start == 0 else None
                 group = list(pool.map(engine_of_route, queue[start : start + width]))
+                if beside is not None:
+                    beside.join()  # (before the first timing: it never runs beside one)
                 if start == 0:
                     self._imported_ahead()
                 if start == 0 and not self._measure_default(
@@ -297,6 +305,22 @@ class Worker:
                     if not self._measure_route(baseline, built, progress):
                         return progress.written
         return progress.written
+
+    def _start_beside_first_build(self) -> threading.Thread | None:
+        """Start `beside_first_build` in a thread (once a run); a failure of it is logged, not raised."""
+        work, self._beside_first_build = self._beside_first_build, None
+        if work is None:
+            return None
+
+        def run() -> None:
+            try:
+                work()
+            except Exception as exc:  # noqa: BLE001  (its own work: the caller does it later, as before)
+                log.warning("work beside the first build failed: %s", exc)
+
+        thread = threading.Thread(target=run, name="beside-first-build", daemon=True)
+        thread.start()
+        return thread
 
     def _measure_default(
         self,
