@@ -79,6 +79,18 @@ def shapes_hash(shapes: dict) -> str:
     return hashlib.sha256(json.dumps(shapes, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def how_measured(reason: str, spec: TuningRunSpec) -> str:
+    """The decision's reason and the protocol behind it, in words, for the provenance."""
+    t = spec.timing
+    return (
+        reason + f"; each route timed against the default in paired rounds of ~{t.round_seconds}s per engine "
+        f"over {t.loads} loads of each ({t.min_rounds}-{t.max_rounds} rounds, stopped once placed on the "
+        f"spread across loads and rounds; a route slower than the default beyond the noise margin after "
+        f"{t.min_rounds_if_slower}), {t.warmup_iterations} warm-up calls; the confirmation round: "
+        f"{spec.search.confirm.loads} loads of each"
+    )
+
+
 def provenance(
     *,
     run: dict,
@@ -152,13 +164,7 @@ def provenance(
                 "winner": winner.measurements.wire() if winner.measurements else None,
                 "default": default.measurements.wire() if default.measurements else None,
             },
-            how_measured=(
-                decision.reason + f"; each route timed against the default in paired rounds of "
-                f"~{spec.timing.round_seconds}s per engine over {spec.timing.loads} loads of each "
-                f"({spec.timing.min_rounds}-{spec.timing.max_rounds} rounds, stopped once placed on the "
-                f"spread across loads and rounds), {spec.timing.warmup_iterations} warm-up calls; the confirmation "
-                f"round: {spec.search.confirm.loads} loads of each"
-            ),
+            how_measured=how_measured(decision.reason, spec),
             confirmation_ratios=decision.ratios or None,
             noise_margin=decision.margin,
         ),
