@@ -11,8 +11,11 @@ its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise 
 ($ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT=N: the default route's engine); `restless_thread=1` makes the
 loaded engine start a thread that keeps a core busy until the engine is closed, as a runtime's
 thread that never rests would (or another tenant's work, on a loaded host); `repeat_calls=N` makes
-each call of the engine run the model N times, as an engine doing N times the work would. Every child process
-that imports this module records when it did (`import`, with its command line's arguments)."""
+each call of the engine run the model N times, as an engine doing N times the work would;
+`fails_beside_builds=1` makes the build fail (out of memory) when another build runs at the same
+time, as a compile that needs the whole GPU would ($ENGINEWRIGHT_TEST_BUILDING names the folder where
+each running build holds a file). Every child process that imports this module records when it did
+(`import`, with its command line's arguments)."""
 
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ CRASH_TIMED = "crash_when_timed"
 RAISE_TIMED = "raise_when_timed"
 RESTLESS = "restless_thread"
 REPEAT = "repeat_calls"
+FAILS_BESIDE = "fails_beside_builds"
+BUILDING = "ENGINEWRIGHT_TEST_BUILDING"  # a folder: each running build holds a file named by its pid there
 DEFAULT_RAISES = "ENGINEWRIGHT_TEST_DEFAULT_RAISES_AT"  # the default route's engine raises at that timed stretch
 HEADER = b"EWTEST\n"  # engine bytes: HEADER, the route's JSON, a newline, the onnxruntime engine
 
@@ -96,11 +101,27 @@ class RecordingRunner(Runner):
 
 class IntervalRecordingBackend(OnnxRuntimeBackend):
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
+        folder = os.environ.get(BUILDING)
+        marker = Path(folder) / str(os.getpid()) if folder else None
+        if marker is not None:
+            marker.touch()
+        try:
+            return self._build(request, dict(route), marker)
+        finally:
+            if marker is not None:
+                marker.unlink(missing_ok=True)
+
+    def _build(self, request: BuildRequest, route: dict[str, str], marker: Path | None) -> bytes:
         started = time.monotonic()
-        route = dict(route)
         slow = float(route.pop(SLOW_BUILD, 0))
         if route.pop(CRASH_BUILD, None):
             os.kill(os.getpid(), signal.SIGSEGV)
+        if route.pop(FAILS_BESIDE, None) and marker is not None:
+            deadline = time.monotonic() + 1.0  # the builds of its group start within milliseconds of it
+            while time.monotonic() < deadline:
+                if any(other != marker for other in marker.parent.iterdir()):
+                    raise MemoryError("out of memory: another build ran beside this one")
+                time.sleep(0.01)
         tagged = dict(route)
         for knob in (CRASH_TIMED, RAISE_TIMED, RESTLESS, REPEAT):  # the engine's own, not ONNX Runtime's
             route.pop(knob, None)

@@ -292,7 +292,9 @@ class Worker:
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
                 beside = self._start_beside_first_build() if start == 0 else None
-                group = list(pool.map(engine_of_route, queue[start : start + width]))
+                group = self._built_again_alone(
+                    list(pool.map(engine_of_route, queue[start : start + width])), progress, builders
+                )
                 if beside is not None:
                     beside.join()  # (before the first timing: it never runs beside one)
                 if start == 0:
@@ -305,6 +307,24 @@ class Worker:
                     if not self._measure_route(baseline, built, progress):
                         return progress.written
         return progress.written
+
+    def _built_again_alone(self, group: list[Built], progress: Progress, builders: Builders) -> list[Built]:
+        """The group, with each route whose build failed or crashed beside other builds built once
+        more on its own: a build that ran out of memory (the host's or the GPU's) beside others is no
+        fault of its route, and its entry would say it was. A failure alone stands."""
+        if len(group) < 2:
+            return group
+        again = []
+        for built in group:
+            failed = built.engine_path is None and built.entry.outcome in (Outcome.build_failed, Outcome.crash)
+            if failed and self.ctx.time_left() > 0:
+                progress.say(
+                    f"{built.route}: {describe(built.entry)}, beside {len(group) - 1} other "
+                    "builds: built again on its own"
+                )
+                built = build(self.ctx, built.route, built.entry.stage, progress.batch, builders)
+            again.append(built)
+        return again
 
     def _start_beside_first_build(self) -> threading.Thread | None:
         """Start `beside_first_build` in a thread (once a run); a failure of it is logged, not raised."""
