@@ -1,15 +1,19 @@
-"""Where no build parallelism is asked for, the worker builds as many routes at once as the host's
-usable cores and memory hold (a GPU node's 16 cores: 4; this 2-core host: 1): parallel builds cut
-tune's wall time on an H100 to 0.882x and 0.937x (issue 19, session 31), and building never overlaps
-measuring, so the width changes what a batch costs, not what it measures."""
+"""`tune --build-parallelism auto` builds as many routes at once as the host's usable cores and
+memory hold (a GPU node's 16 cores: 4; this 2-core host: 1): on an H100 that cut tune's wall time to
+0.882x and 0.937x (issue 19, session 31). It is not the default: builds that time kernels to choose
+among them (Inductor's autotuning, TensorRT's tactics) would time them beside each other, which was
+not compared with builds alone; an operator's worker Job builds one at a time."""
 
 from pathlib import Path
+
+import pytest
 
 from enginewright.cli import build_parser
 from enginewright.worker.capacity import auto_build_parallelism, usable_memory
 from enginewright.worker.context import WorkerContext
 
 GIB = 1 << 30
+TUNE = ["tune", "model.onnx", "--backend", "onnxruntime", "--inputs", "i.npz", "--references", "r.npz"]
 
 
 def test_the_width_follows_the_cores_and_the_memory():
@@ -21,34 +25,26 @@ def test_the_width_follows_the_cores_and_the_memory():
     assert auto_build_parallelism(cores=16, memory=GIB) == 1  # never none
 
 
-def test_usable_memory_is_the_pods_limit_or_what_the_host_has_left():
+def test_usable_memory_is_what_is_left_under_the_pods_limit_or_on_the_host():
     meminfo = "MemTotal:       131072000 kB\nMemAvailable:   100000000 kB\n"
-    assert usable_memory("8589934592\n", meminfo) == 8 * GIB  # a pod limited to 8 GiB
-    assert usable_memory("max\n", meminfo) == 100000000 * 1024  # no limit: what the host has left
-    assert usable_memory("", "") > 0  # neither file: room for one build
+    assert usable_memory("8589934592\n", meminfo, "0\n") == 8 * GIB  # a pod limited to 8 GiB, nothing used
+    assert usable_memory("8589934592\n", meminfo, str(3 * GIB)) == 5 * GIB  # 3 GiB of it used already
+    assert usable_memory("max\n", meminfo, str(3 * GIB)) == 100000000 * 1024  # no limit: what the host has left
+    assert usable_memory("", "", "") > 0  # no file at all: room for one build
 
 
-def test_a_worker_and_tune_take_the_hosts_width_unless_one_is_given(tmp_path: Path):
+def test_tune_builds_one_at_a_time_unless_asked_and_a_worker_job_likewise(tmp_path: Path):
     ctx = WorkerContext(
         backend="onnxruntime", model=tmp_path / "m", accuracy=None, store=None, prefix="p", target="t", workdir=tmp_path
     )
-    assert ctx.build_parallelism == auto_build_parallelism()
-    args = build_parser().parse_args(
-        ["tune", "model.onnx", "--backend", "onnxruntime", "--inputs", "i.npz", "--references", "r.npz"]
-    )
-    assert args.build_parallelism is None  # tune decides from the host
-    args = build_parser().parse_args(
-        [
-            "tune",
-            "model.onnx",
-            "--backend",
-            "onnxruntime",
-            "--inputs",
-            "i.npz",
-            "--references",
-            "r.npz",
-            "--build-parallelism",
-            "3",
-        ]
-    )
-    assert args.build_parallelism == 3
+    assert ctx.build_parallelism == 1  # (a Job's context: its pod asks for 1 CPU)
+    assert build_parser().parse_args(TUNE).build_parallelism == 1
+    assert build_parser().parse_args([*TUNE, "--build-parallelism", "3"]).build_parallelism == 3
+    assert build_parser().parse_args([*TUNE, "--build-parallelism", "auto"]).build_parallelism is None  # the host's
+
+
+@pytest.mark.parametrize("bad", ["0", "-2", "many"])
+def test_a_build_parallelism_that_is_no_count_is_refused(bad, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*TUNE, "--build-parallelism", bad])
+    assert "must be 'auto' or a whole number of 1 or more" in capsys.readouterr().err

@@ -93,7 +93,6 @@ def make_worker(example: Path, tmp_path: Path, timeout: float = 120.0):
             route_timeout=timeout,
             accuracy=Accuracy([example / "inputs-0.npz"], [example / "references-0.npz"], "cosine", 1e-4),
             timing={"warmup_iterations": 1, "round_seconds": 0.0, "min_rounds": 2, "max_rounds": 2},
-            build_parallelism=1,  # (not the host's: the tests count build processes)
         )
     )
 

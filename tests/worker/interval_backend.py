@@ -12,10 +12,11 @@ its Nth timed stretch, as a broken engine would, and `raise_when_timed=N` raise 
 loaded engine start a thread that keeps a core busy until the engine is closed, as a runtime's
 thread that never rests would (or another tenant's work, on a loaded host); `repeat_calls=N` makes
 each call of the engine run the model N times, as an engine doing N times the work would;
-`fails_beside_builds=1` makes the build fail (out of memory) when another build runs at the same
-time, as a compile that needs the whole GPU would ($ENGINEWRIGHT_TEST_BUILDING names the folder where
-each running build holds a file). Every child process that imports this module records when it did
-(`import`, with its command line's arguments)."""
+`fails_beside_builds=N` makes the build wait until N builds (itself included) have started, then
+fail (out of memory) when another of them still runs, as a compile that needs the whole GPU would
+($ENGINEWRIGHT_TEST_BUILDING names a folder where each build adds a line to `started` and holds a
+file named by its pid while it runs). Every child process that imports this module records when it
+did (`import`, with its command line's arguments)."""
 
 from __future__ import annotations
 
@@ -105,6 +106,8 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         marker = Path(folder) / str(os.getpid()) if folder else None
         if marker is not None:
             marker.touch()
+            with open(marker.parent / "started", "a") as started:
+                started.write(f"{os.getpid()}\n")
         try:
             return self._build(request, dict(route), marker)
         finally:
@@ -116,12 +119,13 @@ class IntervalRecordingBackend(OnnxRuntimeBackend):
         slow = float(route.pop(SLOW_BUILD, 0))
         if route.pop(CRASH_BUILD, None):
             os.kill(os.getpid(), signal.SIGSEGV)
-        if route.pop(FAILS_BESIDE, None) and marker is not None:
-            deadline = time.monotonic() + 1.0  # the builds of its group start within milliseconds of it
-            while time.monotonic() < deadline:
-                if any(other != marker for other in marker.parent.iterdir()):
-                    raise MemoryError("out of memory: another build ran beside this one")
+        group = int(route.pop(FAILS_BESIDE, 0))
+        if group and marker is not None:
+            deadline = time.monotonic() + 60  # its group's build processes start their interpreters first
+            while len((marker.parent / "started").read_text().split()) < group and time.monotonic() < deadline:
                 time.sleep(0.01)
+            if any(other.name not in (marker.name, "started") for other in marker.parent.iterdir()):
+                raise MemoryError("out of memory: another build ran beside this one")
         tagged = dict(route)
         for knob in (CRASH_TIMED, RAISE_TIMED, RESTLESS, REPEAT):  # the engine's own, not ONNX Runtime's
             route.pop(knob, None)

@@ -1,7 +1,7 @@
-"""Routes built several at a time (`buildParallelism`, from the host's cores and memory): a build that
-fails or crashes beside other builds (out of the host's or the GPU's memory) is built once more on
-its own before its route is recorded as failed, so the width never turns into a route's failure.
-A route that fails on its own still fails, built once."""
+"""Routes built several at a time (`tune --build-parallelism`): a build that crashed, or failed
+naming memory, beside other builds (out of the host's or the GPU's memory) is built once more on its
+own before its route is recorded as failed. One that fails so alone too is recorded failed; one that
+failed otherwise (a compiler refusing an option) is not built again."""
 
 import json
 
@@ -19,8 +19,8 @@ def test_a_route_that_fails_only_beside_others_is_built_alone_and_measured(examp
     said: list[str] = []
     worker.ctx.progress = said.append
     default = Route.of({})
-    slow = Route.of({"enable_cpu_mem_arena": "0", SLOW_BUILD: "3"})  # still building when the other starts
-    crowded = Route.of({"enable_mem_pattern": "0", FAILS_BESIDE: "1"})
+    slow = Route.of({"enable_cpu_mem_arena": "0", SLOW_BUILD: "3"})  # still building when the other looks
+    crowded = Route.of({"enable_mem_pattern": "0", FAILS_BESIDE: "3"})  # fails while the group's 3 build
     written = worker.run_batch([default, slow, crowded], "stage1", "b0", default)
     assert {e.route_id: e.outcome for e in written} == {r.id: Outcome.ok for r in (default, slow, crowded)}
     assert any("beside 2 other builds: built again on its own" in line for line in said)
@@ -32,7 +32,7 @@ def test_a_route_that_fails_only_beside_others_is_built_alone_and_measured(examp
     assert all(o["end"] <= alone[0]["start"] for o in others)  # built after the others had ended
 
 
-def test_a_route_that_fails_on_its_own_is_recorded_failed(example, tmp_path, monkeypatch):
+def test_a_route_that_crashes_alone_too_is_recorded_failed(example, tmp_path, monkeypatch):
     worker, _ = recording_worker(example, tmp_path, monkeypatch)
     worker.ctx.build_parallelism = 2
     said: list[str] = []
@@ -41,3 +41,14 @@ def test_a_route_that_fails_on_its_own_is_recorded_failed(example, tmp_path, mon
     written = worker.run_batch([default, crashing], "stage1", "b0", default)
     assert {e.route_id: e.outcome for e in written} == {default.id: Outcome.ok, crashing.id: Outcome.crash}
     assert sum("built again on its own" in line for line in said) == 1  # tried once more alone, then recorded
+
+
+def test_a_build_refused_for_another_reason_is_not_built_again(example, tmp_path, monkeypatch):
+    worker, _ = recording_worker(example, tmp_path, monkeypatch)
+    worker.ctx.build_parallelism = 2
+    said: list[str] = []
+    worker.ctx.progress = said.append
+    default, refused = Route.of({}), Route.of({"graph_optimization_level": "no-such-level"})
+    written = worker.run_batch([default, refused], "stage1", "b0", default)
+    assert {e.route_id: e.outcome for e in written} == {default.id: Outcome.ok, refused.id: Outcome.build_failed}
+    assert not any("built again on its own" in line for line in said)

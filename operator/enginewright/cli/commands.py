@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -16,6 +17,19 @@ def _pairs(values: list[str] | None) -> dict[str, str]:
         key, value = item.split("=", 1)
         out[key] = value
     return out
+
+
+def _build_parallelism(text: str) -> int | None:
+    """`--build-parallelism`: a count of 1 or more, or 'auto' (None: from the host, `worker.capacity`)."""
+    if text == "auto":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 'auto' or a whole number of 1 or more (got {text!r})")
+    return value
 
 
 def _knobs(values: list[str] | None) -> list[tuple[str, list[str]]]:
@@ -495,10 +509,11 @@ def register(sub) -> None:
     )
     tune.add_argument(
         "--build-parallelism",
-        type=int,
-        default=None,
-        help="routes built at once (measuring is always one at a time); default: one per 4 usable cores "
-        "and 4 GiB of usable memory, 1 to 4",
+        type=_build_parallelism,
+        default=1,
+        help="routes built at once (measuring is always one at a time), or 'auto': one per 4 usable cores and "
+        "4 GiB of usable memory, 1 to 4. Builds that time kernels to choose among them (Inductor's autotuning "
+        "and coordinate descent, TensorRT's tactics) then time them beside the other builds",
     )
     tune.add_argument("--device", help="inductor: cpu or cuda (default: cuda when available)")
     tune.add_argument("--out", default="tune-out", help="cache + report directory; rerun to resume")

@@ -79,7 +79,7 @@ class TuneOptions:
     measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
     save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
-    build_parallelism: int | None = None  # None: from the host (`worker.capacity.auto_build_parallelism`)
+    build_parallelism: int | None = 1  # None: from the host's cores and memory (`--build-parallelism auto`)
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
     reuse: str = default_of(Search, "reuse").value  # or "none": entries of earlier runs are never used
@@ -253,7 +253,7 @@ def _context(
             opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol, list(opts.outputs)
         ),
         backend_options=opts.backend_options,
-        build_parallelism=opts.build_parallelism or auto_build_parallelism(),
+        build_parallelism=auto_build_parallelism() if opts.build_parallelism is None else opts.build_parallelism,
         reuse=local.search.reuse is not ReuseMode.none,
     )
 

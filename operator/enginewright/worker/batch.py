@@ -292,11 +292,15 @@ class Worker:
                 # The whole group is built before its first measurement: a route timed next to a
                 # running compilation would time the compiler's load, not the engine.
                 beside = self._start_beside_first_build() if start == 0 else None
-                group = self._built_again_alone(
-                    list(pool.map(engine_of_route, queue[start : start + width])), progress, builders
-                )
-                if beside is not None:
-                    beside.join()  # (before the first timing: it never runs beside one)
+                routes = queue[start : start + width]
+                group = list(pool.map(engine_of_route, routes))
+                built_here = sum(1 for r in routes if not (r is default and kept is not None))
+                if built_here > 1:
+                    group = self._built_again_alone(group, built_here - 1, progress, builders)
+                if beside is not None:  # (before the first timing: it never runs beside one)
+                    beside.join(max(1.0, min(ctx.route_timeout, ctx.time_left())))
+                    if beside.is_alive():
+                        log.warning("the work beside the first build is still running: timing goes on beside it")
                 if start == 0:
                     self._imported_ahead()
                 if start == 0 and not self._measure_default(
@@ -308,20 +312,21 @@ class Worker:
                         return progress.written
         return progress.written
 
-    def _built_again_alone(self, group: list[Built], progress: Progress, builders: Builders) -> list[Built]:
-        """The group, with each route whose build failed or crashed beside other builds built once
-        more on its own: a build that ran out of memory (the host's or the GPU's) beside others is no
-        fault of its route, and its entry would say it was. A failure alone stands."""
-        if len(group) < 2:
-            return group
+    def _built_again_alone(
+        self, group: list[Built], beside: int, progress: Progress, builders: Builders
+    ) -> list[Built]:
+        """The group (of builds that ran side by side), with each route whose build crashed, or
+        failed naming memory, built once more on its own: a build that ran out of the host's or the
+        GPU's memory beside others is no fault of its route, and its entry would say it was. Other
+        failures (a compiler refusing an option) and a failure alone stand."""
         again = []
         for built in group:
-            failed = built.engine_path is None and built.entry.outcome in (Outcome.build_failed, Outcome.crash)
-            if failed and self.ctx.time_left() > 0:
-                progress.say(
-                    f"{built.route}: {describe(built.entry)}, beside {len(group) - 1} other "
-                    "builds: built again on its own"
-                )
+            entry = built.entry
+            out_of_memory = entry.outcome is Outcome.crash or (
+                entry.outcome is Outcome.build_failed and "memory" in (entry.error or "").lower()
+            )
+            if built.engine_path is None and out_of_memory and self.ctx.time_left() > 0:
+                progress.say(f"{built.route}: {describe(entry)}, beside {beside} other builds: built again on its own")
                 built = build(self.ctx, built.route, built.entry.stage, progress.batch, builders)
             again.append(built)
         return again

@@ -17,7 +17,6 @@ from enginewright.api.fingerprint import Fingerprint, fingerprint_of
 from enginewright.api.models import Accuracy as AccuracySpec, Search, Timing, default_of
 from enginewright.store.layout import RunKeys
 from enginewright.store.objects import ObjectStore
-from enginewright.worker.capacity import auto_build_parallelism
 from enginewright.worker.child import ChildRequest
 
 log = logging.getLogger("enginewright.worker")
@@ -61,8 +60,7 @@ class WorkerContext:
     deadline: float | None = None  # epoch seconds; routes not started by then are skipped
     save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
-    # routes built at once (measuring is always one at a time): from the host's cores and memory
-    build_parallelism: int = field(default_factory=auto_build_parallelism)
+    build_parallelism: int = 1  # routes built at once (measuring is always one at a time; `tune --build-parallelism`)
     measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
     compiler: str | None = None  # set: entries of another compiler (a shared or imported cache) are not used
     seeds: dict[str, CacheEntry] = field(default_factory=dict)  # imported entries of this compiler, by route id
