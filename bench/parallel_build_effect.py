@@ -1,0 +1,179 @@
+"""Do engines built side by side run differently from engines built alone? (issue 19, session 31)
+
+    python bench/parallel_build_effect.py --out OUT [--workload mlp] [--device cuda] [--reps 3]
+        [--routes ';coordinate_descent_tuning=true;triton.cudagraphs=true;compile=false']
+        [--rounds 5] [--export DIR]
+
+`tune --build-parallelism auto` builds up to 4 routes at once (0.82-0.94x tune's wall time on an
+H100, session 31). Timing never overlaps a build, but a build that times kernels to choose among
+them (Inductor's autotuning of its kernels' configurations, coordinate descent; TensorRT's tactics)
+then times them beside the other builds, on the same GPU and cores, and the engine keeps what it
+chose. This measures what that does to the engines, with the product's own code:
+
+1. `--reps` times: every route of `--routes` (`;`-separated, each `knob=value,knob=value`, empty:
+   the default) built alone, one after another (`worker.measure.build`, one build process), then all
+   of them at once (a build process and a thread each, as a batch's group is built: `Builders`);
+2. all the engines loaded into one fresh serving process and timed in `--rounds` interleaved rounds
+   (`worker.measure.interleave`, as a confirmation times its engines);
+3. per route, each rep's engine built beside the others over the one built alone (geometric mean of
+   its rounds), their geometric mean over the reps with a 95% interval across reps, and how many
+   distinct engine digests each way (equal bytes: the builds chose alike).
+
+A ratio whose interval holds 1 says no effect was seen at that precision. OUT/parallel_build_effect.json
+(and --export) is written after each step, from this run's own measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import shutil
+import statistics
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
+
+from enginewright.measure.stats import t_quantile  # noqa: E402
+
+
+def parse_routes(text: str) -> list[dict[str, str]]:
+    """`;`-separated routes, each `knob=value,knob=value` (empty: the default route)."""
+    routes = []
+    for part in text.split(";"):
+        knobs = dict(pair.split("=", 1) for pair in part.split(",") if pair.strip())
+        routes.append({k.strip(): v.strip() for k, v in knobs.items()})
+    if len({json.dumps(r, sort_keys=True) for r in routes}) != len(routes):
+        raise SystemExit(f"--routes names a route twice: {text!r}")
+    return routes
+
+
+def name_of(knobs: dict[str, str]) -> str:
+    return "-".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "default"
+
+
+def engine_name(index: int, how: str, rep: int) -> str:
+    """An engine's key in the rounds: its route's index in --routes, how it was built, and its rep
+    (plain letters: a load key's own marks, `@`, must not appear in it)."""
+    return f"r{index}-{how}{rep}"
+
+
+def ratio_across_reps(beside_ms: list[float], alone_ms: list[float]) -> dict:
+    """Rep by rep, the engine built beside others over the one built alone: their geometric mean and
+    its 95% interval (Student t on the log ratios; none with one rep)."""
+    logs = [math.log(b / a) for b, a in zip(beside_ms, alone_ms, strict=True)]
+    mean = statistics.fmean(logs)
+    figures = {"ratio": round(math.exp(mean), 4), "per_rep": [round(math.exp(x), 4) for x in logs]}
+    if len(logs) > 1:
+        half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+        figures.update(low=round(math.exp(mean - half), 4), high=round(math.exp(mean + half), 4))
+    return figures
+
+
+def engine_ms(rounds: dict[str, list[float]], name: str) -> float:
+    """An engine's geometric-mean ms per call over the rounds (its one load)."""
+    return math.exp(statistics.fmean(math.log(ms) for ms in rounds[name]))
+
+
+def save(args, figures: dict) -> None:
+    text = json.dumps(figures, indent=1)
+    (args.out / "parallel_build_effect.json").write_text(text)
+    if args.export:
+        args.export.mkdir(parents=True, exist_ok=True)
+        (args.export / "parallel_build_effect.json").write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--workload", default="mlp")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--routes", default=";coordinate_descent_tuning=true;triton.cudagraphs=true;compile=false")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--export", type=Path)
+    args = parser.parse_args()
+    routes = parse_routes(args.routes)
+
+    from enginewright.api.routes import Route
+    from enginewright.worker.measure import build, interleave
+    from enginewright.worker.process import Builders
+    from inductor_cost import known_workloads
+    from workloads import setup
+
+    shutil.rmtree(args.out, ignore_errors=True)
+    bench = setup(args.out, known_workloads()[args.workload], args.device, "gpuTime", REPO)
+    ctx = bench.context()
+    engines_dir = args.out / "engines"
+    engines_dir.mkdir(parents=True)
+    figures: dict = {
+        "workload": args.workload,
+        "device": args.device,
+        "routes": {f"r{i}": name_of(r) for i, r in enumerate(routes)},
+        "reps": args.reps,
+        "rounds": args.rounds,
+        "command": sys.argv,
+        "builds": [],
+    }
+    engines: dict[str, Path] = {}
+
+    def keep(built, index: int, how: str, rep: int) -> None:
+        if built.engine_path is None:
+            raise SystemExit(f"{built.route} ({how}, rep {rep}) failed to build: {built.entry.error}")
+        name = engine_name(index, how, rep)
+        engines[name] = engines_dir / f"{name}{ctx.engine_suffix}"
+        shutil.copyfile(built.engine_path, engines[name])
+        data = engines[name].read_bytes()
+        figures["builds"].append(
+            {
+                "engine": name,
+                "build_s": built.entry.build_seconds,
+                "sha256": hashlib.sha256(data).hexdigest(),
+            }
+        )
+        save(args, figures)
+
+    for rep in range(args.reps):
+        with Builders(args.out / "builds" / f"alone-{rep}", 1) as builders:
+            for index, knobs in enumerate(routes):
+                keep(build(ctx, Route.of(knobs), "bench", f"alone-{rep}", builders), index, "alone", rep)
+        began = time.monotonic()
+        with Builders(args.out / "builds" / f"beside-{rep}", len(routes)) as builders:
+            with ThreadPoolExecutor(len(routes)) as pool:
+                group = list(pool.map(lambda k: build(ctx, Route.of(k), "bench", f"beside-{rep}", builders), routes))
+        for index, built in enumerate(group):
+            keep(built, index, "beside", rep)
+        bench.say(f"rep {rep}: built {len(routes)} routes alone, then side by side ({time.monotonic() - began:.1f} s)")
+
+    bench.say(f"timing {len(engines)} engines in {args.rounds} interleaved rounds in one process")
+    rounds = interleave(ctx, engines, args.rounds, args.out / "interleave")
+    figures["ms"] = {name: round(engine_ms(rounds, name), 5) for name in engines}
+    figures["by_route"] = {}
+    for index, knobs in enumerate(routes):
+        name = name_of(knobs)
+        alone = [figures["ms"][engine_name(index, "alone", rep)] for rep in range(args.reps)]
+        beside = [figures["ms"][engine_name(index, "beside", rep)] for rep in range(args.reps)]
+        digests = {
+            how: {b["sha256"] for b in figures["builds"] if b["engine"].startswith(f"r{index}-{how}")}
+            for how in ("alone", "beside")
+        }
+        figures["by_route"][name] = {
+            "beside_over_alone": ratio_across_reps(beside, alone),
+            "alone_ms": alone,
+            "beside_ms": beside,
+            "distinct_digests": {how: len(d) for how, d in digests.items()},
+            "shared_digests": len(digests["alone"] & digests["beside"]),
+        }
+        bench.say(f"{name}: built beside others / alone {json.dumps(figures['by_route'][name]['beside_over_alone'])}")
+    save(args, figures)
+    print(json.dumps({"by_route": figures["by_route"]}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

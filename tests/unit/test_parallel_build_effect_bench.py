@@ -1,0 +1,33 @@
+"""bench/parallel_build_effect.py's pure parts: routes parse as tune names them, engine keys carry no
+load mark, and the ratio of engines built beside others to engines built alone is taken rep by rep,
+with an interval that holds the ratio."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from enginewright.measure.paired import LOAD_MARK  # noqa: E402
+from parallel_build_effect import engine_name, name_of, parse_routes, ratio_across_reps  # noqa: E402
+
+
+def test_routes_parse_with_the_default_as_an_empty_one():
+    routes = parse_routes(";coordinate_descent_tuning=true;triton.cudagraphs=true,compile=true")
+    assert routes == [{}, {"coordinate_descent_tuning": "true"}, {"triton.cudagraphs": "true", "compile": "true"}]
+    assert [name_of(r) for r in routes][:2] == ["default", "coordinate_descent_tuning=true"]
+    with pytest.raises(SystemExit, match="twice"):
+        parse_routes("a=1;a=1")
+
+
+def test_engine_keys_carry_no_load_mark():
+    assert LOAD_MARK not in engine_name(3, "beside", 2) and engine_name(3, "beside", 2) != engine_name(3, "alone", 2)
+
+
+def test_the_ratio_is_taken_rep_by_rep_and_its_interval_holds_it():
+    figures = ratio_across_reps([1.10, 1.00, 1.21], [1.0, 1.0, 1.1])
+    assert figures["per_rep"] == [1.1, 1.0, 1.1]
+    assert figures["low"] < figures["ratio"] < figures["high"]
+    assert figures["ratio"] == pytest.approx((1.1 * 1.0 * 1.1) ** (1 / 3), abs=1e-4)
+    assert "low" not in ratio_across_reps([1.2], [1.0])  # one rep: no interval
