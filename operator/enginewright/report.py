@@ -172,12 +172,16 @@ def speedups(summary: dict, entries: Sequence[CacheEntry]) -> list[tuple[float, 
 
 def spent(summary: dict) -> str:
     """The line saying what the run cost: wall seconds, CPU seconds of the run and its processes, and
-    the wall seconds its routes spent building and being measured."""
+    the wall seconds its routes spent building (each build's own, summed: with several built at a
+    time the sum passes the wall time they took) and being measured."""
     parts = [f"{summary['wall_seconds']:.1f} s wall"]
     if summary.get("cpu_seconds") is not None:
         parts.append(f"{summary['cpu_seconds']:.1f} CPU-seconds (the run and its processes)")
+    at_once = summary.get("builds_at_once") or 1
+    side_by_side = f" (summed over {at_once} built at a time)" if at_once > 1 else ""
     parts.append(
-        f"routes: build {summary.get('build_seconds') or 0:.1f} s, measure {summary.get('measure_seconds') or 0:.1f} s"
+        f"routes: build {summary.get('build_seconds') or 0:.1f} s{side_by_side}, "
+        f"measure {summary.get('measure_seconds') or 0:.1f} s"
     )
     return f"spent ({summary.get('mode') or 'tune'}): " + ", ".join(parts)
 
@@ -260,7 +264,7 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
             "- **confirmation ratios** (candidate/default, geometric mean): "
             + ", ".join(f"`{routes.get(k, k)}` {v:.3f}" for k, v in summary["confirmation"].items())
         )
-    for key in ("build_seconds", "measure_seconds", "wall_seconds", "cpu_seconds"):
+    for key in ("build_seconds", "builds_at_once", "measure_seconds", "wall_seconds", "cpu_seconds"):
         if summary.get(key) is not None:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
     if summary.get("reused"):

@@ -344,6 +344,7 @@ def _search(
     all_entries = list(step.entries)
     summary = _summary(opts, step, began[0])
     summary["cpu_seconds"] = round(cpu_seconds() - began[1], 2)
+    summary["builds_at_once"] = worker.ctx.build_parallelism  # (`--build-parallelism auto`: the host's)
     summary["fingerprint"] = fingerprint.digest
     summary["cache"] = str(cache_dir)
     (opts.out / "summary.json").write_text(json.dumps(summary, indent=2))
