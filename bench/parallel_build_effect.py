@@ -26,7 +26,6 @@ A ratio whose interval holds 1 says no effect was seen at that precision. OUT/pa
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import shutil
@@ -39,6 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
+from enginewright.api.routes import Route  # noqa: E402
 from enginewright.measure.stats import t_quantile  # noqa: E402
 
 
@@ -51,10 +51,6 @@ def parse_routes(text: str) -> list[dict[str, str]]:
     if len({json.dumps(r, sort_keys=True) for r in routes}) != len(routes):
         raise SystemExit(f"--routes names a route twice: {text!r}")
     return routes
-
-
-def name_of(knobs: dict[str, str]) -> str:
-    return "-".join(f"{k}={v}" for k, v in sorted(knobs.items())) or "default"
 
 
 def engine_name(index: int, how: str, rep: int) -> str:
@@ -73,11 +69,6 @@ def ratio_across_reps(beside_ms: list[float], alone_ms: list[float]) -> dict:
         half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
         figures.update(low=round(math.exp(mean - half), 4), high=round(math.exp(mean + half), 4))
     return figures
-
-
-def engine_ms(rounds: dict[str, list[float]], name: str) -> float:
-    """An engine's geometric-mean ms per call over the rounds (its one load)."""
-    return math.exp(statistics.fmean(math.log(ms) for ms in rounds[name]))
 
 
 def save(args, figures: dict) -> None:
@@ -100,9 +91,9 @@ def main() -> int:
     args = parser.parse_args()
     routes = parse_routes(args.routes)
 
-    from enginewright.api.routes import Route
     from enginewright.worker.measure import build, interleave
     from enginewright.worker.process import Builders
+    from gpu_tuning import geomean
     from inductor_cost import known_workloads
     from workloads import setup
 
@@ -114,13 +105,14 @@ def main() -> int:
     figures: dict = {
         "workload": args.workload,
         "device": args.device,
-        "routes": {f"r{i}": name_of(r) for i, r in enumerate(routes)},
+        "routes": {f"r{i}": str(Route.of(r)) for i, r in enumerate(routes)},
         "reps": args.reps,
         "rounds": args.rounds,
         "command": sys.argv,
         "builds": [],
     }
     engines: dict[str, Path] = {}
+    digests: dict[str, str | None] = {}
 
     def keep(built, index: int, how: str, rep: int) -> None:
         if built.engine_path is None:
@@ -128,14 +120,8 @@ def main() -> int:
         name = engine_name(index, how, rep)
         engines[name] = engines_dir / f"{name}{ctx.engine_suffix}"
         shutil.copyfile(built.engine_path, engines[name])
-        data = engines[name].read_bytes()
-        figures["builds"].append(
-            {
-                "engine": name,
-                "build_s": built.entry.build_seconds,
-                "sha256": hashlib.sha256(data).hexdigest(),
-            }
-        )
+        digests[name] = built.entry.engine_sha256  # (the build's own digest of these bytes)
+        figures["builds"].append({"engine": name, "build_s": built.entry.build_seconds, "sha256": digests[name]})
         save(args, figures)
 
     for rep in range(args.reps):
@@ -152,22 +138,20 @@ def main() -> int:
 
     bench.say(f"timing {len(engines)} engines in {args.rounds} interleaved rounds in one process")
     rounds = interleave(ctx, engines, args.rounds, args.out / "interleave")
-    figures["ms"] = {name: round(engine_ms(rounds, name), 5) for name in engines}
+    figures["ms"] = {name: round(geomean(rounds[name]), 5) for name in engines}  # (one load each)
     figures["by_route"] = {}
     for index, knobs in enumerate(routes):
-        name = name_of(knobs)
-        alone = [figures["ms"][engine_name(index, "alone", rep)] for rep in range(args.reps)]
-        beside = [figures["ms"][engine_name(index, "beside", rep)] for rep in range(args.reps)]
-        digests = {
-            how: {b["sha256"] for b in figures["builds"] if b["engine"].startswith(f"r{index}-{how}")}
-            for how in ("alone", "beside")
-        }
+        name = str(Route.of(knobs))
+        alone, beside = ([engine_name(index, how, rep) for rep in range(args.reps)] for how in ("alone", "beside"))
+        built_alike = {how: {digests[e] for e in keys} for how, keys in (("alone", alone), ("beside", beside))}
         figures["by_route"][name] = {
-            "beside_over_alone": ratio_across_reps(beside, alone),
-            "alone_ms": alone,
-            "beside_ms": beside,
-            "distinct_digests": {how: len(d) for how, d in digests.items()},
-            "shared_digests": len(digests["alone"] & digests["beside"]),
+            "beside_over_alone": ratio_across_reps(
+                [figures["ms"][e] for e in beside], [figures["ms"][e] for e in alone]
+            ),
+            "alone_ms": [figures["ms"][e] for e in alone],
+            "beside_ms": [figures["ms"][e] for e in beside],
+            "distinct_digests": {how: len(d) for how, d in built_alike.items()},
+            "shared_digests": len(built_alike["alone"] & built_alike["beside"]),
         }
         bench.say(f"{name}: built beside others / alone {json.dumps(figures['by_route'][name]['beside_over_alone'])}")
     save(args, figures)

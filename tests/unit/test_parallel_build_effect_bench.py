@@ -9,14 +9,18 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
+from enginewright.api.routes import Route  # noqa: E402
 from enginewright.measure.paired import LOAD_MARK  # noqa: E402
-from parallel_build_effect import engine_name, name_of, parse_routes, ratio_across_reps  # noqa: E402
+from parallel_build_effect import engine_name, parse_routes, ratio_across_reps  # noqa: E402
 
 
 def test_routes_parse_with_the_default_as_an_empty_one():
     routes = parse_routes(";coordinate_descent_tuning=true;triton.cudagraphs=true,compile=true")
     assert routes == [{}, {"coordinate_descent_tuning": "true"}, {"triton.cudagraphs": "true", "compile": "true"}]
-    assert [name_of(r) for r in routes][:2] == ["default", "coordinate_descent_tuning=true"]
+    assert [str(Route.of(r)) for r in routes][:2] == [
+        "(default)",
+        "-coordinate_descent_tuning=true",
+    ]  # as tune names them
     with pytest.raises(SystemExit, match="twice"):
         parse_routes("a=1;a=1")
 

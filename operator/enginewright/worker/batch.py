@@ -327,7 +327,7 @@ class Worker:
             )
             if built.engine_path is None and out_of_memory and self.ctx.time_left() > 0:
                 progress.say(f"{built.route}: {describe(entry)}, beside {beside} other builds: built again on its own")
-                built = build(self.ctx, built.route, built.entry.stage, progress.batch, builders)
+                built = build(self.ctx, built.route, entry.stage, progress.batch, builders)
             again.append(built)
         return again
 
