@@ -53,3 +53,28 @@ def test_resource_quantities_are_int_or_string(cluster, crd_installed, namespace
         "apply", "--dry-run=server", "-f", "-", input=json.dumps(run("word", {"cpu": "lots"})), check=False
     )
     assert refused.returncode != 0 and "spec.targets[0].resources.requests.cpu" in refused.stderr, refused.stderr
+
+
+def test_build_parallelism_is_bounded_at_apply(cluster, crd_installed, namespace):
+    """spec.search.buildParallelism: 1 to 16 routes built at once by a worker Job."""
+
+    def run(name, builds):
+        return {
+            "apiVersion": "tuning.enginewright.io/v1alpha1",
+            "kind": "TuningRun",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "model": {"uri": "s3://models/m.pt2"},
+                "compiler": {"name": "inductor"},
+                "accuracy": {"disabled": True, "reason": "x"},
+                "search": {"buildParallelism": builds},
+                "targets": [{"gpuType": "NVIDIA-H200"}],
+            },
+        }
+
+    cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(run("four", 4)))
+    for name, builds in (("none", 0), ("many", 17)):
+        refused = cluster.kubectl(
+            "apply", "--dry-run=server", "-f", "-", input=json.dumps(run(name, builds)), check=False
+        )
+        assert refused.returncode != 0 and "spec.search.buildParallelism" in refused.stderr, refused.stderr

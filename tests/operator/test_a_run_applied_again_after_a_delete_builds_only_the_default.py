@@ -7,7 +7,7 @@ runs against the fresh default."""
 from enginewright.api.names import LABEL_STAGE
 from enginewright.controller.children import child_name
 from tests.conftest import get_json, wait_for
-from tests.operator.conftest import apply, events, jobs, manifest, wait_condition
+from tests.operator.conftest import apply, events, jobs, manifest, pod_log, wait_condition
 from tests.operator.test_an_identical_run_reuses_its_namespaces_entries import DEFAULT, run_entries
 
 KNOBS = [
@@ -29,11 +29,6 @@ def sweeps(cluster, namespace: str) -> list[str]:
     """The names of the namespace's Jobs that build routes (neither the probe nor a confirmation)."""
     found = jobs(cluster, namespace)
     return [j["metadata"]["name"] for j in found if j["metadata"]["labels"][LABEL_STAGE] not in ("probe", "confirm")]
-
-
-def pod_log(cluster, namespace: str, job: str) -> str:
-    """The node agent's log files of the Job's pods."""
-    return "".join(p.read_text() for p in sorted((cluster.workdir / "pods" / "logs").glob(f"{namespace}_{job}-*")))
 
 
 def test_a_run_applied_again_after_a_delete_builds_only_the_default(

@@ -14,7 +14,7 @@ from enginewright.api.fingerprint import driver_major
 from enginewright.api.names import LABEL_STAGE
 from enginewright.controller.shards import SHARD_LIMIT
 from tests.conftest import get_json
-from tests.operator.conftest import RUNS_BUCKET, apply, events, jobs, manifest, wait_condition
+from tests.operator.conftest import RUNS_BUCKET, apply, events, jobs, manifest, pod_log, wait_condition
 
 KNOBS = [
     {"name": "graph_optimization_level", "values": ["basic", "all"]},
@@ -51,7 +51,10 @@ def reproduces_references(engine: bytes, example, tmp_path, metric_threshold: fl
 def test_a_run_reaches_ready_and_publishes_its_winner(
     cluster, operator, run_namespace, s3, example_in_store, tmp_path, mode, routes
 ):
-    apply(cluster, run_namespace, manifest(f"mlp-{mode}", mode=mode, knobs=KNOBS))
+    doc = manifest(f"mlp-{mode}", mode=mode, knobs=KNOBS)
+    builds = 2 if mode == "full" else 1  # full: its 8 routes built 2 at a time in each sweep Job
+    doc["spec"]["search"]["buildParallelism"] = builds
+    apply(cluster, run_namespace, doc)
     status = wait_condition(cluster, run_namespace, f"mlp-{mode}", "Ready", 300)
     assert status["phase"] == "Succeeded" and status["observedGeneration"] == 1
     (target,) = status["targets"]
@@ -97,6 +100,12 @@ def test_a_run_reaches_ready_and_publishes_its_winner(
         assert job["metadata"]["name"].startswith(f"mlp-{mode}-cpu-") and len(job["metadata"]["name"]) <= 63
         pod = job["spec"]["template"]["spec"]
         assert pod["automountServiceAccountToken"] is False and pod["securityContext"]["runAsNonRoot"] is True
+        # room for each build at once (the operator's default requests are one build's), none to spare elsewhere
+        at_once = builds if job["metadata"]["labels"][LABEL_STAGE] not in ("probe", "confirm") else 1
+        (container,) = pod["containers"]
+        assert container["resources"]["requests"] == {"cpu": str(at_once), "memory": f"{2 * at_once}Gi"}, job
+        if at_once > 1:  # and its worker built that many at once
+            assert f"built {at_once} at a time" in pod_log(cluster, run_namespace, job["metadata"]["name"])
     reasons = {e["reason"] for e in events(cluster, run_namespace, f"mlp-{mode}")}
     assert {"StageProbing", "StageStage1", "Published", "Succeeded"} <= reasons
     operator.assert_clean()

@@ -364,6 +364,17 @@ class Search(WireModel):
     )
     routes_per_job: int = Field(8, description="Routes one Job builds and measures.", ge=1, le=1000)
     parallelism: int = Field(1, description="Jobs running at once per target.", ge=1, le=256)
+    build_parallelism: int = Field(
+        1,
+        description="Routes a worker Job builds at once (measuring is always one at a time, never beside a "
+        "build). The Job then requests this many times the operator's default cpu and memory requests "
+        "(workerJobs.requests), for each of the two that the target neither requests nor limits itself. "
+        "Builds that time kernels to choose among them (Inductor's autotuning and coordinate descent, "
+        "TensorRT's tactics) time them beside the other builds; a build that crashes or fails naming "
+        "memory beside others is built once more alone.",
+        ge=1,
+        le=16,
+    )
     backoff_limit: int = Field(
         2,
         description="Retries of a failed Job; a retried worker skips the routes whose entries were already written.",

@@ -79,7 +79,9 @@ class TuneOptions:
     measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
     save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
-    build_parallelism: int | None = 1  # None: from the host's cores and memory (`--build-parallelism auto`)
+    build_parallelism: int | None = default_of(
+        Search, "build_parallelism"
+    )  # None: from the host's cores and memory (`--build-parallelism auto`)
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
     reuse: str = default_of(Search, "reuse").value  # or "none": entries of earlier runs are never used
@@ -106,6 +108,8 @@ class TuneOptions:
             confirm=confirm,
             reuse=ReuseMode(self.reuse),
             measure_uncompiled=self.measure_uncompiled,
+            # (`--build-parallelism auto`: the host's room for builds now, `worker.capacity`)
+            build_parallelism=auto_build_parallelism() if self.build_parallelism is None else self.build_parallelism,
         )
         compiler = Compiler.model_construct(name=CompilerName(self.backend), settings=self.settings, input_shapes=[])
         return LocalSpec(compiler, search, self.timing)
@@ -253,7 +257,6 @@ def _context(
             opts.inputs, opts.references, opts.metric, opts.threshold, opts.atol, opts.rtol, list(opts.outputs)
         ),
         backend_options=opts.backend_options,
-        build_parallelism=auto_build_parallelism() if opts.build_parallelism is None else opts.build_parallelism,
         reuse=local.search.reuse is not ReuseMode.none,
     )
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
+from decimal import Decimal
 
 from enginewright import failpoints
 from enginewright.api.contracts import BatchRequest
@@ -112,14 +114,31 @@ def active_deadline(spec: TuningRunSpec, routes: int, seconds_left: float | None
     return max(60, budget)
 
 
-def worker_requests(target: Target, settings: Settings) -> dict[str, str]:
+def worker_requests(target: Target, settings: Settings, builds: int = 1) -> dict[str, str]:
     """The worker container's requests: the operator's defaults (so the node that times routes does not
     give the worker best-effort CPU and memory), then the target's own. A resource the target limits
     without requesting gets no default request: Kubernetes requests the limit, which a default above
-    the limit would make invalid."""
+    the limit would make invalid. The defaults are one build's: a Job that builds `builds` routes at
+    once (spec.search.buildParallelism) requests that many times its default cpu and memory."""
     limits = target.resources.limits
-    defaults = {k: v for k, v in settings.worker_requests.items() if k not in limits}
+    defaults = {
+        k: scaled(v, builds) if k in PER_BUILD else v for k, v in settings.worker_requests.items() if k not in limits
+    }
     return {**defaults, **target.resources.requests}
+
+
+PER_BUILD = ("cpu", "memory")  # the requests a build needs its own share of
+
+
+def scaled(quantity: str, times: int) -> str:
+    """A resource quantity `times` as large, in its own unit (2Gi x 3 = 6Gi, 500m x 3 = 1500m); once
+    is the quantity unchanged, so a Job's spec (and its hash) stays what it was."""
+    found = re.fullmatch(r"([0-9]+(?:\.[0-9]*)?)([A-Za-z][A-Za-z0-9+-]*)?", quantity.strip())
+    if times == 1 or found is None:
+        return quantity
+    number = Decimal(found.group(1)) * times
+    text = str(number.quantize(1)) if number == number.to_integral_value() else format(number.normalize(), "f")
+    return text + (found.group(2) or "")
 
 
 def job_manifest(
@@ -138,7 +157,8 @@ def job_manifest(
     variable holds at most ~128 KiB; its sha256 is in the Job, so the Job's spec hash covers the request
     and the worker refuses another one."""
     job_labels = labels(run, target.gpu_type, stage, batch)
-    resources = {"requests": worker_requests(target, settings), "limits": dict(target.resources.limits)}
+    builds = 1 if stage in ("probe", "confirm") else spec.search.build_parallelism  # (those two build nothing)
+    resources = {"requests": worker_requests(target, settings, builds), "limits": dict(target.resources.limits)}
     if target.gpus_per_job:
         resources["limits"][GPU_RESOURCE] = str(target.gpus_per_job)
         resources["requests"][GPU_RESOURCE] = str(target.gpus_per_job)

@@ -60,7 +60,7 @@ class WorkerContext:
     deadline: float | None = None  # epoch seconds; routes not started by then are skipped
     save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
-    build_parallelism: int = 1  # routes built at once (measuring is always one at a time; `tune --build-parallelism`)
+    build_parallelism: int = default_of(Search, "build_parallelism")  # routes built at once (never beside a timing)
     measure_cpus: frozenset[int] | None = None  # CPUs every serving process is pinned to (see measuring_cpus)
     compiler: str | None = None  # set: entries of another compiler (a shared or imported cache) are not used
     seeds: dict[str, CacheEntry] = field(default_factory=dict)  # imported entries of this compiler, by route id
@@ -111,6 +111,7 @@ class WorkerContext:
             noise_margin=search.noise_margin,
             route_timeout=search.route_timeout_seconds,
             save_all_engines=search.save_all_engines,
+            build_parallelism=search.build_parallelism,
             deadline=deadline,
             measure_cpus=measuring_cpus(),
             progress=progress,
