@@ -2,7 +2,7 @@
 
     python bench/parallel_build_effect.py --out OUT [--workload mlp] [--device cuda] [--reps 3]
         [--routes ';coordinate_descent_tuning=true;triton.cudagraphs=true;compile=false']
-        [--rounds 5] [--export DIR]
+        [--rounds 5] [--loads 2] [--export DIR]
 
 `tune --build-parallelism auto` builds up to 4 routes at once (0.82-0.94x tune's wall time on an
 H100, session 31). Timing never overlaps a build, but a build that times kernels to choose among
@@ -13,11 +13,14 @@ chose. This measures what that does to the engines, with the product's own code:
 1. `--reps` times: every route of `--routes` (`;`-separated, each `knob=value,knob=value`, empty:
    the default) built alone, one after another (`worker.measure.build`, one build process), then all
    of them at once (a build process and a thread each, as a batch's group is built: `Builders`);
-2. all the engines loaded into one fresh serving process and timed in `--rounds` interleaved rounds
-   (`worker.measure.interleave`, as a confirmation times its engines);
-3. per route, each rep's engine built beside the others over the one built alone (geometric mean of
-   its rounds), their geometric mean over the reps with a 95% interval across reps, and how many
-   distinct engine digests each way (equal bytes: the builds chose alike).
+2. all the engines loaded `--loads` times each into one fresh serving process and timed in
+   `--rounds` interleaved rounds (`worker.measure.interleave`, as a confirmation times its engines):
+   an engine's time is the geometric mean over its loads and rounds, so a load's lasting offset
+   (up to +-20% on an H200) weighs 1/loads in it;
+3. per route, each rep's engine built beside the others over the one built alone, their geometric
+   mean over the reps with a 95% interval across reps, and how many distinct engine digests each way
+   (equal bytes: the builds chose alike); and `pooled`, the same over every rep of every route whose
+   builds did not all give the same bytes (identical engines cannot differ by how they were built).
 
 A ratio whose interval holds 1 says no effect was seen at that precision. OUT/parallel_build_effect.json
 (and --export) is written after each step, from this run's own measurements.
@@ -39,7 +42,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
 from enginewright.api.routes import Route  # noqa: E402
+from enginewright.measure.paired import load_key  # noqa: E402
 from enginewright.measure.stats import t_quantile  # noqa: E402
+from gpu_tuning import geomean  # noqa: E402
 
 
 def parse_routes(text: str) -> list[dict[str, str]]:
@@ -71,6 +76,27 @@ def ratio_across_reps(beside_ms: list[float], alone_ms: list[float]) -> dict:
     return figures
 
 
+def pooled_ratio(by_route: dict) -> dict | None:
+    """The beside/alone ratio over every rep of every route whose engines were not all the same
+    bytes (one distinct digest each way, shared: nothing the build did could differ), with its 95%
+    interval across those reps; None where no route qualifies."""
+    beside, alone, names = [], [], []
+    for name, figures in by_route.items():
+        if figures["distinct_digests"] == {"alone": 1, "beside": 1} and figures["shared_digests"] == 1:
+            continue
+        beside += figures["beside_ms"]
+        alone += figures["alone_ms"]
+        names.append(name)
+    if not names:
+        return None
+    return {"routes": names, **ratio_across_reps(beside, alone)}
+
+
+def engine_ms(rounds: dict[str, list[float]], engine: str, loads: int) -> float:
+    """An engine's ms per call: the geometric mean over all its loads' rounds."""
+    return geomean([ms for index in range(loads) for ms in rounds[load_key(engine, index)]])
+
+
 def save(args, figures: dict) -> None:
     text = json.dumps(figures, indent=1)
     (args.out / "parallel_build_effect.json").write_text(text)
@@ -87,13 +113,13 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--routes", default=";coordinate_descent_tuning=true;triton.cudagraphs=true;compile=false")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--loads", type=int, default=2, help="loads of each engine in the rounds")
     parser.add_argument("--export", type=Path)
     args = parser.parse_args()
     routes = parse_routes(args.routes)
 
     from enginewright.worker.measure import build, interleave
     from enginewright.worker.process import Builders
-    from gpu_tuning import geomean
     from inductor_cost import known_workloads
     from workloads import setup
 
@@ -108,6 +134,7 @@ def main() -> int:
         "routes": {f"r{i}": str(Route.of(r)) for i, r in enumerate(routes)},
         "reps": args.reps,
         "rounds": args.rounds,
+        "loads": args.loads,
         "command": sys.argv,
         "builds": [],
     }
@@ -136,9 +163,9 @@ def main() -> int:
             keep(built, index, "beside", rep)
         bench.say(f"rep {rep}: built {len(routes)} routes alone, then side by side ({time.monotonic() - began:.1f} s)")
 
-    bench.say(f"timing {len(engines)} engines in {args.rounds} interleaved rounds in one process")
-    rounds = interleave(ctx, engines, args.rounds, args.out / "interleave")
-    figures["ms"] = {name: round(geomean(rounds[name]), 5) for name in engines}  # (one load each)
+    bench.say(f"timing {len(engines)} engines, {args.loads} loads each, in {args.rounds} interleaved rounds")
+    rounds = interleave(ctx, engines, args.rounds, args.out / "interleave", loads=args.loads)
+    figures["ms"] = {name: round(engine_ms(rounds, name, args.loads), 5) for name in engines}
     figures["by_route"] = {}
     for index, knobs in enumerate(routes):
         name = str(Route.of(knobs))
@@ -154,8 +181,10 @@ def main() -> int:
             "shared_digests": len(built_alike["alone"] & built_alike["beside"]),
         }
         bench.say(f"{name}: built beside others / alone {json.dumps(figures['by_route'][name]['beside_over_alone'])}")
+    figures["pooled"] = pooled_ratio(figures["by_route"])
+    bench.say(f"pooled: built beside others / alone {json.dumps(figures['pooled'])}")
     save(args, figures)
-    print(json.dumps({"by_route": figures["by_route"]}), flush=True)
+    print(json.dumps({"by_route": figures["by_route"], "pooled": figures["pooled"]}), flush=True)
     return 0
 
 

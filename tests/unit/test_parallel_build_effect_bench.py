@@ -35,3 +35,26 @@ def test_the_ratio_is_taken_rep_by_rep_and_its_interval_holds_it():
     assert figures["low"] < figures["ratio"] < figures["high"]
     assert figures["ratio"] == pytest.approx((1.1 * 1.0 * 1.1) ** (1 / 3), abs=1e-4)
     assert "low" not in ratio_across_reps([1.2], [1.0])  # one rep: no interval
+
+
+def test_an_engines_time_is_over_all_its_loads():
+    from parallel_build_effect import engine_ms
+
+    rounds = {"r0-alone0": [1.0, 1.0], f"r0-alone0{LOAD_MARK}2": [4.0, 4.0], "r1-alone0": [9.0, 9.0]}
+    assert engine_ms(rounds, "r0-alone0", 2) == pytest.approx(2.0)  # not the first load's 1.0
+    assert engine_ms(rounds, "r0-alone0", 1) == pytest.approx(1.0)
+
+
+def test_the_pooled_ratio_leaves_out_routes_whose_builds_gave_the_same_bytes():
+    from parallel_build_effect import pooled_ratio
+
+    same = {"distinct_digests": {"alone": 1, "beside": 1}, "shared_digests": 1, "beside_ms": [9.0], "alone_ms": [1.0]}
+    differ = {"distinct_digests": {"alone": 2, "beside": 2}, "shared_digests": 0}
+    by_route = {
+        "-compile=false": same,
+        "(default)": {**differ, "beside_ms": [1.1, 1.0], "alone_ms": [1.0, 1.0]},
+        "-x=1": {**differ, "beside_ms": [1.21], "alone_ms": [1.1]},
+    }
+    pooled = pooled_ratio(by_route)
+    assert pooled["routes"] == ["(default)", "-x=1"] and pooled["per_rep"] == [1.1, 1.0, 1.1]
+    assert pooled_ratio({"-compile=false": same}) is None
