@@ -79,9 +79,7 @@ class TuneOptions:
     measure_uncompiled: bool = default_of(Search, "measure_uncompiled")
     save_all_engines: bool = default_of(Search, "save_all_engines")
     backend_options: dict = field(default_factory=dict)
-    build_parallelism: int | None = default_of(
-        Search, "build_parallelism"
-    )  # None: from the host's cores and memory (`--build-parallelism auto`)
+    build_parallelism: int | None = None  # None (the default): from the host's room (`--build-parallelism auto`)
     deadline: float | None = None  # epoch seconds: routes not started by then are skipped
     cache: Path | None = None  # cache directory shared between runs; default OUT/store
     reuse: str = default_of(Search, "reuse").value  # or "none": entries of earlier runs are never used
