@@ -32,49 +32,40 @@ def test_object_violating_the_schema_is_rejected(cluster, crd_installed, namespa
     assert listed["items"] == []
 
 
+def dry_run(cluster, namespace: str, name: str, **spec) -> object:
+    """`kubectl apply --dry-run=server` of a TuningRun named `name` whose spec is a minimal one with
+    `spec`'s fields put in (the API server validates it against the CRD; nothing is created)."""
+    doc = {
+        "apiVersion": "tuning.enginewright.io/v1alpha1",
+        "kind": "TuningRun",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "model": {"uri": "s3://models/m.onnx"},
+            "compiler": {"name": "onnxruntime"},
+            "accuracy": {"disabled": True, "reason": "x"},
+            "targets": [{"gpuType": "cpu", "gpusPerJob": 0}],
+            **spec,
+        },
+    }
+    return cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(doc), check=False)
+
+
 def test_resource_quantities_are_int_or_string(cluster, crd_installed, namespace):
     """`cpu: 2` is a quantity as in any pod spec; a word that is no quantity is refused at apply."""
 
-    def run(name, requests):
-        return {
-            "apiVersion": "tuning.enginewright.io/v1alpha1",
-            "kind": "TuningRun",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "model": {"uri": "s3://models/m.onnx"},
-                "compiler": {"name": "onnxruntime"},
-                "accuracy": {"disabled": True, "reason": "x"},
-                "targets": [{"gpuType": "cpu", "gpusPerJob": 0, "resources": {"requests": requests}}],
-            },
-        }
+    def target(requests):
+        return [{"gpuType": "cpu", "gpusPerJob": 0, "resources": {"requests": requests}}]
 
-    cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(run("ints", {"cpu": 2, "memory": "4Gi"})))
-    refused = cluster.kubectl(
-        "apply", "--dry-run=server", "-f", "-", input=json.dumps(run("word", {"cpu": "lots"})), check=False
-    )
+    accepted = dry_run(cluster, namespace, "ints", targets=target({"cpu": 2, "memory": "4Gi"}))
+    assert accepted.returncode == 0, accepted.stderr
+    refused = dry_run(cluster, namespace, "word", targets=target({"cpu": "lots"}))
     assert refused.returncode != 0 and "spec.targets[0].resources.requests.cpu" in refused.stderr, refused.stderr
 
 
 def test_build_parallelism_is_bounded_at_apply(cluster, crd_installed, namespace):
     """spec.search.buildParallelism: 1 to 16 routes built at once by a worker Job."""
-
-    def run(name, builds):
-        return {
-            "apiVersion": "tuning.enginewright.io/v1alpha1",
-            "kind": "TuningRun",
-            "metadata": {"name": name, "namespace": namespace},
-            "spec": {
-                "model": {"uri": "s3://models/m.pt2"},
-                "compiler": {"name": "inductor"},
-                "accuracy": {"disabled": True, "reason": "x"},
-                "search": {"buildParallelism": builds},
-                "targets": [{"gpuType": "NVIDIA-H200"}],
-            },
-        }
-
-    cluster.kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(run("four", 4)))
+    accepted = dry_run(cluster, namespace, "four", search={"buildParallelism": 4})
+    assert accepted.returncode == 0, accepted.stderr
     for name, builds in (("none", 0), ("many", 17)):
-        refused = cluster.kubectl(
-            "apply", "--dry-run=server", "-f", "-", input=json.dumps(run(name, builds)), check=False
-        )
+        refused = dry_run(cluster, namespace, name, search={"buildParallelism": builds})
         assert refused.returncode != 0 and "spec.search.buildParallelism" in refused.stderr, refused.stderr
