@@ -7,6 +7,7 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Mapping
 
 import numpy as np
@@ -44,6 +45,9 @@ class Runner(abc.ABC):
     # process (measure.rounds.interleaved_round); 1: whole rounds, for runtimes whose threads spin on
     # after a run.
     interleave_blocks: int = 10
+    # Seconds of the parts of the backend's `load` that made this runner, by part, where the backend
+    # times them (the serving process reports them beside the load's own: `worker.child.load`).
+    load_parts: Mapping[str, float] = MappingProxyType({})
 
     @abc.abstractmethod
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -311,6 +311,7 @@ def load(
     started = time.monotonic()
     runner = backend.load(engine.read_bytes(), workdir)
     try:
+        made = time.monotonic()
         runner.run(inputs[0])  # first call: lazy compilers finish loading here
         loaded = time.monotonic()
         load_info = {"load_seconds": round(loaded - started, 3), **runner.describe()}
@@ -335,6 +336,10 @@ def load(
         # where the load's time went (bench/tune_profile.py sums them)
         ready["seconds"] = {
             "load": load_info["load_seconds"],
+            # the load's parts: the backend's `load` (its own parts, where it times them) and the first call
+            **{f"load.{part}": seconds for part, seconds in runner.load_parts.items()},
+            "load.backend": round(made - started, 3),
+            "load.first call": round(loaded - made, 3),
             "check": round(checked_at - loaded, 3),
             "warm_up": round(warm - checked_at, 3),
             "calls_per_round": round(time.monotonic() - warm, 3),
