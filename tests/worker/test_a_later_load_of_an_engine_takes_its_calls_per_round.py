@@ -27,18 +27,3 @@ def test_a_second_load_of_the_same_file_takes_the_first_loads_calls(example, tmp
     assert (again["calls_from"], again["calls"]) == ("a", first["calls"])
     assert again["seconds"]["calls_per_round"] <= 0.001  # none timed (rounded to 1 ms)
     assert elsewhere["calls_from"] is None  # another file: its own trial rounds
-
-
-def test_a_load_says_where_its_time_went(example, tmp_path):
-    """The serving process reports a load's parts beside its whole (`bench/tune_profile.py` sums them):
-    the backend's `load` and the first call, which add up to it."""
-    ctx = make_worker(example, tmp_path).ctx
-    built = build(ctx, Route.of({}), "stage1", "b0")
-    server = Server(ctx, "a", built.engine_path, tmp_path / "serve", references=True)
-    try:
-        server.start(120)
-        seconds = server.add("a@2", built.engine_path, tmp_path / "serve" / "a2", 120, check=False)["seconds"]
-    finally:
-        server.close()
-    assert seconds["load.backend"] > 0 and seconds["load.first call"] > 0
-    assert abs(seconds["load.backend"] + seconds["load.first call"] - seconds["load"]) <= 0.002  # (each rounded)
