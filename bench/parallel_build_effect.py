@@ -171,12 +171,11 @@ def main() -> int:
         name = str(Route.of(knobs))
         alone, beside = ([engine_name(index, how, rep) for rep in range(args.reps)] for how in ("alone", "beside"))
         built_alike = {how: {digests[e] for e in keys} for how, keys in (("alone", alone), ("beside", beside))}
+        alone_ms, beside_ms = ([figures["ms"][e] for e in keys] for keys in (alone, beside))
         figures["by_route"][name] = {
-            "beside_over_alone": ratio_across_reps(
-                [figures["ms"][e] for e in beside], [figures["ms"][e] for e in alone]
-            ),
-            "alone_ms": [figures["ms"][e] for e in alone],
-            "beside_ms": [figures["ms"][e] for e in beside],
+            "beside_over_alone": ratio_across_reps(beside_ms, alone_ms),
+            "alone_ms": alone_ms,
+            "beside_ms": beside_ms,
             "distinct_digests": {how: len(d) for how, d in built_alike.items()},
             "shared_digests": len(built_alike["alone"] & built_alike["beside"]),
         }
