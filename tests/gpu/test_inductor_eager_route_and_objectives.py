@@ -86,7 +86,8 @@ def test_eager_engine_builds_without_compiling_and_serves_what_the_compiled_defa
         "compiled": 0,
         "fxgraph_cache_hit": 0,
         "fxgraph_cache_miss": 0,
-        "autotune_remote_or_local_hits": 0,
+        "tuned_placed": 0,
+        "tuned_here": 0,
     }
     assert set(eager_out) == set(compiled_out) == {"output"}
     np.testing.assert_allclose(eager_out["output"], compiled_out["output"], rtol=1e-3, atol=1e-4)

@@ -239,6 +239,71 @@ def _place_libraries(tar: tarfile.TarFile, inductor_cache: Path) -> int:
     return placed
 
 
+AUTOTUNED = "autotuned"  # the engine's folder of what its build tuned at run time, laid out as under its caches
+_BEST_CONFIG = re.compile(r"autotuned/inductor/((?:[A-Za-z0-9_-]+/)+[A-Za-z0-9_][A-Za-z0-9_.-]*\.best_config)")
+_TRITON_KERNEL = re.compile(r"autotuned/triton/([A-Za-z0-9_-]+/[A-Za-z0-9_][A-Za-z0-9_.-]*)")
+
+
+def _autotuned(caches: Path) -> dict[str, bytes]:
+    """What the build's first call tuned at run time, by its path under the engine's `autotuned/`:
+    Inductor keeps each tuned kernel's best config (coordinate descent, or the best of a kernel's
+    configs) in a `.best_config` file beside the kernel's source in its cache folder, and torch 2.11's
+    cache artifacts leave those files out. So every load of such an engine tuned its kernels again
+    (2.5 s of every load of the MLP's coordinate-descent route on an H100, session 33), with a result
+    of that load's own: the engine served was not the one measured. With the files come the Triton
+    kernels of the configs they name (their `triton_cache_hash`), or, where a torch names none, every
+    kernel the build compiled. Nothing where nothing was tuned."""
+    inductor, triton = caches / "inductor", caches / "triton"
+    found: dict[str, bytes] = {}
+    for path in sorted(inductor.rglob("*.best_config")):
+        name = f"{AUTOTUNED}/inductor/{path.relative_to(inductor).as_posix()}"
+        if path.is_file() and _BEST_CONFIG.fullmatch(name):
+            found[name] = path.read_bytes()
+    if not found:
+        return {}
+    named: set[str] | None = set()
+    for data in found.values():
+        try:
+            kernel = json.loads(data).get("triton_cache_hash")
+        except (ValueError, AttributeError):
+            kernel = None
+        if not isinstance(kernel, str) or not kernel or named is None:
+            named = None
+            continue
+        named.add(kernel)
+    folders = [triton / k for k in sorted(named)] if named is not None else sorted(triton.glob("*"))
+    for folder in folders:
+        for path in sorted(folder.glob("*")) if folder.is_dir() else ():
+            name = f"{AUTOTUNED}/triton/{path.relative_to(triton).as_posix()}"
+            if path.is_file() and _TRITON_KERNEL.fullmatch(name):
+                found[name] = path.read_bytes()
+    return found
+
+
+def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
+    """The engine's tuned configs and their kernels into the load's cache folders, where Inductor and
+    Triton look before they tune or compile: regular files named as they name them, nothing else (no
+    links, no other paths); a file already there is left as it is. Returns the configs placed, by
+    their path under the load's Inductor cache folder."""
+    placed: dict[str, bytes] = {}
+    for member in tar.getmembers():
+        config, kernel = _BEST_CONFIG.fullmatch(member.name), _TRITON_KERNEL.fullmatch(member.name)
+        found = config or kernel
+        if not member.isreg() or found is None:
+            continue
+        target = caches / ("inductor" if config else "triton") / found.group(1)
+        if target.exists():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = tar.extractfile(member)
+        assert source is not None  # a regular member
+        data = source.read()
+        target.write_bytes(data)
+        if config:
+            placed[config.group(1)] = data
+    return placed
+
+
 # The libraries of Inductor's probes of the CPU's vector instructions, compiled in this process
 # (`_probe_host`; forked builds inherit them): every host engine carries them as if its build compiled them.
 _PROBES: dict[str, bytes] = {}
@@ -416,6 +481,7 @@ class InductorRunner(Runner):
         self.info: dict = {}
         self._event_pairs: list = []
         self._counted = {}  # compile-cache counters before this engine loaded (others may share the process)
+        self.tuned_in: tuple[Path, dict[str, bytes]] | None = None  # the load's Inductor cache folder, configs placed
         if not eager:
             from torch._dynamo.utils import counters
 
@@ -464,7 +530,7 @@ class InductorRunner(Runner):
         """Compile-cache hits and misses of this engine so far: a loaded engine must hit, never
         re-tune. An eager engine compiles nothing: all zero."""
         if self.eager:
-            return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "autotune_remote_or_local_hits": 0}
+            return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "tuned_placed": 0, "tuned_here": 0}
         from torch._dynamo.utils import counters
 
         inductor = counters["inductor"]
@@ -472,11 +538,17 @@ class InductorRunner(Runner):
         def count(name: str) -> int:
             return int(inductor.get(name, 0) - self._counted.get(name, 0))
 
+        folder, placed = self.tuned_in if self.tuned_in else (None, {})
+        found = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*.best_config")} if folder else {}
         return {
             "compiled": 1,
             "fxgraph_cache_hit": count("fxgraph_cache_hit"),
             "fxgraph_cache_miss": count("fxgraph_cache_miss"),
-            "autotune_remote_or_local_hits": count("autotune_local_cache_hit"),
+            # kernels whose tuned config the engine brought (`_place_autotuned`), and kernels this load
+            # tuned itself (a config written beside them that is not one the engine brought): 0 for an
+            # engine that serves what was measured
+            "tuned_placed": len(placed),
+            "tuned_here": sum(placed.get(name) != path.read_bytes() for name, path in found.items()),
         }
 
     def close(self) -> None:
@@ -588,13 +660,14 @@ class InductorBackend(Backend):
                 torch.cuda.synchronize()
         finally:
             runner.close()
-        artifacts, libraries = b"", {}
+        artifacts, libraries, tuned = b"", {}, {}
         if not eager:
             saved = torch.compiler.save_cache_artifacts()
             artifacts = saved[0] if saved else b""
             host = host_code_identity() if device != "cuda" else None
             if host is not None:
                 libraries = {**_PROBES, **_compiled_libraries(request.workdir / "caches-build" / "inductor")}
+            tuned = _autotuned(request.workdir / "caches-build")
         recorded = {COMPILE.name: "false"} if eager else {k: to_text(v) for k, v in options.items()}
         meta = {
             "options": recorded,
@@ -612,6 +685,7 @@ class InductorBackend(Backend):
                 ("caches.bin", artifacts),
                 ("settings.json", json.dumps(meta, sort_keys=True).encode()),
                 *libraries.items(),
+                *tuned.items(),
             ):
                 info = tarfile.TarInfo(arcname)
                 info.size = len(data)
@@ -626,12 +700,13 @@ class InductorBackend(Backend):
             missing = {"program.pt2", "caches.bin", "settings.json"} - set(tar.getnames())
             if missing:
                 raise ValueError(f"not an inductor engine: it lacks {sorted(missing)}")
-            rest = [m for m in tar.getmembers() if not m.name.startswith(f"{COMPILED}/")]
+            rest = [m for m in tar.getmembers() if not m.name.startswith((f"{COMPILED}/", f"{AUTOTUNED}/"))]
             tar.extractall(workdir, members=rest, filter="data")
             meta = json.loads((workdir / "settings.json").read_text())
             # a host build's libraries, only on a host like the one that compiled them: else compiled here
             if meta.get("host_code") and meta["host_code"] == host_code_identity():
                 _place_libraries(tar, workdir / "caches-load" / "inductor")
+            tuned = _place_autotuned(tar, workdir / "caches-load")
         torch = _torch()
         import torch._inductor.config as config
 
@@ -659,6 +734,7 @@ class InductorBackend(Backend):
         # where the load went (`child.load` reports them; `bench/tune_profile.py` sums them): the tar,
         # the compile caches, the program (deserialized, flattened, its weights on the device); the
         # first call, timed by the caller, then compiles it from the caches
+        runner.tuned_in = (workdir / "caches-load" / "inductor", tuned)
         runner.load_parts = {
             "unpack": round(unpacked - began, 3),
             "caches": round(cached - unpacked, 3),

@@ -1,0 +1,52 @@
+"""A CUDA engine whose build tuned its kernels at run time (coordinate descent) brings the configs it
+chose, so a fresh process that loads it tunes nothing again and serves the kernels that were measured:
+torch 2.11's portable caches leave Inductor's `.best_config` files out, and every load of the MLP's
+coordinate-descent route on an H100 tuned again, 2.5 s of its 2.6 s load (session 33,
+`bench/first_call_profile.py`). The same engine without them shows what each load did before. The
+packing and placing themselves: tests/unit/test_an_engine_brings_what_its_build_tuned.py."""
+
+import io
+import tarfile
+
+import numpy as np
+import pytest
+
+from tests.gpu.fresh_load import export_mlp, load_fresh
+
+torch = pytest.importorskip("torch")
+
+pytestmark = [
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="Triton kernels' run-time tuning needs CUDA"),
+    pytest.mark.usefixtures("caches_restored"),  # (tests/gpu/conftest.py)
+]
+
+
+def without_tuned(engine: bytes) -> bytes:
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(engine)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for member in src.getmembers():
+            if not member.name.startswith("autotuned/"):
+                dst.addfile(member, src.extractfile(member))
+    return out.getvalue()
+
+
+def test_a_tuned_engine_loads_without_tuning_again(tmp_path):
+    from enginewright.backends.base import BuildRequest
+    from enginewright.backends.inductor import InductorBackend
+
+    name, x, reference = export_mlp(tmp_path, device="cuda", rows=256, hidden=1024, outputs=256)
+    request = BuildRequest(model_path=tmp_path / "model.pt2", workdir=tmp_path / "build", sample_inputs={name: x})
+    engine = InductorBackend(device="cuda").build(request, {"coordinate_descent_tuning": "true"})
+    with tarfile.open(fileobj=io.BytesIO(engine)) as tar:
+        configs = [n for n in tar.getnames() if n.endswith(".best_config")]
+    assert configs, "the build tuned no kernel at run time: this test would show nothing"
+
+    (tmp_path / "engine.tar").write_bytes(engine)
+    loaded = load_fresh(tmp_path / "engine.tar", tmp_path / "load", tmp_path / "inputs.npz", device="cuda")
+    assert loaded["describe"]["tuned_here"] == 0, loaded["describe"]
+    assert loaded["describe"]["tuned_placed"] == len(configs), loaded["describe"]
+    np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-3)
+
+    (tmp_path / "bare.tar").write_bytes(without_tuned(engine))
+    bare = load_fresh(tmp_path / "bare.tar", tmp_path / "load-bare", tmp_path / "inputs.npz", device="cuda")
+    assert bare["describe"]["tuned_here"] >= 1 and bare["describe"]["tuned_placed"] == 0, bare["describe"]

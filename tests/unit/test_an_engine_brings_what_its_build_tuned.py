@@ -1,0 +1,118 @@
+"""An Inductor engine carries what its build tuned at run time, and a load puts it where Inductor and
+Triton look before they tune: a kernel's `.best_config` (coordinate descent, or the best of several
+configs) lives beside the kernel's source in the build's cache folder, and torch 2.11's portable
+caches leave it out, so every load of the MLP's coordinate-descent route tuned its kernels again (2.5 s
+a load on an H100, session 33) and served a config of that load's own. The files' layout here is
+Inductor's and Triton's (`<cache>/inductor/<2 chars>/<key>.best_config`, `<cache>/triton/<hash>/<files>`);
+the GPU side (a CUDA build that tuned, loaded without tuning again) is
+tests/gpu/test_a_tuned_engine_loads_without_tuning_again.py."""
+
+import io
+import json
+import tarfile
+
+from enginewright.backends.inductor import _autotuned, _place_autotuned
+
+
+def best_config(folder, name: str, **fields) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps({"XBLOCK": 256, "num_warps": 4, "found_by_coordesc": True, **fields}))
+
+
+def triton_kernel(caches, key: str) -> None:
+    folder = caches / "triton" / key
+    folder.mkdir(parents=True)
+    (folder / "triton_poi_fused_0.cubin").write_bytes(b"cubin " + key.encode())
+    (folder / "__grp__triton_poi_fused_0.json").write_text("{}")
+
+
+def as_tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> tarfile.TarFile:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in (links or {}).items():
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    buffer.seek(0)
+    return tarfile.open(fileobj=buffer, mode="r")
+
+
+def test_a_build_that_tuned_nothing_brings_nothing(tmp_path):
+    triton_kernel(tmp_path, "ABC")
+    (tmp_path / "inductor" / "ab").mkdir(parents=True)
+    (tmp_path / "inductor" / "ab" / "cabc.py").write_text("# a kernel's source")
+    assert _autotuned(tmp_path) == {}
+
+
+def test_the_configs_come_with_the_kernels_they_name(tmp_path):
+    best_config(tmp_path / "inductor" / "xy", "k1.best_config", triton_cache_hash="KEEP")
+    best_config(tmp_path / "inductor" / "zw", "k2.best_config", triton_cache_hash="ALSO")
+    for key in ("KEEP", "ALSO", "TRIED"):  # TRIED: a config coordinate descent tried and left
+        triton_kernel(tmp_path, key)
+    found = _autotuned(tmp_path)
+    assert sorted(found) == [
+        "autotuned/inductor/xy/k1.best_config",
+        "autotuned/inductor/zw/k2.best_config",
+        "autotuned/triton/ALSO/__grp__triton_poi_fused_0.json",
+        "autotuned/triton/ALSO/triton_poi_fused_0.cubin",
+        "autotuned/triton/KEEP/__grp__triton_poi_fused_0.json",
+        "autotuned/triton/KEEP/triton_poi_fused_0.cubin",
+    ]
+    assert found["autotuned/triton/KEEP/triton_poi_fused_0.cubin"] == b"cubin KEEP"
+
+
+def test_configs_that_name_no_kernel_bring_every_kernel_the_build_compiled(tmp_path):
+    best_config(tmp_path / "inductor" / "xy", "k1.best_config")  # torch 2.11 writes no triton_cache_hash
+    for key in ("ONE", "TWO"):
+        triton_kernel(tmp_path, key)
+    assert {n.split("/")[2] for n in _autotuned(tmp_path) if n.startswith("autotuned/triton/")} == {"ONE", "TWO"}
+
+
+def test_a_load_places_them_where_inductor_and_triton_look(tmp_path):
+    build, load = tmp_path / "build", tmp_path / "load"
+    best_config(build / "inductor" / "xy", "k1.best_config", triton_cache_hash="KEEP")
+    triton_kernel(build, "KEEP")
+    packed = _autotuned(build)
+    placed = _place_autotuned(as_tar({"program.pt2": b"p", **packed}), load)
+    assert list(placed) == ["xy/k1.best_config"]
+    assert (load / "inductor" / "xy" / "k1.best_config").read_bytes() == (
+        build / "inductor" / "xy" / "k1.best_config"
+    ).read_bytes()
+    assert (load / "triton" / "KEEP" / "triton_poi_fused_0.cubin").read_bytes() == b"cubin KEEP"
+    assert sorted(p.relative_to(load).as_posix() for p in load.rglob("*") if p.is_file()) == [
+        "inductor/xy/k1.best_config",
+        "triton/KEEP/__grp__triton_poi_fused_0.json",
+        "triton/KEEP/triton_poi_fused_0.cubin",
+    ]
+
+
+def test_an_engine_cannot_place_a_file_anywhere_else(tmp_path):
+    """A tampered engine's members that climb out of the cache folders, or are links, or are named
+    as neither Inductor nor Triton names its files, are not placed."""
+    load, outside = tmp_path / "load", tmp_path / "outside"
+    hostile = {
+        "autotuned/inductor/../../outside/x.best_config": b"{}",
+        "autotuned/inductor/xy/../../../outside/y.best_config": b"{}",
+        "autotuned/triton/../outside/kernel.cubin": b"x",
+        "autotuned/triton/KEY/../../../outside/z": b"x",
+        "autotuned/triton/KEY/..": b"x",
+        "autotuned/triton/KEY/sub/deeper.cubin": b"x",
+        "autotuned/inductor/k.best_config": b"{}",  # not beside a kernel's folder
+        "autotuned/inductor/xy/k.py": b"import os",  # a kernel's source is the portable caches' to write
+    }
+    links = {"autotuned/inductor/xy/link.best_config": "/etc/passwd", "autotuned/triton/KEY/l.cubin": "/etc/passwd"}
+    assert _place_autotuned(as_tar(hostile, links), load) == {}
+    assert not outside.exists()
+    assert not load.exists() or not any(load.rglob("*"))
+
+
+def test_a_file_already_there_is_left_as_it_is(tmp_path):
+    load = tmp_path / "load"
+    triton_kernel(load, "KEEP")  # as the portable caches placed it
+    before = (load / "triton" / "KEEP" / "triton_poi_fused_0.cubin").read_bytes()
+    _place_autotuned(as_tar({"autotuned/triton/KEEP/triton_poi_fused_0.cubin": b"other"}), load)
+    assert (load / "triton" / "KEEP" / "triton_poi_fused_0.cubin").read_bytes() == before
