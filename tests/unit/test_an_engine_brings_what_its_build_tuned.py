@@ -53,6 +53,7 @@ def test_the_configs_come_with_the_kernels_they_name(tmp_path):
     best_config(tmp_path / "inductor" / "zw", "k2.best_config", triton_cache_hash="ALSO")
     for key in ("KEEP", "ALSO", "TRIED"):  # TRIED: a config coordinate descent tried and left
         triton_kernel(tmp_path, key)
+    (tmp_path / "triton" / "KEEP" / "triton_poi_fused_0.so").write_bytes(b"\x7fELF")  # a launcher: this host's
     found = _autotuned(tmp_path)
     assert sorted(found) == [
         "autotuned/inductor/xy/k1.best_config",
@@ -69,7 +70,10 @@ def test_configs_that_name_no_kernel_bring_every_kernel_the_build_compiled(tmp_p
     best_config(tmp_path / "inductor" / "xy", "k1.best_config")  # torch 2.11 writes no triton_cache_hash
     for key in ("ONE", "TWO"):
         triton_kernel(tmp_path, key)
-    assert {n.split("/")[2] for n in _autotuned(tmp_path) if n.startswith("autotuned/triton/")} == {"ONE", "TWO"}
+    (tmp_path / "triton" / "UTILS").mkdir()
+    (tmp_path / "triton" / "UTILS" / "cuda_utils.cpython-312-x86_64-linux-gnu.so").write_bytes(b"\x7fELF")
+    kernels = [n for n in _autotuned(tmp_path) if n.startswith("autotuned/triton/")]
+    assert {n.split("/")[2] for n in kernels} == {"ONE", "TWO"}  # not Triton's own host module
 
 
 def test_a_load_places_them_where_inductor_and_triton_look(tmp_path):
@@ -103,6 +107,8 @@ def test_an_engine_cannot_place_a_file_anywhere_else(tmp_path):
         "autotuned/triton/KEY/sub/deeper.cubin": b"x",
         "autotuned/inductor/k.best_config": b"{}",  # not beside a kernel's folder
         "autotuned/inductor/xy/k.py": b"import os",  # a kernel's source is the portable caches' to write
+        "autotuned/triton/KEY/cuda_utils.cpython-312-x86_64-linux-gnu.so": b"\x7fELF",  # host code
+        "autotuned/triton/KEY/launcher.so": b"\x7fELF",
     }
     links = {"autotuned/inductor/xy/link.best_config": "/etc/passwd", "autotuned/triton/KEY/l.cubin": "/etc/passwd"}
     assert _place_autotuned(as_tar(hostile, links), load) == {}
