@@ -40,6 +40,16 @@ else:  # older torch (2.11, the H200's) checks every probe with a subprocess, no
             probed.append(args)
         return check_call(args, *rest, **options)
     subprocess.check_call = counted_check_call
+cubins = []  # Triton kernels compiled to machine code here (a kernel found in Triton's cache is not)
+try:
+    from triton.backends.nvidia.compiler import CUDABackend
+    make_cubin = CUDABackend.make_cubin
+    def counted_cubin(self, *args, **kwargs):
+        cubins.append(1)
+        return make_cubin(self, *args, **kwargs)
+    CUDABackend.make_cubin = counted_cubin
+except ImportError:
+    pass
 engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
 runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
 out = runner.run(inputs)["output"]
@@ -52,7 +62,8 @@ for stat in Path("/proc").glob("[0-9]*/stat"):
         pass
 import torch._inductor.config as config
 print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist(),
-                  "children": children, "compile_threads": config.compile_threads, "probe_loads": len(probed)}))
+                  "children": children, "compile_threads": config.compile_threads, "probe_loads": len(probed),
+                  "triton_compiled": len(cubins)}))
 """
 
 
@@ -60,8 +71,9 @@ def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", i
     """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz), after
     importing the modules a serving process imports ahead (`child.await_engine`) when `imported_ahead`: the
     libraries it compiled (`compiled`, `built`), the runner's `describe()`, the output, the processes
-    the load left running beside it (`children`), Inductor's `compile_threads` after it, and how many
-    of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`)."""
+    the load left running beside it (`children`), Inductor's `compile_threads` after it, how many
+    of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`),
+    and how many Triton kernels it compiled to machine code (`triton_compiled`; 0 without Triton)."""
     args = [str(engine), str(workdir), str(inputs), device, "imported-ahead" if imported_ahead else "-"]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

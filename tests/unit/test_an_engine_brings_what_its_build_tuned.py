@@ -11,6 +11,8 @@ import io
 import json
 import tarfile
 
+import pytest
+
 from enginewright.backends.inductor import _autotuned, _place_autotuned
 
 
@@ -20,10 +22,13 @@ def best_config(folder, name: str, **fields) -> None:
 
 
 def triton_kernel(caches, key: str) -> None:
+    """A kernel's folder as Triton writes it: its files, and its index naming each by absolute path."""
     folder = caches / "triton" / key
     folder.mkdir(parents=True)
     (folder / "triton_poi_fused_0.cubin").write_bytes(b"cubin " + key.encode())
-    (folder / "__grp__triton_poi_fused_0.json").write_text("{}")
+    (folder / "triton_poi_fused_0.json").write_text("{}")
+    paths = {name: str(folder / name) for name in ("triton_poi_fused_0.cubin", "triton_poi_fused_0.json")}
+    (folder / "__grp__triton_poi_fused_0.json").write_text(json.dumps({"child_paths": paths}))
 
 
 def as_tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> tarfile.TarFile:
@@ -60,10 +65,20 @@ def test_the_configs_come_with_the_kernels_they_name(tmp_path):
         "autotuned/inductor/zw/k2.best_config",
         "autotuned/triton/ALSO/__grp__triton_poi_fused_0.json",
         "autotuned/triton/ALSO/triton_poi_fused_0.cubin",
+        "autotuned/triton/ALSO/triton_poi_fused_0.json",
         "autotuned/triton/KEEP/__grp__triton_poi_fused_0.json",
         "autotuned/triton/KEEP/triton_poi_fused_0.cubin",
+        "autotuned/triton/KEEP/triton_poi_fused_0.json",
     ]
     assert found["autotuned/triton/KEEP/triton_poi_fused_0.cubin"] == b"cubin KEEP"
+    # the index names the files, not the build's folder (which means nothing where the engine loads)
+    assert json.loads(found["autotuned/triton/KEEP/__grp__triton_poi_fused_0.json"]) == {
+        "child_paths": {
+            "triton_poi_fused_0.cubin": "triton_poi_fused_0.cubin",
+            "triton_poi_fused_0.json": "triton_poi_fused_0.json",
+        }
+    }
+    assert str(tmp_path).encode() not in b"".join(found.values())
 
 
 def test_configs_that_name_no_kernel_bring_every_kernel_the_build_compiled(tmp_path):
@@ -91,7 +106,14 @@ def test_a_load_places_them_where_inductor_and_triton_look(tmp_path):
         "inductor/xy/k1.best_config",
         "triton/KEEP/__grp__triton_poi_fused_0.json",
         "triton/KEEP/triton_poi_fused_0.cubin",
+        "triton/KEEP/triton_poi_fused_0.json",
     ]
+    # Triton finds the kernel's files where the load placed them, not in the build's folder
+    index = json.loads((load / "triton" / "KEEP" / "__grp__triton_poi_fused_0.json").read_text())
+    folder = load / "triton" / "KEEP"
+    assert index == {
+        "child_paths": {n: str(folder / n) for n in ("triton_poi_fused_0.cubin", "triton_poi_fused_0.json")}
+    }
 
 
 def test_an_engine_cannot_place_a_file_anywhere_else(tmp_path):
@@ -122,3 +144,48 @@ def test_a_file_already_there_is_left_as_it_is(tmp_path):
     before = (load / "triton" / "KEEP" / "triton_poi_fused_0.cubin").read_bytes()
     _place_autotuned(as_tar({"autotuned/triton/KEEP/triton_poi_fused_0.cubin": b"other"}), load)
     assert (load / "triton" / "KEEP" / "triton_poi_fused_0.cubin").read_bytes() == before
+
+
+def test_a_kernel_index_that_names_other_paths_names_only_the_load_s_files(tmp_path):
+    """A tampered index that points Triton at files elsewhere (or at a library) keeps only plain file
+    names, placed in the kernel's own folder."""
+    index = {
+        "child_paths": {
+            "k.cubin": "/etc/passwd",
+            "../../x": "/x",
+            "/abs": "/abs",
+            "k.so": "/tmp/k.so",
+            "k.json": "k.json",
+        }
+    }
+    tar = as_tar({"autotuned/triton/KEY/__grp__k.json": json.dumps(index).encode()})
+    _place_autotuned(tar, tmp_path)
+    folder = tmp_path / "triton" / "KEY"
+    assert json.loads((folder / "__grp__k.json").read_text()) == {
+        "child_paths": {"k.cubin": str(folder / "k.cubin"), "k.json": str(folder / "k.json")}
+    }
+
+
+def test_a_load_extracts_only_the_engine_s_own_files(tmp_path):
+    """Members beside the engine's three files are placed by name or not at all: a tampered engine's
+    member named into the load's cache folders (a library, a kernel's source) is not extracted there,
+    past the checks the placing makes. The engine's program is junk, so the load fails after that."""
+    pytest.importorskip("torch")
+    from enginewright.backends.inductor import InductorBackend
+
+    members = {
+        "program.pt2": b"not a program",
+        "caches.bin": b"",
+        "settings.json": json.dumps({"options": {}, "device": "cpu"}).encode(),
+        "caches-load/triton/KEY/cuda_utils.so": b"\x7fELF",
+        "caches-load/inductor/ab/cabc.py": b"import os",
+        "notes.txt": b"x",
+    }
+    buffer = io.BytesIO()
+    with as_tar(members) as tar, tarfile.open(fileobj=buffer, mode="w") as out:
+        for member in tar.getmembers():
+            out.addfile(member, tar.extractfile(member))
+    with pytest.raises(Exception):
+        InductorBackend(device="cpu").load(buffer.getvalue(), tmp_path / "load")
+    written = sorted(p.relative_to(tmp_path / "load").as_posix() for p in (tmp_path / "load").rglob("*") if p.is_file())
+    assert written == ["caches.bin", "program.pt2", "settings.json"], written

@@ -57,6 +57,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -239,11 +240,13 @@ def _place_libraries(tar: tarfile.TarFile, inductor_cache: Path) -> int:
     return placed
 
 
+ENGINE_FILES = ("program.pt2", "caches.bin", "settings.json")
 AUTOTUNED = "autotuned"  # the engine's folder of what its build tuned at run time, laid out as under its caches
 _BEST_CONFIG = re.compile(r"autotuned/inductor/((?:[A-Za-z0-9_-]+/)+[A-Za-z0-9_][A-Za-z0-9_.-]*\.best_config)")
 # (a kernel's files, not a shared library: Triton also keeps the host modules it compiled, a driver's
 # utilities and launchers, in its cache, which are this host's and would run on the loading host's CPU)
 _TRITON_KERNEL = re.compile(r"autotuned/triton/([A-Za-z0-9_-]+/[A-Za-z0-9_][A-Za-z0-9_.-]*)(?<!\.so)")
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?<!\.so)")
 
 
 def _autotuned(caches: Path) -> dict[str, bytes]:
@@ -278,9 +281,28 @@ def _autotuned(caches: Path) -> dict[str, bytes]:
     for folder in folders:
         for path in sorted(folder.glob("*")) if folder.is_dir() else ():
             name = f"{AUTOTUNED}/triton/{path.relative_to(triton).as_posix()}"
-            if path.is_file() and _TRITON_KERNEL.fullmatch(name):
-                found[name] = path.read_bytes()
+            if path.is_file() and not path.is_symlink() and _TRITON_KERNEL.fullmatch(name):
+                data = path.read_bytes()
+                found[name] = _kernel_group(data, str) if path.name.startswith(_GROUP) else data
     return found
+
+
+_GROUP = "__grp__"  # Triton's index of a kernel's files, which names each by its absolute path
+
+
+def _kernel_group(data: bytes, path_of) -> bytes:
+    """A Triton kernel's index (`__grp__<kernel>.json`, `{"child_paths": {file: path}}`) with each file's
+    path made by `path_of(file)`: packed with the bare names (the build's folder means nothing
+    elsewhere, and Triton ignores a path that does not exist, so the kernel would be compiled again), placed
+    with the load's own paths. Only plain file names are kept; an index that is not one lists nothing."""
+    try:
+        children = json.loads(data).get("child_paths")
+    except (ValueError, AttributeError):
+        children = None
+    names = (
+        [c for c in children if isinstance(c, str) and _FILE_NAME.fullmatch(c)] if isinstance(children, dict) else []
+    )
+    return json.dumps({"child_paths": {c: path_of(c) for c in sorted(names)}}, sort_keys=True).encode()
 
 
 def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
@@ -301,6 +323,8 @@ def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
         source = tar.extractfile(member)
         assert source is not None  # a regular member
         data = source.read()
+        if kernel and target.name.startswith(_GROUP):
+            data = _kernel_group(data, lambda name, folder=target.parent: str(folder / name))
         target.write_bytes(data)
         if config:
             placed[config.group(1)] = data
@@ -531,7 +555,9 @@ class InductorRunner(Runner):
 
     def describe(self) -> dict:
         """Compile-cache hits and misses of this engine so far: a loaded engine must hit, never
-        re-tune. An eager engine compiles nothing: all zero."""
+        re-tune. An eager engine compiles nothing: all zero. `tuned_here` reads the load's own cache
+        folder, which the process's Inductor writes to until another engine loads: asked after the
+        first call, as the serving process does, it is this load's."""
         if self.eager:
             return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "tuned_placed": 0, "tuned_here": 0}
         from torch._dynamo.utils import counters
@@ -641,6 +667,7 @@ class InductorBackend(Backend):
         return done
 
     def build(self, request: BuildRequest, route: dict[str, str]) -> bytes:
+        shutil.rmtree(request.workdir / "caches-build", ignore_errors=True)  # (a build again in the same folder)
         _isolate_caches(request.workdir / "caches-build")
         torch = _torch()
         import torch._inductor.config as config
@@ -700,11 +727,13 @@ class InductorBackend(Backend):
         workdir.mkdir(parents=True, exist_ok=True)
         _isolate_caches(workdir / "caches-load")
         with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
-            missing = {"program.pt2", "caches.bin", "settings.json"} - set(tar.getnames())
+            # only the engine's own three files, regular ones: its other members are placed by name
+            # (`_place_libraries`, `_place_autotuned`) or not at all, so none lands in the load's cache folders
+            own = [m for m in tar.getmembers() if m.name in ENGINE_FILES and m.isreg()]
+            missing = sorted(set(ENGINE_FILES) - {m.name for m in own})
             if missing:
-                raise ValueError(f"not an inductor engine: it lacks {sorted(missing)}")
-            rest = [m for m in tar.getmembers() if not m.name.startswith((f"{COMPILED}/", f"{AUTOTUNED}/"))]
-            tar.extractall(workdir, members=rest, filter="data")
+                raise ValueError(f"not an inductor engine: it lacks {missing} (as regular files)")
+            tar.extractall(workdir, members=own, filter="data")
             meta = json.loads((workdir / "settings.json").read_text())
             # a host build's libraries, only on a host like the one that compiled them: else compiled here
             if meta.get("host_code") and meta["host_code"] == host_code_identity():
