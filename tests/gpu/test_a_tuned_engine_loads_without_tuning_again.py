@@ -7,7 +7,9 @@ packing and placing themselves: tests/unit/test_an_engine_brings_what_its_build_
 
 import io
 import shutil
+import sys
 import tarfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,18 +24,12 @@ pytestmark = [
 ]
 
 
-def without_tuned(engine: bytes) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=io.BytesIO(engine)) as src, tarfile.open(fileobj=out, mode="w") as dst:
-        for member in src.getmembers():
-            if not member.name.startswith("autotuned/"):
-                dst.addfile(member, src.extractfile(member))
-    return out.getvalue()
-
-
 def test_a_tuned_engine_loads_without_tuning_again(tmp_path):
     from enginewright.backends.base import BuildRequest
     from enginewright.backends.inductor import InductorBackend
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    from first_call_profile import without_tuned  # the engine as engines were before they carried it
 
     name, x, reference = export_mlp(tmp_path, device="cuda", rows=256, hidden=1024, outputs=256)
     request = BuildRequest(model_path=tmp_path / "model.pt2", workdir=tmp_path / "build", sample_inputs={name: x})
