@@ -53,7 +53,7 @@ def load_once(backend, engine: bytes, inputs, profiled: bool) -> dict:
             "backend_load_s": round(made - began, 4),
             "first_call_s": round(first, 4),
             "second_call_s": round(time.monotonic() - started, 5),
-            "parts": getattr(runner, "load_parts", {}),
+            "parts": dict(runner.load_parts),
             "describe": runner.describe(),
         }
         runner.close()

@@ -63,7 +63,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 import numpy as np
 
@@ -223,19 +223,26 @@ def host_code_identity() -> str | None:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
+def _members(tar: tarfile.TarFile, pattern: re.Pattern[str]) -> Iterator[tuple[re.Match[str], bytes]]:
+    """The engine's regular members whose whole name `pattern` matches, with their bytes: what a load
+    places by name (no links, no other paths)."""
+    for member in tar.getmembers():
+        found = pattern.fullmatch(member.name)
+        if found is None or not member.isreg():
+            continue
+        source = tar.extractfile(member)
+        assert source is not None  # a regular member
+        yield found, source.read()
+
+
 def _place_libraries(tar: tarfile.TarFile, inductor_cache: Path) -> int:
     """The engine's host libraries into the load's cache folder, where Inductor looks before it
     compiles: regular files named as Inductor names them, nothing else (no links, no other paths)."""
     placed = 0
-    for member in tar.getmembers():
-        found = _LIBRARY.fullmatch(member.name)
-        if found is None or not member.isreg():
-            continue
+    for found, data in _members(tar, _LIBRARY):
         target = inductor_cache / found.group(1)
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = tar.extractfile(member)
-        assert source is not None  # a regular member
-        target.write_bytes(source.read())
+        target.write_bytes(data)
         placed += 1
     return placed
 
@@ -310,24 +317,23 @@ def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
     Triton look before they tune or compile: regular files named as they name them, nothing else (no
     links, no other paths); a file already there is left as it is. Returns the configs placed, by
     their path under the load's Inductor cache folder."""
-    placed: dict[str, bytes] = {}
-    for member in tar.getmembers():
-        config, kernel = _BEST_CONFIG.fullmatch(member.name), _TRITON_KERNEL.fullmatch(member.name)
-        found = config or kernel
-        if not member.isreg() or found is None:
-            continue
-        target = caches / ("inductor" if config else "triton") / found.group(1)
+
+    def place(target: Path, data: bytes) -> bool:
         if target.exists():
-            continue
+            return False
         target.parent.mkdir(parents=True, exist_ok=True)
-        source = tar.extractfile(member)
-        assert source is not None  # a regular member
-        data = source.read()
-        if kernel and target.name.startswith(_GROUP):
-            data = _kernel_group(data, lambda name, folder=target.parent: str(folder / name))
         target.write_bytes(data)
-        if config:
-            placed[config.group(1)] = data
+        return True
+
+    placed: dict[str, bytes] = {}
+    for found, data in _members(tar, _BEST_CONFIG):
+        if place(caches / "inductor" / found.group(1), data):
+            placed[found.group(1)] = data
+    for found, data in _members(tar, _TRITON_KERNEL):
+        target = caches / "triton" / found.group(1)
+        if target.name.startswith(_GROUP):
+            data = _kernel_group(data, lambda name, folder=target.parent: str(folder / name))
+        place(target, data)
     return placed
 
 
