@@ -39,12 +39,21 @@ binaries:
 images: venv
 	PYTHON=$(PY) bash images/build.sh
 
-# The test command CI runs: unit tests, then end-to-end tests against the real local cluster.
-# tests/gpu runs on CPU here (make torch), less its whole-`tune` round trip (73 s on 2 cores): CI's
-# Inductor operator test covers build -> store -> load elsewhere; the GPU machine runs all of it.
+# The test command CI runs, in two parts. First the tests that mostly wait on the real local cluster
+# (tests/operator, faults, e2e, chart) and the CPU-bound compile tests of tests/gpu, in 3 test processes
+# (pytest-xdist, a file's tests in one process, each process with a cluster of its own); then, alone
+# on the machine, everything else (tests/unit and tests/worker: tests that time engines and would
+# read a busy host's noise), so a new test folder runs alone unless listed here. tests/gpu runs on
+# CPU here (make torch), less its whole-`tune` round trip (73 s on 2 cores): CI's Inductor operator
+# test covers build -> store -> load elsewhere; the GPU machine runs all of it.
+BESIDE := tests/operator tests/faults tests/e2e tests/chart tests/gpu
 test: venv
-	$(PY) -m pytest -ra --durations=15 tests \
-	  --deselect tests/gpu/test_inductor_engine_roundtrip.py::test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache
+	@status=0; \
+	$(PY) -m pytest -ra --durations=15 -n 3 --dist loadfile $(BESIDE) \
+	  --deselect tests/gpu/test_inductor_engine_roundtrip.py::test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache \
+	  || status=$$?; \
+	$(PY) -m pytest -ra --durations=15 tests $(addprefix --ignore=,$(BESIDE)) || status=$$?; \
+	exit $$status
 
 unit: venv
 	$(PY) -m pytest -q tests/unit
