@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from enginewright.cli import build_parser
-from enginewright.worker.capacity import auto_build_parallelism, usable_memory
+from enginewright.worker.capacity import auto_build_parallelism, cpu_max_of, memory_of, usable_cores, usable_memory
 from enginewright.worker.context import WorkerContext
 
 GIB = 1 << 30
@@ -31,6 +31,46 @@ def test_usable_memory_is_what_is_left_under_the_pods_limit_or_on_the_host():
     assert usable_memory("8589934592\n", meminfo, str(3 * GIB)) == 5 * GIB  # 3 GiB of it used already
     assert usable_memory("max\n", meminfo, str(3 * GIB)) == 100000000 * 1024  # no limit: what the host has left
     assert usable_memory("", "", "") > 0  # no file at all: room for one build
+
+
+def cgroup(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+    return root
+
+
+def test_a_cgroup_v1_pods_limits_count_as_a_v2_pods_do(tmp_path: Path):
+    """A pod limited to 2 CPUs and 8 GiB on a 64-core node that still runs cgroup v1: its quota and
+    what is left under its limit, not the node's cores, decide the builds (and ONNX Runtime's threads)."""
+    meminfo = "MemAvailable:   500000000 kB\n"
+    v1 = cgroup(
+        tmp_path / "v1",
+        {
+            "cpu,cpuacct/cpu.cfs_quota_us": "200000",
+            "cpu,cpuacct/cpu.cfs_period_us": "100000",
+            "memory/memory.limit_in_bytes": str(8 * GIB),
+            "memory/memory.usage_in_bytes": str(3 * GIB),
+        },
+    )
+    assert usable_cores(64, cpu_max_of(v1)) == 2
+    assert usable_memory(memory_of(v1)[0], meminfo, memory_of(v1)[1]) == 5 * GIB
+    v2 = cgroup(
+        tmp_path / "v2", {"cpu.max": "200000 100000", "memory.max": str(8 * GIB), "memory.current": str(3 * GIB)}
+    )
+    assert cpu_max_of(v2).split() == cpu_max_of(v1).split() and memory_of(v2) == memory_of(v1)
+    unlimited = cgroup(
+        tmp_path / "none",
+        {
+            "cpu/cpu.cfs_quota_us": "-1",
+            "cpu/cpu.cfs_period_us": "100000",
+            "memory/memory.limit_in_bytes": "9223372036854771712",
+            "memory/memory.usage_in_bytes": str(GIB),
+        },
+    )
+    assert usable_cores(64, cpu_max_of(unlimited)) == 64
+    assert usable_memory(memory_of(unlimited)[0], meminfo, memory_of(unlimited)[1]) == 500000000 * 1024
+    assert cpu_max_of(tmp_path / "absent") == "" and usable_cores(6, cpu_max_of(tmp_path / "absent")) == 6
 
 
 def test_tune_builds_as_many_as_the_host_has_room_for_unless_asked_and_a_worker_job_one(tmp_path: Path):

@@ -1,6 +1,6 @@
-"""What the worker's host can hold: the cores and memory this process may use (a cgroup v2 pod's
-limits, a cpuset), and how many routes `tune --build-parallelism auto` builds at once from them. (A
-cgroup v1 host's limits are not read: there the host's figures count.)"""
+"""What the worker's host can hold: the cores and memory this process may use (a pod's limits, in
+cgroup v2's files or cgroup v1's, and a cpuset), and how many routes `tune --build-parallelism auto`
+builds at once from them (and how many threads ONNX Runtime's space offers: `backends.onnxruntime`)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def usable_cores(affinity: int | None = None, cpu_max: str | None = None) -> int
     if affinity is None:
         affinity = len(os.sched_getaffinity(0))
     if cpu_max is None:
-        cpu_max = _read(CGROUP / "cpu.max")
+        cpu_max = cpu_max_of()
     quota, _, period = cpu_max.strip().partition(" ")
     if quota.isdigit() and period.isdigit() and int(period) > 0:
         return max(1, min(affinity, -(-int(quota) // int(period))))
@@ -31,12 +31,12 @@ def usable_cores(affinity: int | None = None, cpu_max: str | None = None) -> int
 
 def usable_memory(memory_max: str | None = None, meminfo: str | None = None, memory_current: str | None = None) -> int:
     """Bytes this process may still use: the host's available memory (`MemAvailable`), capped by
-    what is left under a cgroup v2 memory limit (`memory.max` less `memory.current`, as a pod's
-    memory limit sets it; "max": none)."""
-    if memory_max is None:
-        memory_max = _read(CGROUP / "memory.max")
-    if memory_current is None:
-        memory_current = _read(CGROUP / "memory.current")
+    what is left under a pod's memory limit (`memory_of`: cgroup v2's `memory.max` less
+    `memory.current`, as a pod's memory limit sets it; "max": none)."""
+    if memory_max is None or memory_current is None:
+        cgroup_max, cgroup_current = memory_of()
+        memory_max = cgroup_max if memory_max is None else memory_max
+        memory_current = cgroup_current if memory_current is None else memory_current
     if meminfo is None:
         meminfo = _read(Path("/proc/meminfo"))
     available = next(
@@ -58,6 +58,32 @@ def auto_build_parallelism(cores: int | None = None, memory: int | None = None) 
     cores = usable_cores() if cores is None else cores
     memory = usable_memory() if memory is None else memory
     return max(1, min(MAX_AUTO_BUILDS, cores // CORES_PER_BUILD, memory // MEMORY_PER_BUILD))
+
+
+def cpu_max_of(root: Path = CGROUP) -> str:
+    """The CPU quota of the cgroup mounted at `root` (a container's own), in cgroup v2's `cpu.max`
+    notation ("QUOTA PERIOD"; "max PERIOD": none): v2's file, else cgroup v1's `cpu.cfs_quota_us`
+    (-1: none) and `cpu.cfs_period_us` (GPU nodes on older distributions still run v1); "" where
+    neither is there."""
+    v2 = _read(root / "cpu.max")
+    if v2.strip():
+        return v2
+    for folder in ("cpu", "cpu,cpuacct"):
+        quota = _read(root / folder / "cpu.cfs_quota_us").strip()
+        period = _read(root / folder / "cpu.cfs_period_us").strip()
+        if quota and period:
+            return f"{'max' if quota.startswith('-') else quota} {period}"
+    return ""
+
+
+def memory_of(root: Path = CGROUP) -> tuple[str, str]:
+    """The memory limit and usage of the cgroup mounted at `root`: cgroup v2's `memory.max` and
+    `memory.current`, else v1's `memory.limit_in_bytes` and `memory.usage_in_bytes` (no limit: a
+    number near 2**63, larger than any host's memory); "" for a file that is not there."""
+    v2 = _read(root / "memory.max")
+    if v2.strip():
+        return v2, _read(root / "memory.current")
+    return _read(root / "memory" / "memory.limit_in_bytes"), _read(root / "memory" / "memory.usage_in_bytes")
 
 
 def _read(path: Path) -> str:
