@@ -274,17 +274,9 @@ def _autotuned(caches: Path) -> dict[str, bytes]:
             found[name] = path.read_bytes()
     if not found:
         return {}
-    named: set[str] | None = set()
-    for data in found.values():
-        try:
-            kernel = json.loads(data).get("triton_cache_hash")
-        except (ValueError, AttributeError):
-            kernel = None
-        if not isinstance(kernel, str) or not kernel or named is None:
-            named = None
-            continue
-        named.add(kernel)
-    folders = [triton / k for k in sorted(named)] if named is not None else sorted(triton.glob("*"))
+    kernels = [_json_field(data, "triton_cache_hash") for data in found.values()]
+    named = all(isinstance(k, str) and k for k in kernels)
+    folders = [triton / k for k in sorted(set(kernels))] if named else sorted(triton.glob("*"))
     for folder in folders:
         for path in sorted(folder.glob("*")) if folder.is_dir() else ():
             name = f"{AUTOTUNED}/triton/{path.relative_to(triton).as_posix()}"
@@ -302,14 +294,19 @@ def _kernel_group(data: bytes, path_of) -> bytes:
     path made by `path_of(file)`: packed with the bare names (the build's folder means nothing
     elsewhere, and Triton ignores a path that does not exist, so the kernel would be compiled again), placed
     with the load's own paths. Only plain file names are kept; an index that is not one lists nothing."""
-    try:
-        children = json.loads(data).get("child_paths")
-    except (ValueError, AttributeError):
-        children = None
+    children = _json_field(data, "child_paths")
     names = (
         [c for c in children if isinstance(c, str) and _FILE_NAME.fullmatch(c)] if isinstance(children, dict) else []
     )
     return json.dumps({"child_paths": {c: path_of(c) for c in sorted(names)}}, sort_keys=True).encode()
+
+
+def _json_field(data: bytes, key: str):
+    """`key` of the JSON object `data`, or None where it is not one (a cache file not written as expected)."""
+    try:
+        return json.loads(data).get(key)
+    except (ValueError, AttributeError):
+        return None
 
 
 def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
@@ -716,10 +713,9 @@ class InductorBackend(Backend):
             meta["host_code"] = host  # where the libraries may be used (`load`)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as tar:
+            own = (request.model_path.read_bytes(), artifacts, json.dumps(meta, sort_keys=True).encode())
             for arcname, data in (
-                ("program.pt2", request.model_path.read_bytes()),
-                ("caches.bin", artifacts),
-                ("settings.json", json.dumps(meta, sort_keys=True).encode()),
+                *zip(ENGINE_FILES, own),  # program.pt2, caches.bin, settings.json
                 *libraries.items(),
                 *tuned.items(),
             ):
