@@ -88,7 +88,31 @@ def crd_installed(cluster):
 
 
 def get_json(cluster: LocalCluster, *args: str) -> dict:
+    """`kubectl get ARGS -o json`: read in this process (`cluster.get`) for a kind, a name, `-n` and
+    `-l`, through kubectl for anything else."""
+    readable = _get_arguments(args)
+    if readable:
+        kind, read = readable
+        return cluster.get(kind, **read)
     return json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+
+
+def _get_arguments(args: tuple[str, ...]) -> tuple[str, dict[str, str]] | None:
+    """`kubectl get`'s KIND [NAME] [-n NAMESPACE] [-l SELECTOR] as `cluster.get`'s arguments; None
+    for any other form (`kind/name`, several kinds, other flags)."""
+    kind, *rest = args
+    if "/" in kind or "," in kind:
+        return None
+    flags, read = {"-n": "namespace", "-l": "selector"}, {}
+    while rest:
+        arg = rest.pop(0)
+        if arg in flags and rest:
+            read[flags[arg]] = rest.pop(0)
+        elif arg.startswith("-") or "name" in read:
+            return None
+        else:
+            read["name"] = arg
+    return kind, read
 
 
 __all__ = ["get_json", "wait_for"]
