@@ -50,12 +50,15 @@ images: venv
 # beside the others, against a bound of 1.2): they run in the second part.
 BESIDE := tests/operator tests/faults tests/e2e tests/chart tests/gpu
 ALONE := tests/gpu/test_host_engines_are_timed_in_rounds_as_they_serve.py
+# what the second part leaves out: the BESIDE folders, or a folder's other test files where an ALONE
+# file is in it (a file named beside its ignored folder is not collected)
+NOT_ALONE := $(foreach d,$(BESIDE),$(if $(filter $(d)/%,$(ALONE)),$(filter-out $(ALONE),$(wildcard $(d)/test_*.py)),$(d)))
 test: venv
 	@status=0; \
 	$(PY) -m pytest -ra --durations=15 -n 3 --dist loadfile $(BESIDE) $(addprefix --ignore=,$(ALONE)) \
 	  --deselect tests/gpu/test_inductor_engine_roundtrip.py::test_tune_builds_reloads_in_a_fresh_process_and_hits_the_compile_cache \
 	  || status=$$?; \
-	$(PY) -m pytest -ra --durations=15 tests $(ALONE) $(addprefix --ignore=,$(BESIDE)) || status=$$?; \
+	$(PY) -m pytest -ra --durations=15 tests $(addprefix --ignore=,$(NOT_ALONE)) || status=$$?; \
 	exit $$status
 
 unit: venv
