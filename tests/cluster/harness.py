@@ -199,16 +199,21 @@ class LocalCluster:
         request = urllib.request.Request(
             f"https://127.0.0.1:{self.api_port}{path}", headers={"Accept": "application/json"}
         )
-        try:
-            with urllib.request.urlopen(request, context=self._reader["tls"], timeout=30) as response:
-                return json.load(response)
-        except urllib.error.HTTPError as error:
-            said = error.read().decode(errors="replace")
+        for attempt in range(1, 11):  # client-go's (kubectl's) retries of an answer that says when to ask again
             try:
-                said = json.loads(said).get("message", said)
-            except ValueError:
-                pass
-            raise RuntimeError(f"GET {path} failed ({error.code}): {said}") from None
+                with urllib.request.urlopen(request, context=self._reader["tls"], timeout=30) as response:
+                    return json.load(response)
+            except urllib.error.HTTPError as error:
+                said, retry_after = error.read().decode(errors="replace"), error.headers.get("Retry-After")
+                if attempt == 10 or not (error.code == 429 or error.code >= 500 and retry_after):
+                    try:
+                        said = json.loads(said).get("message", said)
+                    except ValueError:
+                        pass
+                    raise RuntimeError(f"GET {path} failed ({error.code}): {said}") from None
+            # "storage is (re)initializing" (429): a CRD just Established whose storage is not ready yet
+            time.sleep(float(retry_after or 1))
+        raise AssertionError("the loop returns or raises")
 
     def _resource(self, kind: str) -> dict:
         """Where KIND lives, from the server's discovery: read once, and again for a kind the last
@@ -222,9 +227,11 @@ class LocalCluster:
 
     def _discover(self) -> dict[str, dict]:
         listings = [self._read("/api/v1")]
-        listings += [
-            self._read(f"/apis/{g['preferredVersion']['groupVersion']}") for g in self._read("/apis")["groups"]
-        ]
+        for group in self._read("/apis")["groups"]:
+            try:
+                listings.append(self._read(f"/apis/{group['preferredVersion']['groupVersion']}"))
+            except RuntimeError:  # a group its server cannot list now (an aggregated API down): kubectl skips it too
+                continue
         found: dict[str, dict] = {}
         for listing in listings:  # the core group first, so `events` is v1's, as kubectl reads it
             version = listing["groupVersion"]
