@@ -41,14 +41,29 @@ else:  # older torch (2.11, the H200's) checks every probe with a subprocess, no
         return check_call(args, *rest, **options)
     subprocess.check_call = counted_check_call
 cubins = []  # Triton kernels compiled to machine code here (a kernel found in Triton's cache is not)
+misses = []  # Triton's cache indexes that named a file not there (so the kernel was compiled again)
 try:
     from triton.backends.nvidia.compiler import CUDABackend
     make_cubin = CUDABackend.make_cubin
-    def counted_cubin(self, *args, **kwargs):
-        cubins.append(1)
-        return make_cubin(self, *args, **kwargs)
+    def counted_cubin(self, src, metadata, *args, **kwargs):
+        cubins.append(str(metadata.get("name")) if isinstance(metadata, dict) else "?")
+        return make_cubin(self, src, metadata, *args, **kwargs)
     CUDABackend.make_cubin = counted_cubin
-except ImportError:
+    from triton.runtime.cache import FileCacheManager
+    get_group = FileCacheManager.get_group
+    def logged_group(self, filename):
+        group = get_group(self, filename)
+        index = Path(self.cache_dir) / f"__grp__{filename}"
+        try:
+            named = json.loads(index.read_text()).get("child_paths", {})
+        except (OSError, ValueError) as exc:
+            named = {"(index)": f"{exc}"}
+        absent = [str(p) for p in named.values() if not os.path.exists(str(p))]
+        if group is None or absent:
+            misses.append({"key": Path(self.cache_dir).name, "file": filename, "absent": absent})
+        return group
+    FileCacheManager.get_group = logged_group
+except (ImportError, AttributeError):  # no Triton, or one whose cache has no index of a kernel's files
     pass
 engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
 runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
@@ -63,7 +78,7 @@ for stat in Path("/proc").glob("[0-9]*/stat"):
 import torch._inductor.config as config
 print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist(),
                   "children": children, "compile_threads": config.compile_threads, "probe_loads": len(probed),
-                  "triton_compiled": len(cubins)}))
+                  "triton_compiled": len(cubins), "triton_compiled_kernels": cubins, "triton_misses": misses}))
 """
 
 
@@ -73,7 +88,9 @@ def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", i
     libraries it compiled (`compiled`, `built`), the runner's `describe()`, the output, the processes
     the load left running beside it (`children`), Inductor's `compile_threads` after it, how many
     of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`),
-    and how many Triton kernels it compiled to machine code (`triton_compiled`; 0 without Triton)."""
+    and how many Triton kernels it compiled to machine code (`triton_compiled`; 0 without Triton), by
+    name (`triton_compiled_kernels`), with the cache lookups Triton missed and the files their index
+    named that were not there (`triton_misses`)."""
     args = [str(engine), str(workdir), str(inputs), device, "imported-ahead" if imported_ahead else "-"]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
