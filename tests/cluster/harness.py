@@ -129,7 +129,7 @@ class LocalCluster:
     s3_port: int = 0
     timings: dict[str, float] = field(default_factory=dict)
     audit_everything: bool = False  # every request at Metadata level (the load benchmark counts them)
-    _reader: dict = field(default_factory=dict, repr=False, compare=False)  # get()'s TLS context and discovery
+    _reader: dict = field(default_factory=dict, repr=False, compare=False)  # the admin TLS context, get()'s discovery
 
     # ------------------------------------------------------------------ paths and clients
     @property
@@ -189,19 +189,23 @@ class LocalCluster:
         items = [{"apiVersion": resource["apiVersion"], "kind": resource["kind"], **item} for item in objects]
         return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
 
-    def _read(self, path: str) -> dict:
-        if "tls" not in self._reader:  # the kubeconfig's own CA and client certificate
+    def _admin_tls(self) -> ssl.SSLContext:
+        """The kubeconfig's CA and admin client certificate, for requests from this process."""
+        if "tls" not in self._reader:
             config = json.loads(self.kubeconfig.read_text())
             user = config["users"][0]["user"]
             tls = ssl.create_default_context(cafile=config["clusters"][0]["cluster"]["certificate-authority"])
             tls.load_cert_chain(user["client-certificate"], user["client-key"])
             self._reader["tls"] = tls
+        return self._reader["tls"]
+
+    def _read(self, path: str) -> dict:
         request = urllib.request.Request(
             f"https://127.0.0.1:{self.api_port}{path}", headers={"Accept": "application/json"}
         )
         for attempt in range(1, 11):  # client-go's (kubectl's) retries of an answer that says when to ask again
             try:
-                with urllib.request.urlopen(request, context=self._reader["tls"], timeout=30) as response:
+                with urllib.request.urlopen(request, context=self._admin_tls(), timeout=30) as response:
                     return json.load(response)
             except urllib.error.HTTPError as error:
                 said, retry_after = error.read().decode(errors="replace"), error.headers.get("Retry-After")
@@ -487,13 +491,12 @@ class LocalCluster:
                 indent=2,
             )
         )
-        context = ssl.create_default_context(cafile=str(pki["ca.crt"]))
-        context.load_cert_chain(str(pki["admin.crt"]), str(pki["admin.key"]))
+        self._reader.clear()  # a new kubeconfig: its certificates, and discovery read again
 
         def ready():
             self._check_alive()
             url = f"https://127.0.0.1:{self.api_port}/readyz"
-            with urllib.request.urlopen(url, context=context, timeout=2) as resp:
+            with urllib.request.urlopen(url, context=self._admin_tls(), timeout=2) as resp:
                 return resp.status == 200
 
         wait_for(ready, 90, "kube-apiserver /readyz")
