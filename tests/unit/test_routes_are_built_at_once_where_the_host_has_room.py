@@ -27,10 +27,10 @@ def test_the_width_follows_the_cores_and_the_memory():
 
 def test_usable_memory_is_what_is_left_under_the_pods_limit_or_on_the_host():
     meminfo = "MemTotal:       131072000 kB\nMemAvailable:   100000000 kB\n"
-    assert usable_memory("8589934592\n", meminfo, "0\n") == 8 * GIB  # a pod limited to 8 GiB, nothing used
-    assert usable_memory("8589934592\n", meminfo, str(3 * GIB)) == 5 * GIB  # 3 GiB of it used already
-    assert usable_memory("max\n", meminfo, str(3 * GIB)) == 100000000 * 1024  # no limit: what the host has left
-    assert usable_memory("", "", "") > 0  # no file at all: room for one build
+    assert usable_memory(("8589934592\n", "0\n"), meminfo) == 8 * GIB  # a pod limited to 8 GiB, nothing used
+    assert usable_memory(("8589934592\n", str(3 * GIB)), meminfo) == 5 * GIB  # 3 GiB of it used already
+    assert usable_memory(("max\n", str(3 * GIB)), meminfo) == 100000000 * 1024  # no limit: what the host has left
+    assert usable_memory(("", ""), "") > 0  # no file at all: room for one build
 
 
 def cgroup(root: Path, files: dict[str, str]) -> Path:
@@ -54,7 +54,7 @@ def test_a_cgroup_v1_pods_limits_count_as_a_v2_pods_do(tmp_path: Path):
         },
     )
     assert usable_cores(64, cpu_max_of(v1)) == 2
-    assert usable_memory(memory_of(v1)[0], meminfo, memory_of(v1)[1]) == 5 * GIB
+    assert usable_memory(memory_of(v1), meminfo) == 5 * GIB
     v2 = cgroup(
         tmp_path / "v2", {"cpu.max": "200000 100000", "memory.max": str(8 * GIB), "memory.current": str(3 * GIB)}
     )
@@ -69,7 +69,7 @@ def test_a_cgroup_v1_pods_limits_count_as_a_v2_pods_do(tmp_path: Path):
         },
     )
     assert usable_cores(64, cpu_max_of(unlimited)) == 64
-    assert usable_memory(memory_of(unlimited)[0], meminfo, memory_of(unlimited)[1]) == 500000000 * 1024
+    assert usable_memory(memory_of(unlimited), meminfo) == 500000000 * 1024
     assert cpu_max_of(tmp_path / "absent") == "" and usable_cores(6, cpu_max_of(tmp_path / "absent")) == 6
 
 

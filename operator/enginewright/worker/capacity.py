@@ -29,14 +29,11 @@ def usable_cores(affinity: int | None = None, cpu_max: str | None = None) -> int
     return max(1, affinity)
 
 
-def usable_memory(memory_max: str | None = None, meminfo: str | None = None, memory_current: str | None = None) -> int:
+def usable_memory(limit_and_usage: tuple[str, str] | None = None, meminfo: str | None = None) -> int:
     """Bytes this process may still use: the host's available memory (`MemAvailable`), capped by
-    what is left under a pod's memory limit (`memory_of`: cgroup v2's `memory.max` less
-    `memory.current`, as a pod's memory limit sets it; "max": none)."""
-    if memory_max is None or memory_current is None:
-        cgroup_max, cgroup_current = memory_of()
-        memory_max = cgroup_max if memory_max is None else memory_max
-        memory_current = cgroup_current if memory_current is None else memory_current
+    what is left under a pod's memory limit (`limit_and_usage`, as `memory_of` reads them: cgroup
+    v2's `memory.max` and `memory.current`, or v1's; "max": none)."""
+    memory_max, memory_current = memory_of() if limit_and_usage is None else limit_and_usage
     if meminfo is None:
         meminfo = _read(Path("/proc/meminfo"))
     available = next(
