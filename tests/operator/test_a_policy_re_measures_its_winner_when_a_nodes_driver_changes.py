@@ -122,14 +122,16 @@ def test_a_new_driver_re_measures_the_published_winner_and_a_lost_one_starts_the
         assert sorted(runs(cluster, p_namespace)) == sorted([first, check])  # no full run
         search = runs(cluster, p_namespace)[check]["spec"]["search"]
         assert search["routes"] == [WINNER] and search["mode"] == "fast" and not search.get("knobs")
-        assert any(check in e["message"] for e in events(cluster, p_namespace, "RunStarted"))
+        wait_for(
+            lambda: any(check in e["message"] for e in events(cluster, p_namespace, "RunStarted")), 30, "RunStarted"
+        )
         assert regressions(operator) == 0
 
         finish(cluster, p_namespace, check, gpu_type, "")  # the re-measure kept the default route
         target = recorded(cluster, p_namespace, full)
         assert target["reason"] == "WinnerRegressed" and target.get("remeasure") is None
         assert target["runs"] == [first, check, full]
-        (warning,) = events(cluster, p_namespace, "WinnerRegressed")
+        (warning,) = wait_for(lambda: events(cluster, p_namespace, "WinnerRegressed"), 30, "WinnerRegressed")
         assert warning["type"] == "Warning" and WINNER in warning["message"] and full in warning["message"]
         conditions = {c["type"]: c for c in policy(cluster, p_namespace)["status"]["conditions"]}
         assert (
@@ -154,7 +156,7 @@ def test_a_new_driver_re_measures_the_published_winner_and_a_lost_one_starts_the
         finish(cluster, p_namespace, check2, gpu_type, CLOSE)  # the re-measure published the runner-up
         target = recorded(cluster, p_namespace, full2)
         assert target["reason"] == "RunnerUpWins" and not target.get("remeasure") and not target.get("runnersUp")
-        (won,) = events(cluster, p_namespace, "RunnerUpWins")
+        (won,) = wait_for(lambda: events(cluster, p_namespace, "RunnerUpWins"), 30, "RunnerUpWins")
         assert won["type"] == "Normal" and CLOSE in won["message"] and full2 in won["message"]
         conditions = {c["type"]: c for c in policy(cluster, p_namespace)["status"]["conditions"]}
         assert conditions["WinnerRegressed"]["status"] == "False"
