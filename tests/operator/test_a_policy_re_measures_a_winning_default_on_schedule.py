@@ -64,7 +64,13 @@ def test_a_schedule_re_measures_a_winning_default_against_its_runners_up(cluster
         full = scheduled_retune_name("mlp", gpu_type, stack, target["startedAt"])
         target = recorded(cluster, p_namespace, full)
         assert target["reason"] == "RunnerUpWins" and target["runs"] == [first, check, full]
-        assert any(CLOSE in e["message"] and full in e["message"] for e in events(cluster, p_namespace, "RunnerUpWins"))
+        wait_for(
+            lambda: any(
+                CLOSE in e["message"] and full in e["message"] for e in events(cluster, p_namespace, "RunnerUpWins")
+            ),
+            30,
+            "the RunnerUpWins event",
+        )
     finally:
         cluster.kubectl("delete", "tpol,trun", "--all", "-n", p_namespace, "--timeout=60s", check=False)
         operator.stop()

@@ -99,8 +99,13 @@ def test_a_schedule_re_measures_the_published_winner_when_due_and_not_before(clu
         assert not target.get("nextRemeasure")  # while it goes
         search = runs(cluster, p_namespace)[check]["spec"]["search"]
         assert search["routes"] == [WINNER] and search["reuse"] == "none"
-        assert any(
-            check in e["message"] and "Scheduled" in e["message"] for e in events(cluster, p_namespace, "RunStarted")
+        wait_for(
+            lambda: any(
+                check in e["message"] and "Scheduled" in e["message"]
+                for e in events(cluster, p_namespace, "RunStarted")
+            ),
+            30,
+            "the RunStarted event",
         )
 
         # Confirmed: kept, nothing more starts, and the schedule counts from the re-measure.

@@ -145,7 +145,11 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
         assert [(o["kind"], o["uid"]) for o in run["metadata"]["ownerReferences"]] == [("TuningPolicy", uid)]
         assert [t["gpuType"] for t in run["spec"]["targets"]] == [gpu_type]
         assert run["spec"]["publish"]["modelName"] == "mlp"
-        assert any(first in e["message"] for e in events(cluster, p_namespace, "RunStarted"))
+        wait_for(
+            lambda: any(first in e["message"] for e in events(cluster, p_namespace, "RunStarted")),
+            30,
+            "the RunStarted event",
+        )
 
         # Unchanged: checked again and again, no second run.
         checked_again(operator)
@@ -169,7 +173,11 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
         )  # fmt: skip
         target = recorded(cluster, p_namespace, second)
         assert target["runs"] == [first, second]
-        assert any(second in e["message"] for e in events(cluster, p_namespace, "RunAdopted"))
+        wait_for(
+            lambda: any(second in e["message"] for e in events(cluster, p_namespace, "RunAdopted")),
+            30,
+            "the RunAdopted event",
+        )
         assert sorted(runs(cluster, p_namespace)) == sorted([first, second])
 
         # A restarted operator checks again and starts nothing.
@@ -193,7 +201,7 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
             )
 
         wait_for(stalled, 60, "the policy to stall with RunNameTaken", 0.2)
-        assert events(cluster, p_namespace, "RunNameTaken")
+        wait_for(lambda: events(cluster, p_namespace, "RunNameTaken"), 30, "the RunNameTaken event")
         taken = runs(cluster, p_namespace)[third]
         assert not taken["metadata"].get("ownerReferences")
         status = policy(cluster, p_namespace)["status"]
