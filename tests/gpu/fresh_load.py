@@ -42,6 +42,7 @@ else:  # older torch (2.11, the H200's) checks every probe with a subprocess, no
     subprocess.check_call = counted_check_call
 cubins = []  # Triton kernels compiled to machine code here (a kernel found in Triton's cache is not)
 misses = []  # Triton's cache indexes that named a file not there (so the kernel was compiled again)
+descents = []  # kernels this load tuned by coordinate descent (an engine that brings its configs tunes none)
 try:
     from triton.backends.nvidia.compiler import CUDABackend
     make_cubin = CUDABackend.make_cubin
@@ -63,6 +64,12 @@ try:
             misses.append({"key": Path(self.cache_dir).name, "file": filename, "absent": absent})
         return group
     FileCacheManager.get_group = logged_group
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    descend = CachingAutotuner.coordinate_descent_tuning
+    def counted_descent(self, *args, **kwargs):
+        descents.append(self.fn.__name__ if self.fn is not None else "?")
+        return descend(self, *args, **kwargs)
+    CachingAutotuner.coordinate_descent_tuning = counted_descent
 except (ImportError, AttributeError):  # no Triton, or one whose cache has no index of a kernel's files
     pass
 engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
@@ -78,7 +85,8 @@ for stat in Path("/proc").glob("[0-9]*/stat"):
 import torch._inductor.config as config
 print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist(),
                   "children": children, "compile_threads": config.compile_threads, "probe_loads": len(probed),
-                  "triton_compiled": len(cubins), "triton_compiled_kernels": cubins, "triton_misses": misses}))
+                  "triton_compiled": len(cubins), "triton_compiled_kernels": cubins, "triton_misses": misses,
+                  "descended": descents}))
 """
 
 
@@ -90,7 +98,8 @@ def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", i
     of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`),
     and how many Triton kernels it compiled to machine code (`triton_compiled`; 0 without Triton), by
     name (`triton_compiled_kernels`), with the cache lookups Triton missed and the files their index
-    named that were not there (`triton_misses`)."""
+    named that were not there (`triton_misses`), and the kernels it tuned by coordinate descent
+    (`descended`)."""
     args = [str(engine), str(workdir), str(inputs), device, "imported-ahead" if imported_ahead else "-"]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -45,11 +45,13 @@ def test_a_tuned_engine_loads_without_tuning_again(tmp_path):
     loaded = load_fresh(tmp_path / "engine.tar", tmp_path / "load", tmp_path / "inputs.npz", device="cuda")
     assert loaded["describe"]["tuned_here"] == 0, loaded["describe"]
     assert loaded["describe"]["tuned_placed"] == len(configs), loaded["describe"]
-    missed = {key: loaded[key] for key in ("triton_compiled", "triton_compiled_kernels", "triton_misses")}
+    missed = {key: loaded[key] for key in ("triton_compiled", "triton_compiled_kernels", "triton_misses", "descended")}
+    assert loaded["descended"] == [], missed  # it served the build's configs, not tuned ones of its own
     assert loaded["triton_compiled"] == 0, missed  # the tuned kernels came with it
     np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-3)
 
     (tmp_path / "bare.tar").write_bytes(without_tuned(engine))
     bare = load_fresh(tmp_path / "bare.tar", tmp_path / "load-bare", tmp_path / "inputs.npz", device="cuda")
+    assert bare["descended"], bare  # (the engine as engines were before: each load tuned again)
     assert bare["describe"]["tuned_here"] >= 1 and bare["describe"]["tuned_placed"] == 0, bare["describe"]
     assert bare["triton_compiled"] >= 1, bare

@@ -334,6 +334,77 @@ def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
     return placed
 
 
+def _kernel_file_here(filename: str | None, inductor_cache: str) -> str | None:
+    """Where this process's copy of a Triton kernel's module is, for a kernel that names its build's
+    (`<build's Inductor cache>/<2 characters>/<kernel hash>.py`): the folder of the same name in
+    `inductor_cache`, where the load placed the kernel's tuned config."""
+    if not filename:
+        return filename
+    path = Path(filename)
+    return str(Path(inductor_cache) / path.parent.name / path.name)
+
+
+def _tuned_config_here(autotuner, reload_kernel_from_src, check, hashable, inductor_cache: str) -> None:
+    """What a kernel loaded from the engine's caches serves: the config its build tuned. Inductor
+    keeps such a kernel (compiled for a static launcher) as its build pickled it, with the build's
+    file name, so it looked for the tuned config in the build's cache folder (gone on another host)
+    and wrote a re-tuned one there; and torch 2.9-2.11 adopt a tuned config only for a kernel of
+    several compiled configs and drop its "found by coordinate descent" mark (pytorch#172819), so
+    every load of a coordinate-descent route tuned its kernels again: the engine served was that
+    load's, not the one measured (Triton compiled 9 kernels in one such load on an H100, session 35).
+    Here the kernel looks in the load's folder (`inductor_cache`) and writes any config it tunes
+    there (`describe()`'s `tuned_here` counts them); a tuned config is adopted with its mark, from
+    the compiled ones when it is one of them, else compiled (from Triton's cache, where the engine
+    placed its kernels). `check` and `hashable` are Inductor's `check_autotune_cache` and
+    `triton_config_to_hashable`."""
+    autotuner.filename = _kernel_file_here(autotuner.filename, inductor_cache)
+    configs = [result.config for result in autotuner.compile_results]
+    # (a later torch, which may add a config to a kernel at run time, asks whether this one may)
+    grows = (
+        {"dynamic_scale_rblock_eligible": autotuner._could_rblock_scale}
+        if hasattr(autotuner, "_could_rblock_scale")
+        else {}
+    )
+    cached, cache, info = check(configs, autotuner.filename, autotuner.inductor_meta, **grows)
+    autotuner.autotune_cache_info = info
+    autotuner.save_cache_hook = cache.save if cache else None
+    if info.get("autotune_cache_state") != "hit" or len(cached) != 1:
+        return
+    best = cached[0]
+    by_descent = bool(getattr(best, "found_by_coordesc", False))
+    for result in autotuner.compile_results:
+        if hashable(result.config) == hashable(best):
+            result.config.found_by_coordesc = by_descent
+            autotuner.compile_results = [result]
+            return
+    if autotuner.fn.fn is None:  # (dropped when the build pickled the kernel)
+        autotuner.fn = reload_kernel_from_src().fn
+    autotuner.compile_results = [autotuner._precompile_config(best)]
+
+
+def _serve_tuned_configs() -> None:
+    """Loaded kernels serve their build's tuned configs (`_tuned_config_here`) in this process."""
+    try:
+        from torch._inductor.runtime import triton_heuristics as heuristics
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:  # a torch without them keeps no kernels for a static launcher
+        return
+    autotuner = getattr(heuristics, "CachingAutotuner", None)
+    if autotuner is None or not hasattr(autotuner, "recheck_autotune_cache"):
+        return
+
+    def recheck_autotune_cache(self, reload_kernel_from_src):
+        _tuned_config_here(
+            self,
+            reload_kernel_from_src,
+            heuristics.check_autotune_cache,
+            heuristics.triton_config_to_hashable,
+            cache_dir(),
+        )
+
+    autotuner.recheck_autotune_cache = recheck_autotune_cache
+
+
 # The libraries of Inductor's probes of the CPU's vector instructions, compiled in this process
 # (`_probe_host`; forked builds inherit them): every host engine carries them as if its build compiled them.
 _PROBES: dict[str, bytes] = {}
@@ -750,6 +821,8 @@ class InductorBackend(Backend):
         # times. (A load that misses the caches, after a torch or Triton change, compiles one kernel
         # at a time.)
         config.compile_threads = 1
+        if meta["device"] == "cuda":
+            _serve_tuned_configs()
         self._device = meta["device"]
         unpacked = time.monotonic()
         artifacts = (workdir / "caches.bin").read_bytes()
