@@ -5,7 +5,7 @@ fix), a Warning Event, no Job and no traceback — not an exception retried fore
 import json
 
 from tests.conftest import get_json
-from tests.operator.conftest import condition, events, manifest, wait_condition
+from tests.operator.conftest import condition, event_posted, manifest, wait_condition
 
 
 def test_a_missing_runs_bucket_stalls_store_bucket_missing(cluster, operators, fault_namespace):
@@ -18,7 +18,7 @@ def test_a_missing_runs_bucket_stalls_store_bucket_missing(cluster, operators, f
     assert stall["reason"] == "StoreBucketMissing", status
     for word in ("NoSuchBucket", "'enginewright-no-such-runs'", "requests/probe.json"):
         assert word in stall["message"], stall["message"]
-    assert any(e["reason"] == "StoreBucketMissing" for e in events(cluster, fault_namespace, "no-runs-bucket"))
+    event_posted(cluster, fault_namespace, "no-runs-bucket", lambda e: e["reason"] == "StoreBucketMissing")
     assert get_json(cluster, "jobs", "-n", fault_namespace)["items"] == []
     log = operator.log_text()
     assert "Traceback" not in log and "failed with an exception" not in log, log[-3000:]

@@ -136,5 +136,25 @@ def events(cluster, namespace: str, name: str) -> list[dict]:
     return [e for e in items if e["involvedObject"].get("name") == name]
 
 
+def event_posted(cluster, namespace: str, name: str, matches, timeout: float = 30) -> list[dict]:
+    """The events of `namespace`/`name` once one `matches`, waited for with a deadline: kopf posts an
+    event after the status patch it goes with, so a test that has just read that status can be early
+    (CI at 03f0779 read no event yet, once the tests read the cluster in their own process)."""
+    found: list[dict] = []
+
+    def posted() -> bool:
+        found[:] = events(cluster, namespace, name)
+        return any(matches(e) for e in found)
+
+    wait_for(
+        posted,
+        timeout,
+        f"{namespace}/{name}: its event",
+        interval=0.3,
+        detail=lambda: [(e["type"], e["reason"]) for e in found],
+    )
+    return found
+
+
 def jobs(cluster, namespace: str) -> list[dict]:
     return get_json(cluster, "jobs", "-n", namespace)["items"]

@@ -10,7 +10,7 @@ import json
 
 from enginewright.controller.children import child_name
 from tests.conftest import get_json, wait_for
-from tests.operator.conftest import apply, condition, events, manifest, run_status, wait_condition
+from tests.operator.conftest import apply, condition, event_posted, events, manifest, run_status, wait_condition
 
 HOLD = "tests.enginewright.io/hold"
 
@@ -51,8 +51,8 @@ def test_a_run_applied_again_waits_for_the_deleted_runs_config_map(cluster, oper
     new_uid = get_json(cluster, "trun", "again", "-n", run_namespace)["metadata"]["uid"]
     owners = get_json(cluster, "configmap", shard, "-n", run_namespace)["metadata"]["ownerReferences"]
     assert new_uid != old_uid and [o["uid"] for o in owners] == [new_uid]
-    reasons = {e["reason"] for e in events(cluster, run_namespace, "again")}
-    assert "DeletedRunsChildren" in reasons and "NameTaken" not in reasons
+    posted = event_posted(cluster, run_namespace, "again", lambda e: e["reason"] == "DeletedRunsChildren")
+    assert "NameTaken" not in {e["reason"] for e in posted}
     operator.assert_clean()
 
 

@@ -7,7 +7,7 @@ import json
 import time
 
 from tests.conftest import get_json
-from tests.operator.conftest import apply, condition, events, manifest, wait_condition
+from tests.operator.conftest import apply, condition, event_posted, manifest, wait_condition
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
@@ -26,7 +26,7 @@ def test_a_users_config_map_with_the_plan_name_is_not_replaced(cluster, operator
     status = wait_condition(cluster, run_namespace, "victim", "Stalled", 180)
     stall = condition(status, "Stalled")
     assert stall["reason"] == "NameTaken" and f"ConfigMap {run_namespace}/victim-plan-cpu" in stall["message"], stall
-    assert any(e["type"] == "Warning" and e["reason"] == "NameTaken" for e in events(cluster, run_namespace, "victim"))
+    event_posted(cluster, run_namespace, "victim", lambda e: e["type"] == "Warning" and e["reason"] == "NameTaken")
     kept = get_json(cluster, "configmap", "victim-plan-cpu", "-n", run_namespace)
     assert kept["data"] == {"settings.yaml": "team: data\n"} and not kept["metadata"].get("ownerReferences")
 

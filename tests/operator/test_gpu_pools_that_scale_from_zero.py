@@ -28,7 +28,7 @@ from tests.operator.conftest import (
     Operator,
     apply,
     condition,
-    events,
+    event_posted,
     jobs,
     manifest,
     run_status,
@@ -125,9 +125,7 @@ def test_a_node_added_while_the_run_waits_takes_its_pod(cluster, scaling_operato
     assert ready["status"] == "False" and ready["reason"] == "Unschedulable", ready
     assert "didn't match Pod's node affinity/selector" in ready["message"], ready  # the scheduler's words
     assert status["targets"][0]["reason"] == "Unschedulable" and status["phase"] == "Pending", status
-    assert any(
-        e["type"] == "Warning" and e["reason"] == "Unschedulable" for e in events(cluster, z_namespace, "from-zero")
-    )
+    event_posted(cluster, z_namespace, "from-zero", lambda e: e["type"] == "Warning" and e["reason"] == "Unschedulable")
     wide = cluster.kubectl("get", "trun", "from-zero", "-n", z_namespace, "-o", "wide").stdout.split()
     assert wide[:4] == ["NAME", "PHASE", "READY", "REASON"] and wide[wide.index("from-zero") + 1 :][:3] == [
         "Pending",

@@ -6,7 +6,7 @@ import subprocess
 import pytest
 
 from enginewright.api.names import LABEL_STAGE
-from tests.operator.conftest import apply, condition, events, jobs, manifest, run_status, wait_condition
+from tests.operator.conftest import apply, condition, event_posted, jobs, manifest, run_status, wait_condition
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
@@ -23,8 +23,7 @@ def stalled(cluster, namespace, doc, reason, words, probe_allowed):
     assert condition(status, "Reconciling")["status"] == "False"
     stages = [j["metadata"]["labels"][LABEL_STAGE] for j in jobs(cluster, namespace)]
     assert stages == (["probe"] if probe_allowed else []), stages
-    warnings = [e for e in events(cluster, namespace, name) if e["type"] == "Warning"]
-    assert any(e["reason"] == reason for e in warnings), warnings
+    event_posted(cluster, namespace, name, lambda e: e["type"] == "Warning" and e["reason"] == reason)
     return status
 
 

@@ -12,7 +12,15 @@ import numpy as np
 
 from enginewright.api.names import LABEL_COMPONENT, LABEL_STAGE
 from tests.conftest import get_json
-from tests.operator.conftest import MODELS_BUCKET, apply, condition, events, jobs, manifest, wait_condition
+from tests.operator.conftest import (
+    MODELS_BUCKET,
+    apply,
+    condition,
+    event_posted,
+    jobs,
+    manifest,
+    wait_condition,
+)
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 CASES = {
@@ -68,9 +76,7 @@ def test_data_that_does_not_fit_stalls_invalid_input_after_the_probe_only(
         for word in words:
             assert word in stall["message"], stall["message"]
         assert status["phase"] == "Failed" and status["targets"][0]["stage"] == "failed"
-        assert any(
-            e["reason"] == "InvalidInput" and e["type"] == "Warning" for e in events(cluster, run_namespace, name)
-        )
+        event_posted(cluster, run_namespace, name, lambda e: e["reason"] == "InvalidInput" and e["type"] == "Warning")
     stages = sorted(j["metadata"]["labels"][LABEL_STAGE] for j in jobs(cluster, run_namespace))
     assert stages == ["probe"] * len(CASES), stages  # no tuning Job for any of them
     print(f"\nInvalidInput after apply: {', '.join(f'{c} {s:.1f}s' for c, s in took.items())}")

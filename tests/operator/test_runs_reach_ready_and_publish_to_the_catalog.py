@@ -13,6 +13,7 @@ from enginewright.api.cache import CacheEntry
 from enginewright.api.fingerprint import driver_major
 from enginewright.api.names import LABEL_STAGE
 from enginewright.controller.shards import SHARD_LIMIT
+from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.operator.conftest import RUNS_BUCKET, apply, events, jobs, manifest, pod_log, wait_condition
 
@@ -106,8 +107,9 @@ def test_a_run_reaches_ready_and_publishes_its_winner(
         assert container["resources"]["requests"] == {"cpu": str(at_once), "memory": f"{2 * at_once}Gi"}, job
         if at_once > 1:  # and its worker built that many at once
             assert f"built {at_once} at a time" in pod_log(cluster, run_namespace, job["metadata"]["name"])
-    reasons = {e["reason"] for e in events(cluster, run_namespace, f"mlp-{mode}")}
-    assert {"StageProbing", "StageStage1", "Published", "Succeeded"} <= reasons
+    every = {"StageProbing", "StageStage1", "Published", "Succeeded"}  # (kopf posts each after its status)
+    reasons = lambda: {e["reason"] for e in events(cluster, run_namespace, f"mlp-{mode}")}  # noqa: E731
+    wait_for(lambda: every <= reasons(), 30, f"mlp-{mode}: events {sorted(every)}", interval=0.3, detail=reasons)
     operator.assert_clean()
 
 

@@ -4,7 +4,7 @@ which objects exist. Both runs below stall alike, before any Job, with S3's own 
 
 import base64
 
-from tests.operator.conftest import apply, condition, events, jobs, manifest, wait_condition
+from tests.operator.conftest import apply, condition, event_posted, jobs, manifest, wait_condition
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
@@ -32,7 +32,7 @@ def test_a_key_that_does_not_work_learns_nothing_about_other_objects(cluster, op
         stall = condition(status, "Stalled")
         assert stall["reason"] == "StoreAccessDenied", status
         assert "spec.model.uri" in stall["message"] and f"Secret {namespace}/enginewright-store" in stall["message"]
-        assert any(e["reason"] == "StoreAccessDenied" for e in events(cluster, namespace, name))
+        event_posted(cluster, namespace, name, lambda e: e["reason"] == "StoreAccessDenied")
         messages[name] = stall["message"].replace(doc["spec"]["model"]["uri"], "URI")
     assert messages["present"] == messages["absent"], messages  # nothing tells the two apart
     # S3's own refusal code (versitygw names an unknown key XAdminUserNotFound; AWS, InvalidAccessKeyId)

@@ -12,7 +12,7 @@ from tests.operator.conftest import (
     RUNS_BUCKET,
     apply,
     condition,
-    events,
+    event_posted,
     jobs,
     manifest,
     wait_condition,
@@ -28,7 +28,7 @@ def refused(cluster, namespace, name, reason, words):
     for word in words:
         assert word in stall["message"], stall["message"]
     assert jobs(cluster, namespace) == []
-    assert any(e["type"] == "Warning" and e["reason"] == reason for e in events(cluster, namespace, name))
+    event_posted(cluster, namespace, name, lambda e: e["type"] == "Warning" and e["reason"] == reason)
     return stall
 
 
@@ -134,5 +134,5 @@ def test_a_publish_bucket_removed_while_the_run_tunes_stalls_when_publishing(clu
     stall = condition(wait_condition(cluster, run_namespace, "vanish", "Stalled", 240), "Stalled")
     assert stall["reason"] == "StoreBucketMissing" and bucket in stall["message"], stall
     assert "removed after the run's checks" in stall["message"]  # found when publishing, not before
-    assert any(e["reason"] == "StoreBucketMissing" for e in events(cluster, run_namespace, "vanish"))
+    event_posted(cluster, run_namespace, "vanish", lambda e: e["reason"] == "StoreBucketMissing")
     operator.assert_clean()

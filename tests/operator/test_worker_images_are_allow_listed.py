@@ -3,7 +3,7 @@ and the images its settings allow (tenancy.allowedImages) are run. Another image
 ImageNotAllowed and a Warning Event, and no Job is created."""
 
 from tests.cluster.harness import wait_for
-from tests.operator.conftest import apply, condition, events, jobs, manifest, run_status, wait_condition
+from tests.operator.conftest import apply, condition, event_posted, jobs, manifest, run_status, wait_condition
 
 KNOB = [{"name": "enable_mem_pattern", "values": ["0"]}]
 
@@ -16,9 +16,7 @@ def test_an_image_the_operator_does_not_allow_creates_no_job(cluster, operator, 
     stall = condition(status, "Stalled")
     assert stall["reason"] == "ImageNotAllowed" and "docker.io/attacker/miner:latest" in stall["message"], stall
     assert "spec.compiler.image" in stall["message"]
-    assert any(
-        e["type"] == "Warning" and e["reason"] == "ImageNotAllowed" for e in events(cluster, run_namespace, "miner")
-    )
+    event_posted(cluster, run_namespace, "miner", lambda e: e["type"] == "Warning" and e["reason"] == "ImageNotAllowed")
     assert jobs(cluster, run_namespace) == []
     operator.assert_clean()
 
