@@ -2,8 +2,13 @@
 chose, so a fresh process that loads it tunes nothing again and serves the kernels that were measured:
 torch 2.11's portable caches leave Inductor's `.best_config` files out, and every load of the MLP's
 coordinate-descent route on an H100 tuned again, 2.5 s of its 2.6 s load (session 33,
-`bench/first_call_profile.py`). The same engine without them shows what each load did before. The
-packing and placing themselves: tests/unit/test_an_engine_brings_what_its_build_tuned.py."""
+`bench/first_call_profile.py`). Bringing them was not enough: the kernels come back from the caches
+as the build pickled them (static launcher), looking for their configs in the build's folder, and torch
+2.9-2.11 adopt none for a kernel compiled for one config, so the load descended again (Triton compiled
+9 kernels in one such load on an H100, session 35); the load now serves the build's configs
+(`_serve_tuned_configs`). The same engine without them shows what each load did before. The packing
+and placing: tests/unit/test_an_engine_brings_what_its_build_tuned.py; the adoption:
+tests/unit/test_a_loaded_kernel_serves_the_config_its_build_tuned.py."""
 
 import io
 import shutil
