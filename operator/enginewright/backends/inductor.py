@@ -371,9 +371,9 @@ def _tuned_config_here(autotuner, reload_kernel_from_src, check, hashable, induc
     if info.get("autotune_cache_state") != "hit" or len(cached) != 1:
         return
     best = cached[0]
-    by_descent = bool(getattr(best, "found_by_coordesc", False))
+    by_descent, wanted = bool(getattr(best, "found_by_coordesc", False)), hashable(best)
     for result in autotuner.compile_results:
-        if hashable(result.config) == hashable(best):
+        if hashable(result.config) == wanted:
             result.config.found_by_coordesc = by_descent
             autotuner.compile_results = [result]
             return
