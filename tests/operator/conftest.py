@@ -136,24 +136,23 @@ def events(cluster, namespace: str, name: str) -> list[dict]:
     return [e for e in items if e["involvedObject"].get("name") == name]
 
 
-def event_posted(cluster, namespace: str, name: str, matches, timeout: float = 30) -> list[dict]:
-    """The events of `namespace`/`name` once one `matches`, waited for with a deadline: kopf posts an
-    event after the status patch it goes with, so a test that has just read that status can be early
-    (CI at 03f0779 read no event yet, once the tests read the cluster in their own process)."""
+def posted(read, matches, what: str, timeout: float = 30) -> list[dict]:
+    """The events `read()` returns once one `matches`, waited for with a deadline: kopf posts an event
+    after the status patch it goes with, so a test that has just read that status can be early (CI at
+    03f0779 read no event yet, once the tests read the cluster in their own process)."""
     found: list[dict] = []
 
-    def posted() -> bool:
-        found[:] = events(cluster, namespace, name)
+    def seen() -> bool:
+        found[:] = read()
         return any(matches(e) for e in found)
 
-    wait_for(
-        posted,
-        timeout,
-        f"{namespace}/{name}: its event",
-        interval=0.3,
-        detail=lambda: [(e["type"], e["reason"]) for e in found],
-    )
+    wait_for(seen, timeout, what, interval=0.3, detail=lambda: [(e["type"], e["reason"]) for e in found])
     return found
+
+
+def event_posted(cluster, namespace: str, name: str, matches, timeout: float = 30) -> list[dict]:
+    """The events of `namespace`/`name` once one `matches` (`posted`)."""
+    return posted(lambda: events(cluster, namespace, name), matches, f"{namespace}/{name}: its event", timeout)
 
 
 def jobs(cluster, namespace: str) -> list[dict]:

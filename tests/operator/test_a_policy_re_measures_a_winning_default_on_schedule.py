@@ -25,9 +25,9 @@ from tests.operator.test_a_policy_re_measures_its_winner_when_a_nodes_driver_cha
     finish,
 )
 from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
-    events,
     policy,
     policy_doc,
+    policy_event_posted,
     recorded,
     runs,
     start_policy_operator,
@@ -64,12 +64,8 @@ def test_a_schedule_re_measures_a_winning_default_against_its_runners_up(cluster
         full = scheduled_retune_name("mlp", gpu_type, stack, target["startedAt"])
         target = recorded(cluster, p_namespace, full)
         assert target["reason"] == "RunnerUpWins" and target["runs"] == [first, check, full]
-        wait_for(
-            lambda: any(
-                CLOSE in e["message"] and full in e["message"] for e in events(cluster, p_namespace, "RunnerUpWins")
-            ),
-            30,
-            "the RunnerUpWins event",
+        policy_event_posted(
+            cluster, p_namespace, "RunnerUpWins", lambda e: CLOSE in e["message"] and full in e["message"]
         )
     finally:
         cluster.kubectl("delete", "tpol,trun", "--all", "-n", p_namespace, "--timeout=60s", check=False)

@@ -24,9 +24,9 @@ from tests.operator.conftest import Operator
 from tests.operator.test_a_policy_re_measures_its_winner_when_a_nodes_driver_changes import WINNER, finish
 from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
     checked_again,
-    events,
     policy,
     policy_doc,
+    policy_event_posted,
     recorded,
     runs,
     start_policy_operator,
@@ -99,13 +99,8 @@ def test_a_schedule_re_measures_the_published_winner_when_due_and_not_before(clu
         assert not target.get("nextRemeasure")  # while it goes
         search = runs(cluster, p_namespace)[check]["spec"]["search"]
         assert search["routes"] == [WINNER] and search["reuse"] == "none"
-        wait_for(
-            lambda: any(
-                check in e["message"] and "Scheduled" in e["message"]
-                for e in events(cluster, p_namespace, "RunStarted")
-            ),
-            30,
-            "the RunStarted event",
+        policy_event_posted(
+            cluster, p_namespace, "RunStarted", lambda e: check in e["message"] and "Scheduled" in e["message"]
         )
 
         # Confirmed: kept, nothing more starts, and the schedule counts from the re-measure.

@@ -31,9 +31,9 @@ from tests.operator import test_a_policy_retunes_when_a_nodes_driver_changes as 
 from tests.operator.conftest import RUNS_BUCKET, Operator
 from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
     DRIVER,
-    events,
     policy,
     policy_doc,
+    policy_event_posted,
     recorded,
     runs,
     start_policy_operator,
@@ -122,16 +122,14 @@ def test_a_new_driver_re_measures_the_published_winner_and_a_lost_one_starts_the
         assert sorted(runs(cluster, p_namespace)) == sorted([first, check])  # no full run
         search = runs(cluster, p_namespace)[check]["spec"]["search"]
         assert search["routes"] == [WINNER] and search["mode"] == "fast" and not search.get("knobs")
-        wait_for(
-            lambda: any(check in e["message"] for e in events(cluster, p_namespace, "RunStarted")), 30, "RunStarted"
-        )
+        policy_event_posted(cluster, p_namespace, "RunStarted", lambda e: check in e["message"])
         assert regressions(operator) == 0
 
         finish(cluster, p_namespace, check, gpu_type, "")  # the re-measure kept the default route
         target = recorded(cluster, p_namespace, full)
         assert target["reason"] == "WinnerRegressed" and target.get("remeasure") is None
         assert target["runs"] == [first, check, full]
-        (warning,) = wait_for(lambda: events(cluster, p_namespace, "WinnerRegressed"), 30, "WinnerRegressed")
+        (warning,) = policy_event_posted(cluster, p_namespace, "WinnerRegressed")
         assert warning["type"] == "Warning" and WINNER in warning["message"] and full in warning["message"]
         conditions = {c["type"]: c for c in policy(cluster, p_namespace)["status"]["conditions"]}
         assert (
@@ -156,7 +154,7 @@ def test_a_new_driver_re_measures_the_published_winner_and_a_lost_one_starts_the
         finish(cluster, p_namespace, check2, gpu_type, CLOSE)  # the re-measure published the runner-up
         target = recorded(cluster, p_namespace, full2)
         assert target["reason"] == "RunnerUpWins" and not target.get("remeasure") and not target.get("runnersUp")
-        (won,) = wait_for(lambda: events(cluster, p_namespace, "RunnerUpWins"), 30, "RunnerUpWins")
+        (won,) = policy_event_posted(cluster, p_namespace, "RunnerUpWins")
         assert won["type"] == "Normal" and CLOSE in won["message"] and full2 in won["message"]
         conditions = {c["type"]: c for c in policy(cluster, p_namespace)["status"]["conditions"]}
         assert conditions["WinnerRegressed"]["status"] == "False"

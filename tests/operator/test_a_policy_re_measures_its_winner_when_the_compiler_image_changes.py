@@ -30,13 +30,12 @@ import pytest
 from enginewright.api.policy import Stack
 from enginewright.controller.policy import ANNOTATION_REMEASURE, ANNOTATION_TRIGGER, remeasure_name, run_name
 from enginewright.controller.settings import Settings
-from tests.cluster.harness import wait_for
 from tests.conftest import get_json
 from tests.operator import test_a_policy_run_through_a_driver_change_publishes_an_entry_per_stack as e2e
 from tests.operator.conftest import FAST_TIMING, manifest, wait_condition
 from tests.operator.test_a_policy_retunes_when_a_nodes_driver_changes import (
-    events,
     policy_doc,
+    policy_event_posted,
     recorded,
     start_policy_operator,
 )
@@ -93,13 +92,11 @@ def test_a_new_compiler_image_re_measures_the_winner_on_jobs_of_that_image(
         assert started["metadata"]["annotations"][ANNOTATION_TRIGGER] == "CompilerVersionChanged", started
         assert started["spec"]["compiler"]["image"] == MIRROR
         assert target["stack"]["compilerImage"] == MIRROR and target["observed"]["compilerImage"] == MIRROR
-        wait_for(
-            lambda: any(
-                started["metadata"]["name"] in e["message"] and "CompilerVersionChanged" in e["message"]
-                for e in events(cluster, namespace, "RunStarted")
-            ),
-            30,
-            "the RunStarted event",
+        policy_event_posted(
+            cluster,
+            namespace,
+            "RunStarted",
+            lambda e: started["metadata"]["name"] in e["message"] and "CompilerVersionChanged" in e["message"],
         )
         assert started_for(policy_operator, "CompilerVersionChanged") == 1
         if winner:

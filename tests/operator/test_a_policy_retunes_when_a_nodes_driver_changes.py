@@ -22,7 +22,7 @@ from enginewright.controller.settings import Settings
 from tests.cluster.harness import wait_for
 from tests.cluster.operator_process import start_operator
 from tests.conftest import get_json
-from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, Operator, manifest
+from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, Operator, manifest, posted
 
 DRIVER = "nvidia.com/cuda.driver.major"
 
@@ -118,6 +118,11 @@ def events(cluster, namespace: str, reason: str) -> list[dict]:
     return [e for e in items if e["involvedObject"].get("kind") == "TuningPolicy" and e["reason"] == reason]
 
 
+def policy_event_posted(cluster, namespace: str, reason: str, matches=lambda e: True) -> list[dict]:
+    """The policies' `reason` events once one `matches` (`posted`: kopf posts them after the status)."""
+    return posted(lambda: events(cluster, namespace, reason), matches, f"{namespace}: a {reason} event")
+
+
 def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_namespace, gpu_node, tmp_path):
     node, gpu_type = gpu_node
     operators: list[Operator] = []
@@ -145,11 +150,7 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
         assert [(o["kind"], o["uid"]) for o in run["metadata"]["ownerReferences"]] == [("TuningPolicy", uid)]
         assert [t["gpuType"] for t in run["spec"]["targets"]] == [gpu_type]
         assert run["spec"]["publish"]["modelName"] == "mlp"
-        wait_for(
-            lambda: any(first in e["message"] for e in events(cluster, p_namespace, "RunStarted")),
-            30,
-            "the RunStarted event",
-        )
+        policy_event_posted(cluster, p_namespace, "RunStarted", lambda e: first in e["message"])
 
         # Unchanged: checked again and again, no second run.
         checked_again(operator)
@@ -173,11 +174,7 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
         )  # fmt: skip
         target = recorded(cluster, p_namespace, second)
         assert target["runs"] == [first, second]
-        wait_for(
-            lambda: any(second in e["message"] for e in events(cluster, p_namespace, "RunAdopted")),
-            30,
-            "the RunAdopted event",
-        )
+        policy_event_posted(cluster, p_namespace, "RunAdopted", lambda e: second in e["message"])
         assert sorted(runs(cluster, p_namespace)) == sorted([first, second])
 
         # A restarted operator checks again and starts nothing.
@@ -201,7 +198,7 @@ def test_a_new_driver_major_starts_one_run_named_for_the_new_stack(cluster, p_na
             )
 
         wait_for(stalled, 60, "the policy to stall with RunNameTaken", 0.2)
-        wait_for(lambda: events(cluster, p_namespace, "RunNameTaken"), 30, "the RunNameTaken event")
+        policy_event_posted(cluster, p_namespace, "RunNameTaken")
         taken = runs(cluster, p_namespace)[third]
         assert not taken["metadata"].get("ownerReferences")
         status = policy(cluster, p_namespace)["status"]
