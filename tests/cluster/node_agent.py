@@ -50,6 +50,7 @@ import threading
 import time
 from pathlib import Path
 
+import urllib3
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
@@ -101,14 +102,58 @@ class Spawner:
                 reply.put(exc)
 
 
+def api_server_away(exc: Exception) -> bool:
+    """The API server did not answer (refused, reset, timed out) or is not ready yet (429, 5xx): it is
+    restarting, and the same request can succeed later."""
+    if isinstance(exc, ApiException):
+        return exc.status in (0, 429) or exc.status >= 500
+    return isinstance(exc, (urllib3.exceptions.HTTPError, OSError))
+
+
+class PatientApi:
+    """The agent's CoreV1Api as one pod's runner uses it: a request that finds the API server away is
+    retried (back-off up to 5 s) until it is answered, the pod is deleted or the agent stops, as the
+    kubelet retries its pod syncs and status updates. Before, the first such request raised out of the
+    runner's thread: a pod being started (its Pending report, its secretKeyRef reads) or ending (its
+    Succeeded/Failed report) while kube-apiserver restarted was never run or never reported, and its
+    Job stayed active for good (tests/faults/test_api_server_restart_mid_run.py, 300 s at 0/3)."""
+
+    def __init__(self, api, runner: "PodRunner"):
+        self._api, self._runner = api, runner
+
+    def __getattr__(self, name: str):
+        call = getattr(self._api, name)
+
+        def patient(*args, **kwargs):
+            delay = 0.5
+            while True:
+                try:
+                    return call(*args, **kwargs)
+                except Exception as exc:
+                    runner = self._runner
+                    if not api_server_away(exc) or runner.deleted.is_set() or runner.agent.stop.is_set():
+                        raise
+                    log.warning(
+                        "%s for %s: the API server is away (%s); again in %.1fs",
+                        name,
+                        runner.name,
+                        type(exc).__name__,
+                        delay,
+                    )
+                    runner.deleted.wait(delay)
+                    delay = min(2 * delay, 5.0)
+
+        return patient
+
+
 class PodRunner(threading.Thread):
     """Runs one pod's containers and reports its status until it ends or is deleted."""
 
     def __init__(self, agent: "Agent", pod):
         super().__init__(daemon=True, name=f"pod-{pod.metadata.namespace}/{pod.metadata.name}")
         self.agent, self.pod = agent, pod
-        self.core = agent.core
         self.deleted = threading.Event()
+        self.core = PatientApi(agent.core, self)
         self.current: subprocess.Popen | None = None
         self.processes: list[subprocess.Popen] = []
         self.lock = threading.Lock()
