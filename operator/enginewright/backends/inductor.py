@@ -382,6 +382,25 @@ def _tuned_config_here(autotuner, reload_kernel_from_src, check, hashable, induc
     autotuner.compile_results = [autotuner._precompile_config(best)]
 
 
+def _compile_with_torchs_tools() -> None:
+    """Triton kernels compiled in this process use the tools torch's own compiles use (`TRITON_PTXAS_PATH`
+    to the ptxas torch ships, and the libdevice it asks for, where its configuration asks), whichever
+    path compiles them. Torch sets them only where it compiles a kernel itself, in its process or in a
+    compile worker: a load whose kernels all come from the engine's caches never does, so a kernel it
+    compiles after all (the tuned config of a kernel compiled for another, `_tuned_config_here`) was
+    compiled with Triton's own ptxas, and Triton's cache key (which holds the ptxas version) missed the
+    build's kernel of the same config (an H100, session 37: 1 kernel compiled at such a load). Set at
+    build and at load alike, so both name the same tools."""
+    try:
+        from torch._inductor.runtime import compile_tasks
+    except ImportError:  # a torch without them: it sets no tool paths of its own
+        return
+    for name in ("_set_triton_ptxas_path", "_set_triton_libdevice_path"):
+        set_tool = getattr(compile_tasks, name, None)
+        if set_tool is not None:
+            set_tool()
+
+
 def _serve_tuned_configs() -> None:
     """Loaded kernels serve their build's tuned configs (`_tuned_config_here`) in this process."""
     try:
@@ -757,6 +776,8 @@ class InductorBackend(Backend):
         sample = request.sample_inputs
         if sample is None:
             raise ValueError("the inductor backend needs sample inputs to compile for their shapes")
+        if device == "cuda":
+            _compile_with_torchs_tools()
         runner = self._runner(torch, request.model_path, options, device, dtype, eager)
         try:
             runner.run(sample)  # compiles (and autotunes) for these shapes; eager: checks that it runs
@@ -822,6 +843,7 @@ class InductorBackend(Backend):
         # at a time.)
         config.compile_threads = 1
         if meta["device"] == "cuda":
+            _compile_with_torchs_tools()
             _serve_tuned_configs()
         self._device = meta["device"]
         unpacked = time.monotonic()
