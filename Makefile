@@ -47,10 +47,8 @@ images: venv
 # CPU here (make torch), less its whole-`tune` round trip (73 s on 2 cores): CI's Inductor operator
 # test covers build -> store -> load elsewhere; the GPU machine runs all of it. ALONE: files in those
 # folders that time engines all the same (the CPU engine timed in rounds read 1.25x its time alone
-# beside the others, against a bound of 1.2): they run in the second part. tests/gpu is named first:
-# xdist hands whole files out in the order collected, and its CPU compile files are among the longest
-# (134 s, 42 s), so named last they ran while the other processes had nothing left to do.
-BESIDE := tests/gpu tests/operator tests/faults tests/e2e tests/chart
+# beside the others, against a bound of 1.2): they run in the second part.
+BESIDE := tests/operator tests/faults tests/e2e tests/chart tests/gpu
 ALONE := tests/gpu/test_host_engines_are_timed_in_rounds_as_they_serve.py
 # what the second part leaves out: the BESIDE folders, or a folder's other test files where an ALONE
 # file is in it (a file named beside its ignored folder is not collected)
