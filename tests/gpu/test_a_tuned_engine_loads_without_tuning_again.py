@@ -6,7 +6,10 @@ coordinate-descent route on an H100 tuned again, 2.5 s of its 2.6 s load (sessio
 as the build pickled them (static launcher), looking for their configs in the build's folder, and torch
 2.9-2.11 adopt none for a kernel compiled for one config, so the load descended again (Triton compiled
 9 kernels in one such load on an H100, session 35); the load now serves the build's configs
-(`_serve_tuned_configs`). The same engine without them shows what each load did before. The packing
+(`_serve_tuned_configs`). On an H100 it then descended no more, but Triton still compiled the tuned
+config's kernel once (session 37): torch names its own ptxas to Triton only where it compiles a kernel
+itself, so the load's key missed the build's kernel; build and load now both name it
+(`_compile_with_torchs_tools`). The same engine without its configs shows what each load did before. The packing
 and placing: tests/unit/test_an_engine_brings_what_its_build_tuned.py; the adoption:
 tests/unit/test_a_loaded_kernel_serves_the_config_its_build_tuned.py."""
 
