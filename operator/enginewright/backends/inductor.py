@@ -387,10 +387,11 @@ def _compile_with_torchs_tools() -> None:
     to the ptxas torch ships, and the libdevice it asks for, where its configuration asks), whichever
     path compiles them. Torch sets them only where it compiles a kernel itself, in its process or in a
     compile worker: a load whose kernels all come from the engine's caches never does, so a kernel it
-    compiles after all (the tuned config of a kernel compiled for another, `_tuned_config_here`) was
-    compiled with Triton's own ptxas, and Triton's cache key (which holds the ptxas version) missed the
-    build's kernel of the same config (an H100, session 37: 1 kernel compiled at such a load). Set at
-    build and at load alike, so both name the same tools."""
+    compiles after all (the tuned config of a kernel compiled for another, `_tuned_config_here`) would
+    use Triton's own ptxas, and Triton's cache key (which holds the ptxas version) would miss the build's
+    kernel of the same config: read in torch's source as the cause of the 1 kernel an H100 load
+    compiled (session 37), not yet confirmed on a GPU. Set at build and at load alike, so both name the
+    same tools."""
     try:
         from torch._inductor.runtime import compile_tasks
     except ImportError:  # a torch without them: it sets no tool paths of its own
