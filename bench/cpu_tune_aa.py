@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import platform
 import shutil
 import statistics
@@ -39,27 +40,26 @@ def log_ratios(out: Path) -> list[dict]:
     rounds = json.loads(confirm.read_text())["rounds"]
     default = json.loads((out / "summary.json").read_text())["default_id"]
 
-    def mean_log(engine: str) -> float:
-        return statistics.fmean(
-            math.log(v) for key, values in rounds.items() if key.split("@")[0] == engine for v in values
-        )
-
     def load_means(engine: str) -> list[float]:
+        """Each load's mean log time (every load of a confirmation is timed in every round)."""
         return [
             statistics.fmean(math.log(v) for v in values)
             for key, values in rounds.items()
             if key.split("@")[0] == engine
         ]
 
-    def load_se(engine: str) -> float | None:
-        """The standard error of the log ratio from the two engines' spread across loads alone."""
+    def compared(engine: str) -> dict:
+        """The log ratio, and its standard error from the two engines' spread across loads alone."""
         a, b = load_means(engine), load_means(default)
-        if len(a) < 2 or len(b) < 2:
-            return None
-        return math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+        se = (
+            math.sqrt(statistics.variance(a) / len(a) + statistics.variance(b) / len(b))
+            if min(len(a), len(b)) > 1
+            else None
+        )
+        return {"route": engine, "log_ratio": statistics.fmean(a) - statistics.fmean(b), "load_se": se}
 
     engines = sorted({key.split("@")[0] for key in rounds} - {default})
-    return [{"route": e, "log_ratio": mean_log(e) - mean_log(default), "load_se": load_se(e)} for e in engines]
+    return [compared(e) for e in engines]
 
 
 def main() -> None:
@@ -127,7 +127,7 @@ def main() -> None:
         "timing": "the worker tests' shortcut" if args.fast else "the product's defaults",
         "host": {
             "cpu": platform.processor() or platform.machine(),
-            "cores": len(__import__("os").sched_getaffinity(0)),
+            "cores": len(os.sched_getaffinity(0)),
         },
         "seconds": round(time.time() - began, 1),
         "command": " ".join(["python", "bench/cpu_tune_aa.py", *sys.argv[1:]]),

@@ -54,19 +54,20 @@ def test_a_cuda_load_sets_torchs_tools_before_it_loads_a_kernel(tmp_path, torchs
     assert torchs_setters == ["_set_triton_ptxas_path", "_set_triton_libdevice_path"]
 
 
-def test_a_cuda_build_sets_them_before_it_compiles(tmp_path, torchs_setters):
-    request = BuildRequest(
-        model_path=tmp_path / "absent.pt2", workdir=tmp_path / "build", sample_inputs={"x": np.zeros(2, np.float32)}
-    )
-    with pytest.raises(Exception):  # (the model: absent)
-        InductorBackend(device="cuda").build(request, {})
-    assert torchs_setters == ["_set_triton_ptxas_path", "_set_triton_libdevice_path"]
-
-
-def test_a_cpu_build_leaves_them_to_torch(tmp_path, torchs_setters):
+def build_of_an_absent_model(tmp_path, device: str, route: dict) -> None:
+    """A build on `device` that stops when it reads the model (absent)."""
     request = BuildRequest(
         model_path=tmp_path / "absent.pt2", workdir=tmp_path / "build", sample_inputs={"x": np.zeros(2, np.float32)}
     )
     with pytest.raises(Exception):
-        InductorBackend(device="cpu").build(request, {"compile": "false"})
+        InductorBackend(device=device).build(request, route)
+
+
+def test_a_cuda_build_sets_them_before_it_compiles(tmp_path, torchs_setters):
+    build_of_an_absent_model(tmp_path, "cuda", {})
+    assert torchs_setters == ["_set_triton_ptxas_path", "_set_triton_libdevice_path"]
+
+
+def test_a_cpu_build_leaves_them_to_torch(tmp_path, torchs_setters):
+    build_of_an_absent_model(tmp_path, "cpu", {"compile": "false"})
     assert torchs_setters == []
