@@ -2,19 +2,23 @@
 cluster whose node agent runs pods from images (tests/cluster/image_cluster.py), the operator with
 its default worker command (`python -m enginewright.worker`, which only the image has) takes the
 demo's run to Ready; every worker pod ran the image's digest as its non-root user. A Job naming an
-image that was not built stays Pending in ErrImagePull, as on a real kubelet."""
+image that was not built stays Pending in ErrImagePull, as on a real kubelet, and a run whose worker
+image cannot be pulled says so on its status at once and gives up after the start wait, its Jobs
+stopped, instead of waiting hours for the Job's deadline."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
+from enginewright.api.names import LABEL_RUN
 from tests.cluster.harness import wait_for
 from tests.cluster.image_cluster import RUNS_BUCKET, put_example, started_image_cluster
 from tests.cluster.images import image_name
 from tests.cluster.operator_process import start_operator
-from tests.operator.conftest import apply, manifest, wait_condition
+from tests.operator.conftest import apply, condition, event_posted, jobs, manifest, run_status, wait_condition
 
 NAMESPACE = "images"
 
@@ -94,3 +98,64 @@ def test_a_pod_whose_image_was_not_built_waits_in_err_image_pull(image_cluster):
     assert phase == "Pending"
     assert "enginewright/worker-tensorrt:0.1.0" in state["message"] and "make images" in state["message"]
     image_cluster.kubectl("delete", "pod", "no-such-image", "-n", NAMESPACE, "--wait=false")
+
+
+START_SECONDS = 20
+
+
+def test_a_run_whose_worker_image_cannot_be_pulled_says_so_and_gives_up(image_cluster, tmp_path):
+    typo = "registry.example/enginewright/worker-onnxruntime:typo"
+    operator = start_operator(
+        image_cluster,
+        tmp_path / "operator.log",
+        RUNS_BUCKET,
+        ENGINEWRIGHT_WORKER_COMMAND="python -m enginewright.worker",
+        ENGINEWRIGHT_NAMESPACES=NAMESPACE,
+        ENGINEWRIGHT_ALLOWED_IMAGES="registry.example/*",  # allowed, yet no node can pull it
+        ENGINEWRIGHT_START_TIMEOUT_SECONDS=str(START_SECONDS),
+    )
+    try:
+        doc = manifest("typo-image")
+        doc["spec"]["compiler"]["image"] = typo
+        apply(image_cluster, NAMESPACE, doc)
+        began = time.monotonic()
+
+        def said() -> dict | None:
+            status = run_status(image_cluster, NAMESPACE, "typo-image")
+            return status if condition(status, "Reconciling").get("reason") == "ContainerCannotStart" else None
+
+        status = wait_for(said, 60, "ContainerCannotStart on the run", 0.5)
+        print(f"\nContainerCannotStart on the run {time.monotonic() - began:.1f}s after apply")
+        ready = condition(status, "Ready")
+        assert ready["status"] == "False" and ready["reason"] == "ContainerCannotStart", ready
+        assert "ErrImagePull" in ready["message"] and typo in ready["message"], ready  # the kubelet's words
+        assert status["targets"][0]["reason"] == "ContainerCannotStart", status
+        event_posted(
+            image_cluster,
+            NAMESPACE,
+            "typo-image",
+            lambda e: e["type"] == "Warning" and e["reason"] == "ContainerCannotStart",
+        )
+        status = wait_condition(image_cluster, NAMESPACE, "typo-image", "Stalled", START_SECONDS + 60)
+        print(f"Stalled {time.monotonic() - began:.1f}s after apply (wait {START_SECONDS}s)")
+        stall = condition(status, "Stalled")
+        assert stall["reason"] == "ContainerCannotStart" and f"gave up after {START_SECONDS}s" in stall["message"]
+        assert "pull secret" in stall["message"] and typo in stall["message"], stall
+        assert status["phase"] == "Failed" and status["targets"][0]["stage"] == "failed", status
+        # Its Job is stopped: nothing is left retrying a pull for the Job's whole deadline.
+        wait_for(
+            lambda: (
+                not [
+                    j
+                    for j in jobs(image_cluster, NAMESPACE)
+                    if j["metadata"]["labels"].get(LABEL_RUN) == "typo-image"
+                    and not j["metadata"].get("deletionTimestamp")
+                ]
+            ),
+            30,
+            "the Job whose image cannot be pulled stopped",
+            0.5,
+        )
+    finally:
+        operator.stop()
+    assert "Traceback" not in operator.log_text()

@@ -1,12 +1,12 @@
-"""Pure parts of scheduling (which pods wait for a node, when a target gives up) and of the worker's
-resources (int-or-string quantities, default requests that never exceed a target's own limits)."""
+"""Pure parts of scheduling (which pods wait for a node, which wait on a node with a container that
+cannot start, when a target gives up) and of the worker's resources (int-or-string quantities, default requests that never exceed a target's own limits)."""
 
 import pytest
 from pydantic import ValidationError
 
 from enginewright.api.models import Resources, Target
 from enginewright.controller.jobs import worker_requests
-from enginewright.controller.scheduling import waiting
+from enginewright.controller.scheduling import not_starting, waiting
 from enginewright.controller.settings import Settings
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -85,6 +85,62 @@ def test_ended_and_deleted_pods_do_not_count():
     )
 
 
+def on_node(name, since, waiting_reason=None, message="", phase="Pending", init=False, scheduled=True):
+    """A pod bound to node n1 since `since` (PodScheduled True, else only startTime), its one
+    container (or init container) waiting for `waiting_reason`, or still being created."""
+    state = {"waiting": {"reason": waiting_reason or "ContainerCreating", **({"message": message} if message else {})}}
+    if phase == "Running":
+        state = {"running": {"startedAt": stamp(since)}}
+    statuses = [{"name": "worker", "state": state}]
+    status = {
+        "phase": phase,
+        "startTime": stamp(since),
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(since)}]
+        if scheduled
+        else [],
+        "initContainerStatuses" if init else "containerStatuses": statuses,
+    }
+    return {"metadata": {"name": name}, "spec": {"nodeName": "n1"}, "status": status}
+
+
+def test_a_pod_whose_image_cannot_be_pulled_is_found_with_the_kubelets_reason_and_message():
+    pull = 'Back-off pulling image "registry.example/worker:typo"'
+    found = not_starting(
+        [
+            on_node("b", T0 - 20, "ErrImagePull", "newer"),
+            on_node("a", T0 - 90, "ImagePullBackOff", pull),
+            on_node("c", T0 - 300),  # a slow pull (ContainerCreating) is not a container that cannot start
+        ],
+        T0,
+    )
+    assert found.pods == ("a", "b") and found.reason == "ImagePullBackOff" and found.message == pull
+    assert found.seconds == 90 and found.running == 0
+    assert found.give_up(60) and not found.give_up(120) and not found.give_up(0)  # 0: never
+    said = f"2 pod(s) on a node cannot start their container (a, ImagePullBackOff after 90s on its node): {pull}"
+    assert found.waiting_for(600) == f"{said}; the kubelet retries: gives up after 600s"
+    assert found.gave_up(60).startswith(f"{said}; gave up after 60s (the operator's scheduling.startTimeoutSeconds)")
+    assert "pull secret" in found.gave_up(60)
+
+
+def test_init_containers_and_missing_config_count_and_start_time_stands_in_for_the_condition():
+    found = not_starting(
+        [on_node("a", T0 - 40, "CreateContainerConfigError", 'secret "store" not found', init=True, scheduled=False)],
+        T0,
+    )
+    assert found.reason == "CreateContainerConfigError" and found.seconds == 40
+
+
+def test_a_target_with_a_running_pod_does_not_give_up_and_ended_or_unplaced_pods_do_not_count():
+    found = not_starting([on_node("a", T0 - 900, "ErrImagePull"), on_node("b", T0 - 900, phase="Running")], T0)
+    assert found.running == 1 and not found.give_up(60)
+    ended = on_node("c", T0 - 900, "ErrImagePull", phase="Failed")
+    deleted = on_node("d", T0 - 900, "ErrImagePull")
+    deleted["metadata"]["deletionTimestamp"] = stamp(T0)
+    unplaced = on_node("e", T0 - 900, "ErrImagePull")
+    unplaced["spec"] = {}
+    assert not_starting([ended, deleted, unplaced, pod("f", unschedulable_since=T0 - 900)], T0) is None
+
+
 def test_quantities_are_int_or_string():
     assert Resources.model_validate({"requests": {"cpu": 2, "memory": "16Gi"}, "limits": {"cpu": "500m"}}).requests == {
         "cpu": "2",
@@ -110,8 +166,10 @@ def test_settings_from_the_environment():
             "ENGINEWRIGHT_WORKER_REQUESTS": '{"cpu": 2, "memory": "8Gi"}',
             "ENGINEWRIGHT_JOB_TTL_SECONDS": "",
             "ENGINEWRIGHT_UNSCHEDULABLE_SECONDS": "0",
+            "ENGINEWRIGHT_START_TIMEOUT_SECONDS": "90",
         }
     )
+    assert settings.start_seconds == 90 and Settings.from_env({}).start_seconds == 600
     assert settings.worker_requests == {"cpu": "2", "memory": "8Gi"}
     assert settings.job_ttl_seconds is None and settings.unschedulable_seconds == 0
     defaults = Settings.from_env({})

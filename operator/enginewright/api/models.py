@@ -846,7 +846,8 @@ class TargetStatus(WireModel):
     reason: str | None = Field(
         None,
         description="Why the target failed (CamelCase, as in the Stalled condition), "
-        "or while it runs why it waits (Unschedulable: a pod has no node yet).",
+        "or while it runs why it waits (Unschedulable: a pod has no node yet; ContainerCannotStart: a pod on its "
+        "node cannot start its container, e.g. ErrImagePull).",
     )
 
 

@@ -35,7 +35,7 @@ from enginewright.controller.jobs import (
 from enginewright.controller.observe import TargetObservation, observe_target, previous_target
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
-from enginewright.controller.scheduling import waiting
+from enginewright.controller.scheduling import NotStarting, Unplaced, not_starting, waiting
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import (
     FINISHED,
@@ -268,20 +268,27 @@ class Reconciler:
     ) -> TargetStatus:
         """A target whose pods the scheduler cannot place says so (reason Unschedulable, the scheduler's
         message) from the pass that sees it; it gives up (its Jobs stopped, so an autoscaler is not left
-        to add a node for nothing) once no pod of it has a node for the operator's configured wait."""
+        to add a node for nothing) once no pod of it has a node for the operator's configured wait. A
+        pod on a node whose container cannot start (reason ContainerCannotStart, the kubelet's reason
+        and message) is said and given up on the same way, after the start wait."""
         if not any(job_state(job) == "active" for job in jobs.values()):
             return status
         pods = self.k8s.core.list_namespaced_pod(run.namespace, label_selector=selector(run, target.gpu_type)).items
-        found = waiting([self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods], time.time())
+        plain = [self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods]
+        now = time.time()
+        found: Unplaced | NotStarting | None = waiting(plain, now)
+        reason, wait = "Unschedulable", self.settings.unschedulable_seconds
+        if found is None:
+            found = not_starting(plain, now)
+            reason, wait = "ContainerCannotStart", self.settings.start_seconds
         if found is None:
             return status
-        wait = self.settings.unschedulable_seconds
         if found.give_up(wait):
             self.jobs.stop_active(run, jobs)
-            return self._failed(status, "Unschedulable", found.gave_up(wait), emit)
-        status = status.model_copy(update={"reason": "Unschedulable", "message": found.waiting_for(wait)})
-        if before is None or before.reason != "Unschedulable":
-            emit("Warning", "Unschedulable", f"{target.gpu_type}: {status.message}")
+            return self._failed(status, reason, found.gave_up(wait), emit)
+        status = status.model_copy(update={"reason": reason, "message": found.waiting_for(wait)})
+        if before is None or before.reason != reason:
+            emit("Warning", reason, f"{target.gpu_type}: {status.message}")
         return status
 
     def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:

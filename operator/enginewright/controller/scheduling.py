@@ -5,6 +5,12 @@ operator never waits for a node before creating a Job; it creates the Job, lets 
 autoscaler work, and reads the scheduler's verdict back from the pods (`PodScheduled` False, reason
 `Unschedulable`, with the scheduler's message). A target gives up only when none of its pods has a
 node and one has been unschedulable for the operator's configured wait.
+
+A pod with a node can still wait for good: its container cannot start (an image that cannot be pulled,
+a name the runtime cannot parse, a Secret or ConfigMap it mounts that is missing). The kubelet retries
+with back-off and the pod stays Pending until the Job's activeDeadlineSeconds, hours later; so such a
+pod is reported at once (`not_starting`, with the kubelet's reason and message) and the target gives
+up once none of its pods runs and one has been on its node without starting for the configured wait.
 """
 
 from __future__ import annotations
@@ -12,9 +18,22 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+# Container waiting reasons a kubelet keeps retrying but that clear only when someone fixes the image,
+# its pull secret or what the container mounts (a plain slow pull is ContainerCreating: not listed).
+CANNOT_START = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+
 
 @dataclass(frozen=True)
-class Waiting:
+class Unplaced:
     """Pods of one target the scheduler could not place."""
 
     pods: tuple[str, ...]  # their names, sorted
@@ -55,7 +74,7 @@ def _seconds(stamp: str | None) -> float | None:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def waiting(pods: list[dict], now: float) -> Waiting | None:
+def waiting(pods: list[dict], now: float) -> Unplaced | None:
     """The unschedulable pods among `pods` (plain-dict Pod objects), or None when there are none."""
     stuck: list[tuple[float, str, str]] = []
     placed = 0
@@ -83,6 +102,89 @@ def waiting(pods: list[dict], now: float) -> Waiting | None:
     if not stuck:
         return None
     since, _, message = min(stuck)
-    return Waiting(
+    return Unplaced(
         pods=tuple(sorted(name for _, name, _ in stuck)), message=message, seconds=max(0.0, now - since), placed=placed
+    )
+
+
+@dataclass(frozen=True)
+class NotStarting:
+    """Pods of one target that have a node but whose containers cannot start."""
+
+    pods: tuple[str, ...]  # their names, sorted
+    reason: str  # the kubelet's reason for the container of the pod that has waited longest
+    message: str  # and its message
+    seconds: float  # how long that pod has been on its node
+    running: int  # pods of the target whose containers started (phase Running)
+
+    def give_up(self, wait_seconds: float) -> bool:
+        """Nothing of the target runs and a pod has sat on its node long enough (a wait of 0: never)."""
+        return wait_seconds > 0 and self.running == 0 and self.seconds >= wait_seconds
+
+    def said(self) -> str:
+        return (
+            f"{len(self.pods)} pod(s) on a node cannot start their container ({self.pods[0]}, "
+            f"{self.reason} after {self.seconds:.0f}s on its node): {self.message}"
+        )
+
+    def waiting_for(self, wait_seconds: float) -> str:
+        limit = f"gives up after {wait_seconds:.0f}s" if wait_seconds > 0 else "waits without a time limit"
+        return f"{self.said()}; the kubelet retries: {limit}"
+
+    def gave_up(self, wait_seconds: float) -> str:
+        return (
+            f"{self.said()}; gave up after {wait_seconds:.0f}s (the operator's "
+            f"scheduling.startTimeoutSeconds): check the worker image's name and tag, the registry's "
+            f"pull secret (imagePullSecrets) and what the worker mounts"
+        )
+
+
+def not_starting(pods: list[dict], now: float) -> NotStarting | None:
+    """The pods among `pods` (plain-dict Pod objects) that have a node and a container (init
+    containers included) waiting for a reason in CANNOT_START, or None when there are none. Time on
+    the node: from the pod's PodScheduled condition turning True, else its startTime."""
+    stuck: list[tuple[float, str, str, str]] = []
+    running = 0
+    for pod in pods:
+        status, spec = pod.get("status") or {}, pod.get("spec") or {}
+        if status.get("phase") in ("Succeeded", "Failed") or (pod.get("metadata") or {}).get("deletionTimestamp"):
+            continue
+        if status.get("phase") == "Running":
+            running += 1
+            continue
+        if not spec.get("nodeName"):
+            continue
+        waits = [
+            (c.get("state") or {}).get("waiting") or {}
+            for c in [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+        ]
+        blocked = next((w for w in waits if w.get("reason") in CANNOT_START), None)
+        if blocked is None:
+            continue
+        scheduled = next(
+            (
+                c.get("lastTransitionTime")
+                for c in status.get("conditions") or []
+                if c.get("type") == "PodScheduled" and c.get("status") == "True"
+            ),
+            None,
+        )
+        since = _seconds(scheduled or status.get("startTime"))
+        stuck.append(
+            (
+                now if since is None else since,
+                pod["metadata"]["name"],
+                blocked["reason"],
+                (blocked.get("message") or "no message from the kubelet").strip(),
+            )
+        )
+    if not stuck:
+        return None
+    since, _, reason, message = min(stuck)
+    return NotStarting(
+        pods=tuple(sorted(name for _, name, _, _ in stuck)),
+        reason=reason,
+        message=message,
+        seconds=max(0.0, now - since),
+        running=running,
     )

@@ -36,6 +36,10 @@ class Settings:
     # A target whose pods have no node gives up after this long unschedulable (0: never). Long enough
     # for an autoscaler to bring up a GPU node from zero (minutes, driver installation included).
     unschedulable_seconds: float = 1800.0
+    # A target whose pods have a node but whose containers cannot start (ErrImagePull, ImagePullBackOff,
+    # CreateContainerConfigError, ...) gives up after this long, none of its pods running (0: never).
+    # Room for a registry's brief outage; a slow pull (ContainerCreating) is not counted.
+    start_seconds: float = 600.0
     metrics_port: int = 8080
     health_port: int = 8081
     operator_version: str = __version__
@@ -83,6 +87,7 @@ class Settings:
             interval=float(env.get("ENGINEWRIGHT_RECONCILE_INTERVAL", defaults.interval)),
             policy_interval=float(env.get("ENGINEWRIGHT_POLICY_INTERVAL", defaults.policy_interval)),
             unschedulable_seconds=float(env.get("ENGINEWRIGHT_UNSCHEDULABLE_SECONDS", defaults.unschedulable_seconds)),
+            start_seconds=float(env.get("ENGINEWRIGHT_START_TIMEOUT_SECONDS", defaults.start_seconds)),
             metrics_port=int(env.get("ENGINEWRIGHT_METRICS_PORT", defaults.metrics_port)),
             health_port=int(env.get("ENGINEWRIGHT_HEALTH_PORT", defaults.health_port)),
             allowed_images=_words(env.get("ENGINEWRIGHT_ALLOWED_IMAGES", "")),
