@@ -100,7 +100,7 @@ def test_a_pod_whose_image_was_not_built_waits_in_err_image_pull(image_cluster):
     image_cluster.kubectl("delete", "pod", "no-such-image", "-n", NAMESPACE, "--wait=false")
 
 
-START_SECONDS = 20
+START_SECONDS = 10
 
 
 def test_a_run_whose_worker_image_cannot_be_pulled_says_so_and_gives_up(image_cluster, tmp_path):

@@ -6,7 +6,7 @@ from pydantic import ValidationError
 
 from enginewright.api.models import Resources, Target
 from enginewright.controller.jobs import worker_requests
-from enginewright.controller.scheduling import not_starting, waiting
+from enginewright.controller.scheduling import not_starting, verdict, waiting
 from enginewright.controller.settings import Settings
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -139,6 +139,18 @@ def test_a_target_with_a_running_pod_does_not_give_up_and_ended_or_unplaced_pods
     unplaced = on_node("e", T0 - 900, "ErrImagePull")
     unplaced["spec"] = {}
     assert not_starting([ended, deleted, unplaced, pod("f", unschedulable_since=T0 - 900)], T0) is None
+
+
+def test_a_pod_without_a_node_is_said_first_but_does_not_hide_one_that_cannot_start():
+    unplaced = pod("a", unschedulable_since=T0 - 100)
+    stuck = on_node("b", T0 - 100, "ImagePullBackOff", "no such tag")
+    said = verdict([unplaced, stuck], T0, unschedulable_seconds=1800, start_seconds=600)
+    assert said.reason == "Unschedulable" and not said.give_up and "gives up after 1800s" in said.message
+    # Past the start wait: the target gives up on the pod that cannot start, though another has no node.
+    said = verdict([unplaced, stuck], T0 + 600, unschedulable_seconds=1800, start_seconds=600)
+    assert said.reason == "ContainerCannotStart" and said.give_up and "no such tag" in said.message
+    assert verdict([stuck], T0, 1800, 0).give_up is False  # 0: never
+    assert verdict([on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600) is None
 
 
 def test_quantities_are_int_or_string():

@@ -35,7 +35,7 @@ from enginewright.controller.jobs import (
 from enginewright.controller.observe import TargetObservation, observe_target, previous_target
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
-from enginewright.controller.scheduling import NotStarting, Unplaced, not_starting, waiting
+from enginewright.controller.scheduling import verdict
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import (
     FINISHED,
@@ -275,20 +275,15 @@ class Reconciler:
             return status
         pods = self.k8s.core.list_namespaced_pod(run.namespace, label_selector=selector(run, target.gpu_type)).items
         plain = [self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods]
-        now = time.time()
-        found: Unplaced | NotStarting | None = waiting(plain, now)
-        reason, wait = "Unschedulable", self.settings.unschedulable_seconds
-        if found is None:
-            found = not_starting(plain, now)
-            reason, wait = "ContainerCannotStart", self.settings.start_seconds
-        if found is None:
+        said = verdict(plain, time.time(), self.settings.unschedulable_seconds, self.settings.start_seconds)
+        if said is None:
             return status
-        if found.give_up(wait):
+        if said.give_up:
             self.jobs.stop_active(run, jobs)
-            return self._failed(status, reason, found.gave_up(wait), emit)
-        status = status.model_copy(update={"reason": reason, "message": found.waiting_for(wait)})
-        if before is None or before.reason != reason:
-            emit("Warning", reason, f"{target.gpu_type}: {status.message}")
+            return self._failed(status, said.reason, said.message, emit)
+        status = status.model_copy(update={"reason": said.reason, "message": said.message})
+        if before is None or before.reason != said.reason:
+            emit("Warning", said.reason, f"{target.gpu_type}: {status.message}")
         return status
 
     def _moved(self, status: TargetStatus, before: TargetStatus | None, emit: Emit) -> TargetStatus:

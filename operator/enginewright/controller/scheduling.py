@@ -188,3 +188,32 @@ def not_starting(pods: list[dict], now: float) -> NotStarting | None:
         seconds=max(0.0, now - since),
         running=running,
     )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a target's pods say while its Jobs run: the reason for its status and whether it gives up."""
+
+    reason: str  # Unschedulable or ContainerCannotStart
+    message: str
+    give_up: bool
+
+
+def verdict(pods: list[dict], now: float, unschedulable_seconds: float, start_seconds: float) -> Verdict | None:
+    """Pods without a node (`waiting`) and pods on a node whose container cannot start (`not_starting`):
+    either gives the target up once it has waited its own time, so a pod that cannot be placed never
+    hides one that cannot start; while neither has, the pods without a node are said first. None:
+    every pod is placed and starting or running."""
+    found: list[tuple[Unplaced | NotStarting, str, float]] = []
+    unplaced, stuck = waiting(pods, now), not_starting(pods, now)
+    if unplaced is not None:
+        found.append((unplaced, "Unschedulable", unschedulable_seconds))
+    if stuck is not None:
+        found.append((stuck, "ContainerCannotStart", start_seconds))
+    for f, reason, wait in found:
+        if f.give_up(wait):
+            return Verdict(reason, f.gave_up(wait), True)
+    if not found:
+        return None
+    f, reason, wait = found[0]
+    return Verdict(reason, f.waiting_for(wait), False)
