@@ -43,6 +43,7 @@ else:  # older torch (2.11, the H200's) checks every probe with a subprocess, no
 cubins = []  # Triton kernels compiled to machine code here (a kernel found in Triton's cache is not)
 misses = []  # Triton's cache indexes that named a file not there (so the kernel was compiled again)
 descents = []  # kernels this load tuned by coordinate descent (an engine that brings its configs tunes none)
+served, seen = [], set()  # each kernel's config as its first run left it: what the load serves
 try:
     from triton.backends.nvidia.compiler import CUDABackend
     make_cubin = CUDABackend.make_cubin
@@ -70,6 +71,18 @@ try:
         descents.append(self.fn.__name__ if self.fn is not None else "?")
         return descend(self, *args, **kwargs)
     CachingAutotuner.coordinate_descent_tuning = counted_descent
+    run_kernel = CachingAutotuner.run
+    def served_run(self, *args, **kwargs):
+        out = run_kernel(self, *args, **kwargs)
+        if id(self) not in seen and len(self.launchers) == 1:
+            seen.add(id(self))
+            config = self.launchers[0].config
+            served.append({"kernel": self.fn.__name__ if self.fn is not None else "?", "config": {
+                **config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages,
+                "found_by_coordesc": bool(getattr(config, "found_by_coordesc", False))},
+                "coordinate_descent_tuning": bool(self.inductor_meta.get("coordinate_descent_tuning"))})
+        return out
+    CachingAutotuner.run = served_run
 except (ImportError, AttributeError):  # no Triton, or one whose cache has no index of a kernel's files
     pass
 engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
@@ -86,7 +99,7 @@ import torch._inductor.config as config
 print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner.describe(), "output": out.tolist(),
                   "children": children, "compile_threads": config.compile_threads, "probe_loads": len(probed),
                   "triton_compiled": len(cubins), "triton_compiled_kernels": cubins, "triton_misses": misses,
-                  "descended": descents}))
+                  "descended": descents, "served": served}))
 """
 
 
@@ -98,8 +111,10 @@ def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", i
     of the vector-instruction probes' libraries it loaded in a subprocess to check them (`probe_loads`),
     and how many Triton kernels it compiled to machine code (`triton_compiled`; 0 without Triton), by
     name (`triton_compiled_kernels`), with the cache lookups Triton missed and the files their index
-    named that were not there (`triton_misses`), and the kernels it tuned by coordinate descent
-    (`descended`)."""
+    named that were not there (`triton_misses`), the kernels it tuned by coordinate descent
+    (`descended`), and each Triton kernel's config as its first run left it, the one served
+    (`served`: kernel, config with num_warps, num_stages and found_by_coordesc, and whether the
+    kernel was compiled to be tuned by coordinate descent)."""
     args = [str(engine), str(workdir), str(inputs), device, "imported-ahead" if imported_ahead else "-"]
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Session 38, device call 2: call 1's tuned test passed its fix's assertions (no descent, Triton compiled
+# nothing at the load) but its control did not: the engine without what its build tuned (`without_tuned`)
+# no longer descended at its load. What each load serves: the test's coordinate-descent MLP built once,
+# then loaded with its configs and without (bare), with the backend now and as at e873078
+# (out/inductor-before.py, carried), each load's `served` configs (tests/gpu/fresh_load.py); and torch's
+# own CachingAutotuner.run, the code that decides a descent.
+set -u
+export PYTHONPATH=$PWD/operator:$PWD/bench:$PWD:$PWD/out/devpkgs PYTHONUNBUFFERED=1
+cp out/rev.txt "$OUT/rev.txt"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
+python3 - > "$OUT/torch-run-source.txt" 2>&1 <<'PY'
+import inspect, torch
+from torch._inductor.runtime import triton_heuristics as th
+print(torch.__version__)
+for f in (th.CachingAutotuner.run, th.CachingAutotuner.__init__):
+    print(inspect.getsource(f))
+PY
+timeout 400 python3 - "$OUT" <<'PY' 2>&1 | tee "$OUT/loads.log"
+import io, json, shutil, sys, tarfile, time
+from pathlib import Path
+out = Path(sys.argv[1])
+work = Path("/tmp/s38c2"); shutil.rmtree(work, ignore_errors=True); work.mkdir()
+from tests.gpu.fresh_load import export_mlp, load_fresh
+from first_call_profile import without_tuned
+from enginewright.backends.base import BuildRequest
+from enginewright.backends.inductor import InductorBackend
+name, x, reference = export_mlp(work, device="cuda", rows=256, hidden=1024, outputs=256)
+began = time.monotonic()
+request = BuildRequest(model_path=work / "model.pt2", workdir=work / "build", sample_inputs={name: x})
+engine = InductorBackend(device="cuda").build(request, {"coordinate_descent_tuning": "true"})
+print(f"built in {time.monotonic() - began:.1f} s")
+with tarfile.open(fileobj=io.BytesIO(engine)) as tar:
+    for m in tar.getmembers():
+        if m.name.endswith(".best_config"):
+            print("BEST", m.name, tar.extractfile(m).read().decode())
+(work / "engine.tar").write_bytes(engine)
+(work / "bare.tar").write_bytes(without_tuned(engine))
+shutil.rmtree(work / "build")
+backend = Path("operator/enginewright/backends/inductor.py")
+now = backend.read_text()
+results = {}
+try:
+    for label, source in (("now", now), ("before", Path("out/inductor-before.py").read_text())):
+        backend.write_text(source)
+        for kind in ("engine", "bare"):
+            key = f"{label}-{kind}"
+            got = load_fresh(work / f"{kind}.tar", work / f"load-{key}", work / "inputs.npz", device="cuda")
+            got.pop("output", None)
+            results[key] = got
+            print(key, json.dumps({k: got.get(k) for k in ("descended", "served", "triton_compiled")}))
+            (out / "loads.json").write_text(json.dumps(results, indent=1))
+finally:
+    backend.write_text(now)
+PY
+echo "loads rc=$?"
