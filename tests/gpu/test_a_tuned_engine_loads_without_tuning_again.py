@@ -14,6 +14,7 @@ and placing: tests/unit/test_an_engine_brings_what_its_build_tuned.py; the adopt
 tests/unit/test_a_loaded_kernel_serves_the_config_its_build_tuned.py."""
 
 import io
+import json
 import shutil
 import sys
 import tarfile
@@ -44,6 +45,7 @@ def test_a_tuned_engine_loads_without_tuning_again(tmp_path):
     engine = InductorBackend(device="cuda").build(request, {"coordinate_descent_tuning": "true"})
     with tarfile.open(fileobj=io.BytesIO(engine)) as tar:
         configs = [n for n in tar.getnames() if n.endswith(".best_config")]
+        tuned = [json.loads(tar.extractfile(n).read()) for n in configs]
     assert configs, "the build tuned no kernel at run time: this test would show nothing"
 
     (tmp_path / "engine.tar").write_bytes(engine)
@@ -56,6 +58,11 @@ def test_a_tuned_engine_loads_without_tuning_again(tmp_path):
     missed = {key: loaded[key] for key in ("triton_compiled", "triton_compiled_kernels", "triton_misses", "descended")}
     assert loaded["descended"] == [], missed  # it served the build's configs, not tuned ones of its own
     assert loaded["triton_compiled"] == 0, missed  # the tuned kernels came with it
+    # and each kernel its build tuned serves the config the build measured, marked as found by descent
+    served = [{**k["config"], "kernel": k["kernel"]} for k in loaded["served"]]
+    for best in tuned:
+        chosen = {k: v for k, v in best.items() if k not in ("configs_hash", "time_taken_ms", "triton_cache_hash")}
+        assert any(chosen.items() <= got.items() for got in served), (best, served)
     np.testing.assert_allclose(np.array(loaded["output"]), reference, rtol=1e-3, atol=1e-3)
 
     (tmp_path / "bare.tar").write_bytes(without_tuned(engine))

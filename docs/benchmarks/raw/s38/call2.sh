@@ -53,3 +53,7 @@ finally:
     backend.write_text(now)
 PY
 echo "loads rc=$?"
+# then the tuned test, which now also asks that each tuned kernel serves its build's config (`served`)
+timeout 150 python3 -m pytest -q -rA -p no:cacheprovider --basetemp=/tmp/t2 \
+  tests/gpu/test_a_tuned_engine_loads_without_tuning_again.py > "$OUT/tuned.log" 2>&1
+echo "tuned rc=$?"; grep -E "^E |passed|failed" "$OUT/tuned.log" | cut -c1-600 | tail -6
