@@ -85,6 +85,9 @@ try:
     CachingAutotuner.run = served_run
 except (ImportError, AttributeError):  # no Triton, or one whose cache has no index of a kernel's files
     pass
+if sys.argv[6] == "torchs-lookup":  # the load as before 9c0757c: torch's own lookup of a kernel's tuned config
+    import enginewright.backends.inductor as inductor_backend
+    inductor_backend._serve_tuned_configs = lambda: None
 engine, workdir, inputs, device = Path(sys.argv[1]), Path(sys.argv[2]), dict(np.load(sys.argv[3])), sys.argv[4]
 runner = InductorBackend(device=device).load(engine.read_bytes(), workdir)
 out = runner.run(inputs)["output"]
@@ -103,7 +106,9 @@ print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner
 """
 
 
-def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", imported_ahead: bool = False) -> dict:
+def load_fresh(
+    engine: Path, workdir: Path, inputs: Path, device: str = "cpu", imported_ahead: bool = False, torchs_lookup=False
+) -> dict:
     """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz), after
     importing the modules a serving process imports ahead (`child.await_engine`) when `imported_ahead`: the
     libraries it compiled (`compiled`, `built`), the runner's `describe()`, the output, the processes
@@ -114,8 +119,10 @@ def load_fresh(engine: Path, workdir: Path, inputs: Path, device: str = "cpu", i
     named that were not there (`triton_misses`), the kernels it tuned by coordinate descent
     (`descended`), and each Triton kernel's config as its first run left it, the one served
     (`served`: kernel, config with num_warps, num_stages and found_by_coordesc, and whether the
-    kernel was compiled to be tuned by coordinate descent)."""
+    kernel was compiled to be tuned by coordinate descent). `torchs_lookup`: the load leaves a kernel's
+    tuned config to torch's own lookup (`_serve_tuned_configs` off), as loads were before it."""
     args = [str(engine), str(workdir), str(inputs), device, "imported-ahead" if imported_ahead else "-"]
+    args.append("torchs-lookup" if torchs_lookup else "-")
     done = subprocess.run([sys.executable, "-c", LOAD, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -2,9 +2,10 @@
 # Session 38, device call 2: call 1's tuned test passed its fix's assertions (no descent, Triton compiled
 # nothing at the load) but its control did not: the engine without what its build tuned (`without_tuned`)
 # no longer descended at its load. What each load serves: the test's coordinate-descent MLP built once,
-# then loaded with its configs and without (bare), with the backend now and as at e873078
-# (out/inductor-before.py, carried), each load's `served` configs (tests/gpu/fresh_load.py); and torch's
-# own CachingAutotuner.run, the code that decides a descent.
+# then loaded with its configs, without them (bare: torch 2.11's AutotuneCache.save records each
+# .best_config as a portable-cache artifact, so the bare engine may carry it too), and with torch's own
+# lookup (`_serve_tuned_configs` off), each load's `served` configs (tests/gpu/fresh_load.py); torch's
+# own CachingAutotuner.run; then the tuned test with its new control.
 set -u
 export PYTHONPATH=$PWD/operator:$PWD/bench:$PWD:$PWD/out/devpkgs PYTHONUNBUFFERED=1
 cp out/rev.txt "$OUT/rev.txt"; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt"
@@ -36,21 +37,13 @@ with tarfile.open(fileobj=io.BytesIO(engine)) as tar:
 (work / "engine.tar").write_bytes(engine)
 (work / "bare.tar").write_bytes(without_tuned(engine))
 shutil.rmtree(work / "build")
-backend = Path("operator/enginewright/backends/inductor.py")
-now = backend.read_text()
 results = {}
-try:
-    for label, source in (("now", now), ("before", Path("out/inductor-before.py").read_text())):
-        backend.write_text(source)
-        for kind in ("engine", "bare"):
-            key = f"{label}-{kind}"
-            got = load_fresh(work / f"{kind}.tar", work / f"load-{key}", work / "inputs.npz", device="cuda")
-            got.pop("output", None)
-            results[key] = got
-            print(key, json.dumps({k: got.get(k) for k in ("descended", "served", "triton_compiled")}))
-            (out / "loads.json").write_text(json.dumps(results, indent=1))
-finally:
-    backend.write_text(now)
+for key, kind, torchs in (("engine", "engine", False), ("bare", "bare", False), ("engine-torchs-lookup", "engine", True)):
+    got = load_fresh(work / f"{kind}.tar", work / f"load-{key}", work / "inputs.npz", "cuda", False, torchs)
+    got.pop("output", None)
+    results[key] = got
+    print(key, json.dumps({k: got.get(k) for k in ("descended", "served", "triton_compiled")}))
+    (out / "loads.json").write_text(json.dumps(results, indent=1))
 PY
 echo "loads rc=$?"
 # then the tuned test, which now also asks that each tuned kernel serves its build's config (`served`)
