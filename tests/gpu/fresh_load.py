@@ -77,7 +77,7 @@ try:
         if id(self) not in seen and len(self.launchers) == 1:
             seen.add(id(self))
             config = self.launchers[0].config
-            served.append({"kernel": self.fn.__name__ if self.fn is not None else "?", "config": {
+            served.append({"kernel": getattr(self.fn, "__name__", "?"), "config": {
                 **config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages,
                 "found_by_coordesc": bool(getattr(config, "found_by_coordesc", False))},
                 "coordinate_descent_tuning": bool(self.inductor_meta.get("coordinate_descent_tuning"))})
