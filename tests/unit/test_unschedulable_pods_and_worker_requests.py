@@ -85,71 +85,73 @@ def test_ended_and_deleted_pods_do_not_count():
     )
 
 
-def on_node(name, since, waiting_reason=None, message="", phase="Pending", init=False, scheduled=True):
-    """A pod bound to node n1 since `since` (PodScheduled True, else only startTime), its one
-    container (or init container) waiting for `waiting_reason`, or still being created."""
+def on_node(name, since, waiting_reason=None, message="", phase="Pending", init=False):
+    """A pod bound to node n1 since `since`, its one container (or init container) waiting for
+    `waiting_reason`, or still being created (a pull in progress)."""
     state = {"waiting": {"reason": waiting_reason or "ContainerCreating", **({"message": message} if message else {})}}
     if phase == "Running":
         state = {"running": {"startedAt": stamp(since)}}
-    statuses = [{"name": "worker", "state": state}]
     status = {
         "phase": phase,
         "startTime": stamp(since),
-        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(since)}]
-        if scheduled
-        else [],
-        "initContainerStatuses" if init else "containerStatuses": statuses,
+        "conditions": [{"type": "PodScheduled", "status": "True", "lastTransitionTime": stamp(since)}],
+        "initContainerStatuses" if init else "containerStatuses": [{"name": "worker", "state": state}],
     }
     return {"metadata": {"name": name}, "spec": {"nodeName": "n1"}, "status": status}
 
 
 def test_a_pod_whose_image_cannot_be_pulled_is_found_with_the_kubelets_reason_and_message():
     pull = 'Back-off pulling image "registry.example/worker:typo"'
-    found = not_starting(
-        [
-            on_node("b", T0 - 20, "ErrImagePull", "newer"),
-            on_node("a", T0 - 90, "ImagePullBackOff", pull),
-            on_node("c", T0 - 300),  # a slow pull (ContainerCreating) is not a container that cannot start
-        ],
-        T0,
-    )
+    blocked = [on_node("b", T0 - 20, "ErrImagePull", "newer"), on_node("a", T0 - 900, "ImagePullBackOff", pull)]
+    found = not_starting(blocked, T0, seen_since=T0 - 90)
     assert found.pods == ("a", "b") and found.reason == "ImagePullBackOff" and found.message == pull
-    assert found.seconds == 90 and found.running == 0
+    # The time is the operator's since it first saw one blocked, not the pod's on its node (900 s:
+    # a slow pull that ended in one passing error is not blocked time).
+    assert found.seconds == 90 and found.others == 0
     assert found.give_up(60) and not found.give_up(120) and not found.give_up(0)  # 0: never
-    said = f"2 pod(s) on a node cannot start their container (a, ImagePullBackOff after 90s on its node): {pull}"
+    said = f"2 pod(s) on a node cannot start their container (a, ImagePullBackOff, seen for 90s): {pull}"
     assert found.waiting_for(600) == f"{said}; the kubelet retries: gives up after 600s"
     assert found.gave_up(60).startswith(f"{said}; gave up after 60s (the operator's scheduling.startTimeoutSeconds)")
-    assert "pull secret" in found.gave_up(60)
+    assert "pull secret" in found.gave_up(60) and "store.workerSecret" in found.gave_up(60)
+    assert not_starting(blocked, T0).seconds == 0  # first seen now
 
 
-def test_init_containers_and_missing_config_count_and_start_time_stands_in_for_the_condition():
-    found = not_starting(
-        [on_node("a", T0 - 40, "CreateContainerConfigError", 'secret "store" not found', init=True, scheduled=False)],
-        T0,
-    )
-    assert found.reason == "CreateContainerConfigError" and found.seconds == 40
+def test_a_pod_still_pulling_or_running_keeps_the_target_and_init_containers_and_missing_config_count():
+    pulling = on_node("c", T0 - 300)  # ContainerCreating: a pull in progress is not blocked
+    found = not_starting([on_node("a", T0 - 900, "ErrImagePull"), pulling], T0, seen_since=T0 - 900)
+    assert found.pods == ("a",) and found.others == 1 and not found.give_up(60)
+    running = on_node("d", T0 - 900, phase="Running")
+    assert not not_starting([on_node("a", T0 - 900, "ErrImagePull"), running], T0, T0 - 900).give_up(60)
+    config = on_node("e", T0 - 40, "CreateContainerConfigError", 'secret "store" not found', init=True)
+    assert not_starting([config], T0, T0 - 40).reason == "CreateContainerConfigError"
 
 
-def test_a_target_with_a_running_pod_does_not_give_up_and_ended_or_unplaced_pods_do_not_count():
-    found = not_starting([on_node("a", T0 - 900, "ErrImagePull"), on_node("b", T0 - 900, phase="Running")], T0)
-    assert found.running == 1 and not found.give_up(60)
+def test_ended_deleted_or_unplaced_pods_are_not_blocked():
     ended = on_node("c", T0 - 900, "ErrImagePull", phase="Failed")
     deleted = on_node("d", T0 - 900, "ErrImagePull")
     deleted["metadata"]["deletionTimestamp"] = stamp(T0)
     unplaced = on_node("e", T0 - 900, "ErrImagePull")
     unplaced["spec"] = {}
-    assert not_starting([ended, deleted, unplaced, pod("f", unschedulable_since=T0 - 900)], T0) is None
+    assert not_starting([ended, deleted, unplaced, pod("f", unschedulable_since=T0 - 900)], T0, T0 - 900) is None
 
 
-def test_a_pod_without_a_node_is_said_first_but_does_not_hide_one_that_cannot_start():
+def test_a_container_that_cannot_start_is_said_first_and_neither_hides_the_other():
     unplaced = pod("a", unschedulable_since=T0 - 100)
     stuck = on_node("b", T0 - 100, "ImagePullBackOff", "no such tag")
     said = verdict([unplaced, stuck], T0, unschedulable_seconds=1800, start_seconds=600)
-    assert said.reason == "Unschedulable" and not said.give_up and "gives up after 1800s" in said.message
-    # Past the start wait: the target gives up on the pod that cannot start, though another has no node.
-    said = verdict([unplaced, stuck], T0 + 600, unschedulable_seconds=1800, start_seconds=600)
-    assert said.reason == "ContainerCannotStart" and said.give_up and "no such tag" in said.message
-    assert verdict([stuck], T0, 1800, 0).give_up is False  # 0: never
+    # first sighting: said (it needs someone to act; a new node would meet it too), its time kept
+    assert said.reason == "ContainerCannotStart" and not said.give_up and said.blocked_since == T0
+    assert "gives up after 600s" in said.message and "no such tag" in said.message
+    said = verdict([unplaced, stuck], T0 + 600, 1800, 600, blocked_since=T0)  # the start wait passed
+    assert said.reason == "ContainerCannotStart" and said.give_up
+    long_unplaced = pod("a", unschedulable_since=T0 - 1800)
+    said = verdict([long_unplaced, stuck], T0 + 60, 1800, 600, blocked_since=T0)
+    assert said.reason == "ContainerCannotStart" and not said.give_up  # (a pod has a node: not Unschedulable's end)
+    said = verdict([long_unplaced], T0 + 60, 1800, 600)
+    assert said.reason == "Unschedulable" and said.give_up and said.blocked_since is None
+    assert verdict([stuck], T0 + 5000, 1800, 0, blocked_since=T0).give_up is False  # 0: never
+    placed = verdict([unplaced, on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600)
+    assert placed.reason == "Unschedulable" and placed.blocked_since is None
     assert verdict([on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600) is None
 
 

@@ -164,7 +164,7 @@ def tuningrun_crd() -> dict[str, Any]:
                 "type": "string",
                 "priority": 1,
                 "jsonPath": '.status.conditions[?(@.type=="Ready")].reason',
-                "description": "why the run is (not) ready, e.g. Unschedulable, ObjectNotFound",
+                "description": "why the run is (not) ready, e.g. Unschedulable, ContainerCannotStart, ObjectNotFound",
             },
             {
                 "name": "Progress",

@@ -842,6 +842,12 @@ class TargetStatus(WireModel):
         None,
         description="What spec.search.seedCache held: routes seeded, and why the others were not reusable.",
     )
+    blocked_since: str | None = Field(
+        None,
+        description="While a pod of this target sits on its node with a container that cannot start "
+        "(reason ContainerCannotStart): when the operator first saw it (RFC 3339). The start wait "
+        "(scheduling.startTimeoutSeconds) counts from it.",
+    )
     message: str | None = Field(None, description="What the target is doing, or how it ended.")
     reason: str | None = Field(
         None,

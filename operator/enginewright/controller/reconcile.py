@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pydantic import ValidationError
@@ -275,9 +276,20 @@ class Reconciler:
             return status
         pods = self.k8s.core.list_namespaced_pod(run.namespace, label_selector=selector(run, target.gpu_type)).items
         plain = [self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods]
-        said = verdict(plain, time.time(), self.settings.unschedulable_seconds, self.settings.start_seconds)
+        seen = before.blocked_since if before is not None else None
+        said = verdict(
+            plain,
+            time.time(),
+            self.settings.unschedulable_seconds,
+            self.settings.start_seconds,
+            None if seen is None else datetime.fromisoformat(seen).timestamp(),
+        )
         if said is None:
             return status
+        blocked = None if said.blocked_since is None else datetime.fromtimestamp(said.blocked_since, timezone.utc)
+        status = status.model_copy(
+            update={"blocked_since": None if blocked is None else blocked.isoformat(timespec="seconds")}
+        )
         if said.give_up:
             self.jobs.stop_active(run, jobs)
             return self._failed(status, said.reason, said.message, emit)

@@ -7,10 +7,11 @@ autoscaler work, and reads the scheduler's verdict back from the pods (`PodSched
 node and one has been unschedulable for the operator's configured wait.
 
 A pod with a node can still wait for good: its container cannot start (an image that cannot be pulled,
-a name the runtime cannot parse, a Secret or ConfigMap it mounts that is missing). The kubelet retries
+a name the runtime cannot parse, a Secret its environment reads that is missing). The kubelet retries
 with back-off and the pod stays Pending until the Job's activeDeadlineSeconds, hours later; so such a
 pod is reported at once (`not_starting`, with the kubelet's reason and message) and the target gives
-up once none of its pods runs and one has been on its node without starting for the configured wait.
+up once every pod of it on a node is blocked and the operator has seen one blocked for the configured
+wait (counted from its first sighting, kept on the target's status, so a slow pull is not counted).
 """
 
 from __future__ import annotations
@@ -112,19 +113,19 @@ class NotStarting:
     """Pods of one target that have a node but whose containers cannot start."""
 
     pods: tuple[str, ...]  # their names, sorted
-    reason: str  # the kubelet's reason for the container of the pod that has waited longest
+    reason: str  # the kubelet's reason for the blocked container of the first of them
     message: str  # and its message
-    seconds: float  # how long that pod has been on its node
-    running: int  # pods of the target whose containers started (phase Running)
+    seconds: float  # since the operator first saw a container of the target blocked (`seen_since`)
+    others: int  # pods of the target on a node that are not blocked (running, or starting as usual)
 
     def give_up(self, wait_seconds: float) -> bool:
-        """Nothing of the target runs and a pod has sat on its node long enough (a wait of 0: never)."""
-        return wait_seconds > 0 and self.running == 0 and self.seconds >= wait_seconds
+        """Every pod of the target on a node is blocked and has been long enough (a wait of 0: never)."""
+        return wait_seconds > 0 and self.others == 0 and self.seconds >= wait_seconds
 
     def said(self) -> str:
         return (
             f"{len(self.pods)} pod(s) on a node cannot start their container ({self.pods[0]}, "
-            f"{self.reason} after {self.seconds:.0f}s on its node): {self.message}"
+            f"{self.reason}, seen for {self.seconds:.0f}s): {self.message}"
         )
 
     def waiting_for(self, wait_seconds: float) -> str:
@@ -135,22 +136,22 @@ class NotStarting:
         return (
             f"{self.said()}; gave up after {wait_seconds:.0f}s (the operator's "
             f"scheduling.startTimeoutSeconds): check the worker image's name and tag, the registry's "
-            f"pull secret (imagePullSecrets) and what the worker mounts"
+            f"pull secret (imagePullSecrets) and the Secret the worker's environment reads "
+            f"(store.workerSecret)"
         )
 
 
-def not_starting(pods: list[dict], now: float) -> NotStarting | None:
+def not_starting(pods: list[dict], now: float, seen_since: float | None = None) -> NotStarting | None:
     """The pods among `pods` (plain-dict Pod objects) that have a node and a container (init
-    containers included) waiting for a reason in CANNOT_START, or None when there are none. Time on
-    the node: from the pod's PodScheduled condition turning True, else its startTime."""
-    stuck: list[tuple[float, str, str, str]] = []
-    running = 0
+    containers included) waiting for a reason in CANNOT_START, or None when there are none.
+    `seen_since`: when the operator first saw one (kept on the target's status); None: now. The
+    time counts from there, not from the pod's scheduling, so a slow pull that ends in one passing
+    error is not counted as blocked time."""
+    stuck: list[tuple[str, str, str]] = []
+    others = 0
     for pod in pods:
         status, spec = pod.get("status") or {}, pod.get("spec") or {}
         if status.get("phase") in ("Succeeded", "Failed") or (pod.get("metadata") or {}).get("deletionTimestamp"):
-            continue
-        if status.get("phase") == "Running":
-            running += 1
             continue
         if not spec.get("nodeName"):
             continue
@@ -160,33 +161,17 @@ def not_starting(pods: list[dict], now: float) -> NotStarting | None:
         ]
         blocked = next((w for w in waits if w.get("reason") in CANNOT_START), None)
         if blocked is None:
+            others += 1
             continue
-        scheduled = next(
-            (
-                c.get("lastTransitionTime")
-                for c in status.get("conditions") or []
-                if c.get("type") == "PodScheduled" and c.get("status") == "True"
-            ),
-            None,
-        )
-        since = _seconds(scheduled or status.get("startTime"))
-        stuck.append(
-            (
-                now if since is None else since,
-                pod["metadata"]["name"],
-                blocked["reason"],
-                (blocked.get("message") or "no message from the kubelet").strip(),
-            )
-        )
+        message = (blocked.get("message") or "no message from the kubelet").strip()
+        stuck.append((pod["metadata"]["name"], blocked["reason"], message))
     if not stuck:
         return None
-    since, _, reason, message = min(stuck)
+    stuck.sort()
+    _, reason, message = stuck[0]
+    since = now if seen_since is None else min(seen_since, now)
     return NotStarting(
-        pods=tuple(sorted(name for _, name, _, _ in stuck)),
-        reason=reason,
-        message=message,
-        seconds=max(0.0, now - since),
-        running=running,
+        pods=tuple(name for name, _, _ in stuck), reason=reason, message=message, seconds=now - since, others=others
     )
 
 
@@ -197,23 +182,28 @@ class Verdict:
     reason: str  # Unschedulable or ContainerCannotStart
     message: str
     give_up: bool
+    blocked_since: float | None  # when a container of the target was first seen blocked (None: none is)
 
 
-def verdict(pods: list[dict], now: float, unschedulable_seconds: float, start_seconds: float) -> Verdict | None:
-    """Pods without a node (`waiting`) and pods on a node whose container cannot start (`not_starting`):
-    either gives the target up once it has waited its own time, so a pod that cannot be placed never
-    hides one that cannot start; while neither has, the pods without a node are said first. None:
-    every pod is placed and starting or running."""
+def verdict(
+    pods: list[dict], now: float, unschedulable_seconds: float, start_seconds: float, blocked_since: float | None = None
+) -> Verdict | None:
+    """Pods without a node (`waiting`) and pods on a node whose container cannot start (`not_starting`,
+    blocked since `blocked_since` as the target's status keeps it): either gives the target up once it
+    has waited its own time, so one never hides the other; while neither has, a container that
+    cannot start is said first (it clears only when someone acts, and a new node would meet it too).
+    None: every pod is placed and starting or running."""
+    unplaced, stuck = waiting(pods, now), not_starting(pods, now, blocked_since)
+    since = None if stuck is None else now - stuck.seconds
     found: list[tuple[Unplaced | NotStarting, str, float]] = []
-    unplaced, stuck = waiting(pods, now), not_starting(pods, now)
-    if unplaced is not None:
-        found.append((unplaced, "Unschedulable", unschedulable_seconds))
     if stuck is not None:
         found.append((stuck, "ContainerCannotStart", start_seconds))
+    if unplaced is not None:
+        found.append((unplaced, "Unschedulable", unschedulable_seconds))
     for f, reason, wait in found:
         if f.give_up(wait):
-            return Verdict(reason, f.gave_up(wait), True)
+            return Verdict(reason, f.gave_up(wait), True, since)
     if not found:
         return None
     f, reason, wait = found[0]
-    return Verdict(reason, f.waiting_for(wait), False)
+    return Verdict(reason, f.waiting_for(wait), False, since)

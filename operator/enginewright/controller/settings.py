@@ -36,9 +36,9 @@ class Settings:
     # A target whose pods have no node gives up after this long unschedulable (0: never). Long enough
     # for an autoscaler to bring up a GPU node from zero (minutes, driver installation included).
     unschedulable_seconds: float = 1800.0
-    # A target whose pods have a node but whose containers cannot start (ErrImagePull, ImagePullBackOff,
-    # CreateContainerConfigError, ...) gives up after this long, none of its pods running (0: never).
-    # Room for a registry's brief outage; a slow pull (ContainerCreating) is not counted.
+    # A target whose pods on a node all have a container that cannot start (ErrImagePull, ImagePullBackOff,
+    # CreateContainerConfigError, ...) gives up this long after the operator first saw one (its status's
+    # blockedSince; 0: never). Room for a registry's brief outage; a slow pull (ContainerCreating) is not counted.
     start_seconds: float = 600.0
     metrics_port: int = 8080
     health_port: int = 8081

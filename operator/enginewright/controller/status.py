@@ -131,7 +131,7 @@ def run_status(
     stages = {t.stage for t in targets}
     phase = "Confirming" if "confirming" in stages else "Running" if stages & {"stage1", "stage2"} else "Pending"
     message = "; ".join(f"{t.gpu_type}: {t.message}" for t in targets if t.message)
-    # A target that waits says why (Unschedulable) in the Ready and Reconciling conditions' reason.
+    # A target that waits says why (Unschedulable, ContainerCannotStart) in the Ready and Reconciling conditions' reason.
     reason = next((t.reason for t in targets if t.stage not in FINISHED and t.reason), "Reconciling")
     return {
         **status,
