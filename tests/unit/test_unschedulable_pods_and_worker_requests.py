@@ -6,7 +6,7 @@ from pydantic import ValidationError
 
 from enginewright.api.models import Resources, Target
 from enginewright.controller.jobs import worker_requests
-from enginewright.controller.scheduling import not_starting, verdict, waiting
+from enginewright.controller.scheduling import not_starting, owned, verdict, waiting
 from enginewright.controller.settings import Settings
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -153,6 +153,20 @@ def test_a_container_that_cannot_start_is_said_first_and_neither_hides_the_other
     placed = verdict([unplaced, on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600)
     assert placed.reason == "Unschedulable" and placed.blocked_since is None
     assert verdict([on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600) is None
+
+
+def test_only_pods_of_the_targets_own_jobs_count():
+    """A run applied again under its name: its old Job's pod (same labels, unschedulable for an hour)
+    must not end the new target at its first pass."""
+    old = pod("old", unschedulable_since=T0 - 3600)
+    old["metadata"]["ownerReferences"] = [{"kind": "Job", "uid": "job-of-the-deleted-run"}]
+    new = pod("new", unschedulable_since=T0 - 5)
+    new["metadata"]["ownerReferences"] = [{"kind": "Job", "uid": "job-1"}]
+    assert verdict([old, new], T0, 1800, 600).give_up  # (all of them: the old pod's hour counts)
+    mine = owned([old, new, pod("unowned")], {"job-1"})
+    assert [p["metadata"]["name"] for p in mine] == ["new"]
+    said = verdict(mine, T0, 1800, 600)
+    assert said.reason == "Unschedulable" and not said.give_up and "unschedulable for 5s" in said.message
 
 
 def test_quantities_are_int_or_string():

@@ -36,7 +36,7 @@ from enginewright.controller.jobs import (
 from enginewright.controller.observe import TargetObservation, observe_target, previous_target
 from enginewright.controller.preflight import check_inputs, run_client
 from enginewright.controller.publish import publish_winner
-from enginewright.controller.scheduling import verdict
+from enginewright.controller.scheduling import owned, verdict
 from enginewright.controller.settings import Settings
 from enginewright.controller.status import (
     FINISHED,
@@ -275,7 +275,10 @@ class Reconciler:
         if not any(job_state(job) == "active" for job in jobs.values()):
             return status
         pods = self.k8s.core.list_namespaced_pod(run.namespace, label_selector=selector(run, target.gpu_type)).items
-        plain = [self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods]
+        plain = owned(
+            [self.k8s.core.api_client.sanitize_for_serialization(p) for p in pods],
+            {job["metadata"]["uid"] for job in jobs.values()},
+        )
         seen = before.blocked_since if before is not None else None
         said = verdict(
             plain,

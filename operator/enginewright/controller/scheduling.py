@@ -27,6 +27,7 @@ CANNOT_START = frozenset(
         "ImagePullBackOff",
         "InvalidImageName",
         "ErrImageNeverPull",
+        "ImageInspectError",
         "CreateContainerConfigError",
         "CreateContainerError",
     }
@@ -73,6 +74,18 @@ def _seconds(stamp: str | None) -> float | None:
     if not stamp:
         return None
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def owned(pods: list[dict], job_uids: set[str]) -> list[dict]:
+    """The pods among `pods` that a Job of `job_uids` owns. Pods are listed by the run's and target's
+    labels, and a run deleted and applied again under its name leaves its old Jobs' pods, with the
+    same labels, until the garbage collector removes them: their old times must not end the new run's
+    target at its first pass."""
+    return [
+        pod
+        for pod in pods
+        if any(o.get("uid") in job_uids for o in (pod.get("metadata") or {}).get("ownerReferences") or [])
+    ]
 
 
 def waiting(pods: list[dict], now: float) -> Unplaced | None:
