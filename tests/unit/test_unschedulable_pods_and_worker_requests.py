@@ -140,16 +140,16 @@ def test_a_container_that_cannot_start_is_said_first_and_neither_hides_the_other
     stuck = on_node("b", T0 - 100, "ImagePullBackOff", "no such tag")
     said = verdict([unplaced, stuck], T0, unschedulable_seconds=1800, start_seconds=600)
     # first sighting: said (it needs someone to act; a new node would meet it too), its time kept
-    assert said.reason == "ContainerCannotStart" and not said.give_up and said.blocked_since == T0
+    assert said.reason == "ContainerCannotStart" and not said.give_up and said.blocked_since == stamp(T0)
     assert "gives up after 600s" in said.message and "no such tag" in said.message
-    said = verdict([unplaced, stuck], T0 + 600, 1800, 600, blocked_since=T0)  # the start wait passed
+    said = verdict([unplaced, stuck], T0 + 600, 1800, 600, blocked_since=stamp(T0))  # the start wait passed
     assert said.reason == "ContainerCannotStart" and said.give_up
     long_unplaced = pod("a", unschedulable_since=T0 - 1800)
-    said = verdict([long_unplaced, stuck], T0 + 60, 1800, 600, blocked_since=T0)
+    said = verdict([long_unplaced, stuck], T0 + 60, 1800, 600, blocked_since=stamp(T0))
     assert said.reason == "ContainerCannotStart" and not said.give_up  # (a pod has a node: not Unschedulable's end)
     said = verdict([long_unplaced], T0 + 60, 1800, 600)
     assert said.reason == "Unschedulable" and said.give_up and said.blocked_since is None
-    assert verdict([stuck], T0 + 5000, 1800, 0, blocked_since=T0).give_up is False  # 0: never
+    assert verdict([stuck], T0 + 5000, 1800, 0, blocked_since=stamp(T0)).give_up is False  # 0: never
     placed = verdict([unplaced, on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600)
     assert placed.reason == "Unschedulable" and placed.blocked_since is None
     assert verdict([on_node("c", T0 - 5000), pod("d", node="n1", phase="Running")], T0, 1800, 600) is None

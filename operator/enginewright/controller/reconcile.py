@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Callable
 
 from pydantic import ValidationError
@@ -280,19 +279,10 @@ class Reconciler:
             {job["metadata"]["uid"] for job in jobs.values()},
         )
         seen = before.blocked_since if before is not None else None
-        said = verdict(
-            plain,
-            time.time(),
-            self.settings.unschedulable_seconds,
-            self.settings.start_seconds,
-            None if seen is None else datetime.fromisoformat(seen).timestamp(),
-        )
+        said = verdict(plain, time.time(), self.settings.unschedulable_seconds, self.settings.start_seconds, seen)
         if said is None:
             return status
-        blocked = None if said.blocked_since is None else datetime.fromtimestamp(said.blocked_since, timezone.utc)
-        status = status.model_copy(
-            update={"blocked_since": None if blocked is None else blocked.isoformat(timespec="seconds")}
-        )
+        status = status.model_copy(update={"blocked_since": said.blocked_since})
         if said.give_up:
             self.jobs.stop_active(run, jobs)
             return self._failed(status, said.reason, said.message, emit)

@@ -17,7 +17,7 @@ wait (counted from its first sighting, kept on the target's status, so a slow pu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 
 # Container waiting reasons a kubelet keeps retrying but that clear only when someone fixes the image,
 # its pull secret or what the container mounts (a plain slow pull is ContainerCreating: not listed).
@@ -68,6 +68,11 @@ class Unplaced:
             f"scheduling.unschedulableTimeoutSeconds): check the GPU type, gpusPerJob, "
             f"nodeSelector, tolerations and resources against the cluster's node pools"
         )
+
+
+def _stamp(seconds: float) -> str:
+    """An RFC 3339 time as Kubernetes writes one (a condition's lastTransitionTime)."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _seconds(stamp: str | None) -> float | None:
@@ -195,19 +200,19 @@ class Verdict:
     reason: str  # Unschedulable or ContainerCannotStart
     message: str
     give_up: bool
-    blocked_since: float | None  # when a container of the target was first seen blocked (None: none is)
+    blocked_since: str | None  # when a container of the target was first seen blocked, RFC 3339 (None: none is)
 
 
 def verdict(
-    pods: list[dict], now: float, unschedulable_seconds: float, start_seconds: float, blocked_since: float | None = None
+    pods: list[dict], now: float, unschedulable_seconds: float, start_seconds: float, blocked_since: str | None = None
 ) -> Verdict | None:
     """Pods without a node (`waiting`) and pods on a node whose container cannot start (`not_starting`,
-    blocked since `blocked_since` as the target's status keeps it): either gives the target up once it
+    blocked since `blocked_since`, the target status's RFC 3339 time): either gives the target up once it
     has waited its own time, so one never hides the other; while neither has, a container that
     cannot start is said first (it clears only when someone acts, and a new node would meet it too).
     None: every pod is placed and starting or running."""
-    unplaced, stuck = waiting(pods, now), not_starting(pods, now, blocked_since)
-    since = None if stuck is None else now - stuck.seconds
+    unplaced, stuck = waiting(pods, now), not_starting(pods, now, _seconds(blocked_since))
+    since = None if stuck is None else _stamp(now - stuck.seconds)
     found: list[tuple[Unplaced | NotStarting, str, float]] = []
     if stuck is not None:
         found.append((stuck, "ContainerCannotStart", start_seconds))
