@@ -68,7 +68,7 @@ def namespace(cluster, api):
     from kubernetes import client
 
     name = f"t-{uuid.uuid4().hex[:8]}"
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": name}})
+    cluster.create_namespace(name)
     yield name
     client.CoreV1Api(api).delete_namespace(name)
 

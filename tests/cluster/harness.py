@@ -165,6 +165,20 @@ class LocalCluster:
             raise RuntimeError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
         return result
 
+    def create_namespace(self, name: str) -> None:
+        """Create namespace NAME and return once its `default` ServiceAccount exists. The
+        controller-manager's ServiceAccount controller creates it shortly after the namespace, and
+        until then the API server's ServiceAccount admission refuses every pod there ("error looking
+        up service account NAME/default"). A Job's pods are retried by the Job controller, but a pod
+        a test creates itself is refused for good: CI failed so once (test_node_agent_pod_environment)."""
+        self.kubectl("create", "namespace", name)
+
+        def default_service_account():
+            self._check_alive()
+            return self.get("serviceaccount", "default", name)
+
+        wait_for(default_service_account, 60, f"the default ServiceAccount of namespace {name}", interval=0.1)
+
     def get(self, kind: str, name: str = "", namespace: str = "", selector: str = "") -> dict:
         """What `kubectl get KIND [NAME] [-n NAMESPACE] [-l SELECTOR] -o json` prints, read from the API
         server in this process. The tests poll the cluster thousands of times a run, and each kubectl

@@ -58,7 +58,7 @@ def started_image_cluster(namespace: str | None = None) -> Iterator[ImageCluster
         cluster.image_store = images
         if namespace:
             cluster.install_crds()
-            cluster.kubectl("create", "namespace", namespace)
+            cluster.create_namespace(namespace)
             store_secret(cluster, namespace)
         yield cluster
     finally:

@@ -20,7 +20,7 @@ from tests.operator.conftest import RUNS_BUCKET, TEST_INTERVAL, example_in_store
 @pytest.fixture
 def fault_namespace(cluster, crd_installed, example_in_store):  # noqa: F811
     name = f"f-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
+    cluster.create_namespace(name)
     create_store_secret(cluster, name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false")
