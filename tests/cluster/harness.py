@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -201,7 +202,7 @@ class LocalCluster:
         a fresh cluster, and 47-84 s later after two to five restarts (10-20 s outages). Until then
         its Job and ServiceAccount controllers do nothing, and a test that follows on the same
         cluster waits or fails (CI: 60 s without a ServiceAccount, after a restart test)."""
-        probe = f"probe-{random.getrandbits(32):08x}"
+        probe = f"probe-{uuid.uuid4().hex[:8]}"
         self.create_namespace(probe, timeout)
         self.kubectl("delete", "namespace", probe, "--wait=false")
 

@@ -8,8 +8,8 @@ failed 3 times in 3 runs (10 s outages; a run with 8 s outages passed, the lag i
 draw); with it, 3 of 3 passed, each ServiceAccount there within 0.01 s."""
 
 import json
-import random
 import time
+import uuid
 
 from tests.cluster.harness import wait_for
 
@@ -21,7 +21,7 @@ def test_namespaces_created_after_api_server_restarts_admit_a_pod_at_once(cluste
         cluster.stop_process("kube-apiserver")
         time.sleep(10)  # the outage itself, not a wait for a condition
         cluster.start_process("kube-apiserver")
-        name = f"after-{random.getrandbits(32):08x}"
+        name = f"after-{uuid.uuid4().hex[:8]}"
         cluster.kubectl("create", "namespace", name)  # not create_namespace: it would wait
         try:
             began = time.monotonic()
