@@ -17,7 +17,9 @@ wait (counted from its first sighting, kept on the target's status, so a slow pu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
+
+from enginewright.controller.status import stamp
 
 # Container waiting reasons a kubelet keeps retrying but that clear only when someone fixes the image,
 # its pull secret or what the container mounts (a plain slow pull is ContainerCreating: not listed).
@@ -70,15 +72,10 @@ class Unplaced:
         )
 
 
-def _stamp(seconds: float) -> str:
-    """An RFC 3339 time as Kubernetes writes one (a condition's lastTransitionTime)."""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _seconds(stamp: str | None) -> float | None:
-    if not stamp:
+def _seconds(when: str | None) -> float | None:
+    if not when:
         return None
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
 
 
 def owned(pods: list[dict], job_uids: set[str]) -> list[dict]:
@@ -212,7 +209,7 @@ def verdict(
     cannot start is said first (it clears only when someone acts, and a new node would meet it too).
     None: every pod is placed and starting or running."""
     unplaced, stuck = waiting(pods, now), not_starting(pods, now, _seconds(blocked_since))
-    since = None if stuck is None else _stamp(now - stuck.seconds)
+    since = None if stuck is None else stamp(now - stuck.seconds)
     found: list[tuple[Unplaced | NotStarting, str, float]] = []
     if stuck is not None:
         found.append((stuck, "ContainerCannotStart", start_seconds))

@@ -5,6 +5,7 @@ The reconciler writes what these return and posts the event they name."""
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from typing import Any, Callable
 
@@ -18,8 +19,13 @@ Event = tuple[str, str, str]  # (type Normal|Warning, reason, message)
 Emit = Callable[[str, str, str], None]  # posts an Event on the run
 
 
+def stamp(seconds: float) -> str:
+    """An RFC 3339 time as Kubernetes writes one (a condition's lastTransitionTime)."""
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(time.time())
 
 
 def conditions(previous: list[dict] | None, generation: int, state: str, reason: str, message: str) -> list[dict]:
