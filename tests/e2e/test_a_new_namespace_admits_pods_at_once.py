@@ -8,15 +8,16 @@ import json
 import uuid
 
 
-def pod() -> str:
-    return json.dumps(
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "admitted"},
-            "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "none"}]},
-        }
-    )
+def admission(cluster, namespace: str):
+    """kubectl's result for a pod created in `namespace` by a server-side dry run: admission runs, and
+    nothing is stored or run."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "admitted"},
+        "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "none"}]},
+    }
+    return cluster.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-", input=json.dumps(pod), check=False)
 
 
 def test_a_pod_is_admitted_in_a_namespace_as_soon_as_it_is_created(cluster):
@@ -24,8 +25,7 @@ def test_a_pod_is_admitted_in_a_namespace_as_soon_as_it_is_created(cluster):
     try:
         for name in names:
             cluster.create_namespace(name)
-            # Admission runs on a server-side dry run; nothing is stored or run.
-            admitted = cluster.kubectl("create", "--dry-run=server", "-n", name, "-f", "-", input=pod(), check=False)
+            admitted = admission(cluster, name)
             assert admitted.returncode == 0, admitted.stderr
     finally:
         for name in names:

@@ -7,11 +7,11 @@ for a ServiceAccount that a healthy controller-manager creates in ~10 ms. Withou
 failed 3 times in 3 runs (10 s outages; a run with 8 s outages passed, the lag is the backoff's
 draw); with it, 3 of 3 passed, each ServiceAccount there within 0.01 s."""
 
-import json
 import time
 import uuid
 
 from tests.cluster.harness import wait_for
+from tests.e2e.test_a_new_namespace_admits_pods_at_once import admission
 
 
 def test_namespaces_created_after_api_server_restarts_admit_a_pod_at_once(cluster):
@@ -28,15 +28,7 @@ def test_namespaces_created_after_api_server_restarts_admit_a_pod_at_once(cluste
             # ~10 ms from a controller-manager that acts; 1 s leaves room for a busy CI machine
             wait_for(lambda: cluster.get("serviceaccount", "default", name), 1, "the default ServiceAccount at once")
             print(f"restart {restart}: the ServiceAccount came {time.monotonic() - began:.2f} s after the namespace")
-            pod = {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": {"name": "admitted"},
-                "spec": {"restartPolicy": "Never", "containers": [{"name": "main", "image": "none"}]},
-            }
-            admitted = cluster.kubectl(
-                "create", "--dry-run=server", "-n", name, "-f", "-", input=json.dumps(pod), check=False
-            )
+            admitted = admission(cluster, name)
             assert admitted.returncode == 0, admitted.stderr
         finally:
             cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)

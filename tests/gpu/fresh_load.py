@@ -107,7 +107,12 @@ print(json.dumps({"compiled": len(libraries), "built": built, "describe": runner
 
 
 def load_fresh(
-    engine: Path, workdir: Path, inputs: Path, device: str = "cpu", imported_ahead: bool = False, torchs_lookup=False
+    engine: Path,
+    workdir: Path,
+    inputs: Path,
+    device: str = "cpu",
+    imported_ahead: bool = False,
+    torchs_lookup: bool = False,
 ) -> dict:
     """What loading `engine` in a fresh process into `workdir` gave on `inputs` (an .npz), after
     importing the modules a serving process imports ahead (`child.await_engine`) when `imported_ahead`: the
