@@ -155,9 +155,7 @@ def reconcile_once(body: dict, written: dict | None, where: str) -> tuple[dict |
         if not transient(exc):
             raise
         # The API server or the store is restarting: say so once, and retry on the next pass.
-        log.warning(
-            f"{where}: waiting for the API server or the store ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
-        )
+        log.warning(f"{where}: waiting for the API server or the store ({briefly(exc)})")
         return previous, False
 
 
@@ -208,7 +206,7 @@ def check_policy(body, **_) -> None:
     except Exception as exc:
         if went_away(exc) or transient(exc):
             # The API server is away, or the policy went while it was checked: the next check sees what is left.
-            log.warning(f"{where}: policy check deferred ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            log.warning(f"{where}: policy check deferred ({briefly(exc)})")
             return
         raise
     if status is None:
@@ -265,11 +263,28 @@ def transient(exc: Exception) -> bool:
     return isinstance(exc, (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError))
 
 
+def briefly(exc: Exception) -> str:
+    """An error in one line for a log: its type and first line, or, for urllib3's MaxRetryError (whose
+    text is mostly the request's URL), the reason the connection failed."""
+    reason = getattr(exc, "reason", None)
+    text = str(reason if isinstance(reason, Exception) else exc)
+    return f"{type(exc).__name__}: {(text.splitlines() or [''])[0][:200]}"
+
+
 @kopf.on.delete(GROUP, VERSION, PLURAL)
 def stop(body, logger, **_) -> None:
     """A deleted run stops its Jobs; its published engines stay in the catalog."""
     meta = body["metadata"]
-    stopped = reconciler().jobs.stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
+    try:
+        stopped = reconciler().jobs.stop_all(RunRef(meta["name"], meta["namespace"], meta["uid"]))
+    except Exception as exc:
+        if not transient(exc):
+            raise
+        # The API server is away (restarting): kopf keeps the finalizer and calls this again. Said in one
+        # line; any other exception is kopf's to log with its traceback.
+        raise kopf.TemporaryError(
+            f"waiting for the API server to stop the run's Jobs ({briefly(exc)})", delay=5
+        ) from exc
     metrics.forget_run(
         meta["uid"],
         meta["namespace"],
