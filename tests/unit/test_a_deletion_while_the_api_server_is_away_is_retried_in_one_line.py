@@ -48,7 +48,7 @@ def test_a_refused_connection_is_a_temporary_error(monkeypatch):
     with pytest.raises(kopf.TemporaryError) as raised:
         handlers.stop(body=BODY, logger=logger)
     assert "waiting for the API server" in str(raised.value)
-    assert "Connection refused" in str(raised.value) or "NewConnectionError" in str(raised.value)
+    assert "Connection refused" in str(raised.value)  # the reason, not the URL of the request
     assert raised.value.delay == 5
     assert logger.lines == []  # nothing said stopped
 
