@@ -8,14 +8,16 @@ from enginewright.api.models import Resources, Target
 from enginewright.controller.jobs import worker_requests
 from enginewright.controller.scheduling import not_starting, owned, verdict, waiting
 from enginewright.controller.settings import Settings
+from enginewright.controller.status import seconds, stamp
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 
 
-def stamp(seconds: float) -> str:
-    from datetime import datetime, timezone
-
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def test_a_kubernetes_time_reads_back_as_the_seconds_it_was_written_from():
+    assert stamp(T0) == "2027-01-15T08:00:00Z" and seconds(stamp(T0)) == T0
+    # the API server may write fractions (metav1.MicroTime) and other offsets
+    assert seconds("2027-01-15T08:00:00.250000Z") == T0 + 0.25
+    assert seconds("2027-01-15T09:00:00+01:00") == T0
 
 
 def pod(name, node=None, phase="Pending", unschedulable_since=None, message="0/3 nodes are available"):

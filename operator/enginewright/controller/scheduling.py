@@ -17,9 +17,8 @@ wait (counted from its first sighting, kept on the target's status, so a slow pu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 
-from enginewright.controller.status import stamp
+from enginewright.controller.status import seconds, stamp
 
 # Container waiting reasons a kubelet keeps retrying but that clear only when someone fixes the image,
 # its pull secret or what the container mounts (a plain slow pull is ContainerCreating: not listed).
@@ -73,9 +72,7 @@ class Unplaced:
 
 
 def _seconds(when: str | None) -> float | None:
-    if not when:
-        return None
-    return datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
+    return seconds(when) if when else None
 
 
 def owned(pods: list[dict], job_uids: set[str]) -> list[dict]:

@@ -19,9 +19,14 @@ Event = tuple[str, str, str]  # (type Normal|Warning, reason, message)
 Emit = Callable[[str, str, str], None]  # posts an Event on the run
 
 
-def stamp(seconds: float) -> str:
+def stamp(epoch: float) -> str:
     """An RFC 3339 time as Kubernetes writes one (a condition's lastTransitionTime)."""
-    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def seconds(when: str) -> float:
+    """`stamp`'s inverse: a Kubernetes time (fractions and offsets allowed) as epoch seconds."""
+    return datetime.fromisoformat(when.replace("Z", "+00:00")).timestamp()
 
 
 def now() -> str:
@@ -184,8 +189,7 @@ def run_deadline(spec: TuningRunSpec, meta: dict[str, Any]) -> float | None:
     without one."""
     if spec.search.deadline_seconds is None:
         return None
-    created = datetime.fromisoformat(meta["creationTimestamp"].replace("Z", "+00:00")).timestamp()
-    return created + spec.search.deadline_seconds
+    return seconds(meta["creationTimestamp"]) + spec.search.deadline_seconds
 
 
 def target_done(status: TargetStatus, message: str) -> TargetStatus:
