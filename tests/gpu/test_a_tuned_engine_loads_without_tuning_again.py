@@ -9,7 +9,10 @@ kernels in one such load on an H100, session 35); the load now serves the build'
 config's kernel once (session 37): torch names its own ptxas to Triton only where it compiles a kernel
 itself, so the load's key missed the build's kernel; build and load now both name it
 (`_compile_with_torchs_tools`; on an H100 the load then compiled none, session 38). The control: the
-same engine loaded with torch's own lookup (`_serve_tuned_configs` off) tunes again. The packing
+same engine loaded with torch's own lookup (`_serve_tuned_configs` off) tunes again. All of it passed
+on an H100 at `dd99ba5` (session 41, `docs/benchmarks/raw/s41/call1/`): the load served the build's
+config (XBLOCK 1024, 8 warps) and compiled nothing; torch's own lookup descended again, to 4 warps,
+compiling 3 kernels: without the fix the engine served is not the one measured. The packing
 and placing: tests/unit/test_an_engine_brings_what_its_build_tuned.py; the adoption:
 tests/unit/test_a_loaded_kernel_serves_the_config_its_build_tuned.py."""
 

@@ -259,13 +259,16 @@ _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*(?<!\.so)")
 def _autotuned(caches: Path) -> dict[str, bytes]:
     """What the build's first call tuned at run time, by its path under the engine's `autotuned/`:
     Inductor keeps each tuned kernel's best config (coordinate descent, or the best of a kernel's
-    configs) in a `.best_config` file beside the kernel's source in its cache folder, and torch 2.11's
-    cache artifacts leave those files out. So every load of such an engine tuned its kernels again
-    (2.5 s of every load of the MLP's coordinate-descent route on an H100, session 33), with a result
-    of that load's own: the engine served was not the one measured. With the files come the Triton
-    kernels of the configs they name (their `triton_cache_hash`), or, where a torch names none (2.11
-    writes null), every kernel the build compiled: 10 folders, 0.87 MB, for an MLP's one tuned kernel
-    on an H100. Nothing where nothing was tuned."""
+    configs) in a `.best_config` file beside the kernel's source in its cache folder. Torch 2.11's
+    portable caches carry those files too (`AutotuneCache.save`; on an H100 an engine without
+    `autotuned/` served its build's config, session 41), older torches' may not, so they are kept.
+    What the caches lack is the kernel compiled for the tuned config: without it that load compiled
+    it again (1 kernel). So with the files come the Triton kernels of the configs they name (their
+    `triton_cache_hash`), or, where a torch names none (2.11 writes null), every kernel the build
+    compiled: 10 folders, 0.87 MB, for an MLP's one tuned kernel on an H100. What made loads tune
+    again (2.5 s of every load of the MLP's coordinate-descent route on an H100, session 33, with a
+    result of that load's own) was the kernels looking for their configs in the build's folder:
+    `_serve_tuned_configs`. Nothing where nothing was tuned."""
     inductor, triton = caches / "inductor", caches / "triton"
     found: dict[str, bytes] = {}
     for path in sorted(inductor.rglob("*.best_config")):
