@@ -21,12 +21,12 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote
 
 from pydantic import ValidationError
 
+from enginewright.api.cache import now_iso
 from enginewright.api.contracts import IndexEntry, MeasuredRoute, MeasuredRoutes, Provenance
 from enginewright.catalog.compatibility import Offer
 from enginewright.catalog.listing import _version_key
@@ -686,16 +686,12 @@ def index_page(models: dict[str, list[IndexEntry]], catalog: Catalog, generated_
 # ------------------------------------------------------------------------------------ the whole site
 
 
-def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def pages(
     catalog: Catalog, models: list[str] | None = None, generated_at: str | None = None, every: list[str] | None = None
 ) -> dict[str, str]:
     """Site pages by path relative to the catalog folder: the index (every model, `every` when the
     caller has listed them already) and the page of each model in `models` (default: all)."""
-    generated_at = generated_at or now()
+    generated_at = generated_at or now_iso()
     every = catalog.models() if every is None else every
     out = {site_page(): index_page({m: read_index(catalog, m) for m in every}, catalog, generated_at)}
     for model in every if models is None else models:
