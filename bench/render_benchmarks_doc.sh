@@ -16,7 +16,7 @@ exec "${PYTHON:-python}" bench/gpu_tuning.py docs "$R"/{resnet50,encoder,mlp,con
   --command "BENCH_BUDGET_S=285 CUDA_VISIBLE_DEVICES=0 python3 bench/gpu_tuning.py run --workloads resnet50 --out /tmp/bench --export \$OUT   # resumes again" \
   --command "# then, here: the tables from the exported files (copied to docs/benchmarks/raw/)" \
   --command "bench/render_benchmarks_doc.sh" \
-  --protocol-after "$R"/s27/call4-resnet50/resnet50.json --protocol-after "$R"/s16/call3/encoder.json \
+  --protocol-after "$R"/s41/call3/resnet50.json --protocol-after "$R"/s16/call3/encoder.json \
   --protocol-after "$R"/s16/call2/mlp.json --protocol-after "$R"/s30/call2/convnet.json \
   --protocol-after "$R"/s17/call1/attention.json \
   --overhead-paired "$R"/paired/overhead.json --overhead-paired-revision d95e14a --overhead-paired-date 2026-11-30 \
