@@ -328,7 +328,9 @@ class Search(WireModel):
     mode: SearchMode = Field(
         SearchMode.fast,
         description="fast: one knob at a time from the default; "
-        "full: every combination; mixed: fast, then combinations of the improving knobs.",
+        "full: every combination; mixed: fast, then combinations of the improving knobs (on a GPU whose "
+        "default is host-bound, also the fastest route that is not, with each knob that was neither faster "
+        "nor slower).",
     )
     knobs: list[KnobValues] = Field(
         default_factory=list,

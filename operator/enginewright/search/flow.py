@@ -23,6 +23,7 @@ from enginewright.api.routes import Knob, Route
 from enginewright.search.planners import (
     Batch,
     as_built,
+    beside_launch_free,
     build_space,
     improving_values,
     make_batches,
@@ -371,6 +372,9 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         improving = improving_values(space, measured, default_ms, margin)
         budget = max(0, spec.max_routes - len(stage1))
         combined = plan_mixed_stage2(space, improving, dict(spec.pinned))
+        launch_free, beside = beside_launch_free(space, measured, default_entry, margin, dict(spec.pinned))
+        beside = [r for r in beside if r.id not in {c.id for c in combined}]
+        combined += beside
         stage2 = combined[:budget]
         if len(combined) > len(stage2):
             cut.append(
@@ -379,7 +383,14 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
             )
         planned += stage2
         names = ", ".join(sorted(improving)) or "none"
-        notes.append(f"stage 2: {len(improving)} improving knobs ({names}) -> {len(stage2)} combined routes")
+        note = f"stage 2: {len(improving)} improving knobs ({names}) -> {len(stage2)} combined routes"
+        tried = sum(r.id in {b.id for b in beside} for r in stage2)
+        if tried and launch_free is not None:
+            note += (
+                f"; the default is host-bound and {launch_free.route} is not: {tried} of them try it with "
+                f"the knobs that were neither faster nor slower behind the default's launch overhead"
+            )
+        notes.append(note)
         pending = _open(make_batches(stage2, spec.routes_per_batch, "stage2"), observed)
         if pending and not observed.out_of_time:
             return RunBatches("stage2", pending, default, len(planned), notes[-1])

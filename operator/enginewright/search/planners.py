@@ -6,9 +6,12 @@ import difflib
 import itertools
 import math
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Sequence
 
 from enginewright.api.routes import Knob, Route, parse_route
+
+if TYPE_CHECKING:
+    from enginewright.api.cache import CacheEntry
 
 
 class PlanError(ValueError):
@@ -219,6 +222,26 @@ def clearly_faster(entry, default_ms: float, margin: float) -> bool:
     return beats(1.0 / entry_speedup(entry, default_ms), 1.0, margin)
 
 
+def clearly_slower(entry, default_ms: float, margin: float) -> bool:
+    """`clearly_faster`'s mirror, the paired rounds' own rule for stopping a slower route
+    (`measure.paired`): the whole interval above the margin line; an unpaired entry slower than its
+    baseline by more than the margin."""
+    if entry.paired is not None:
+        return entry.paired.low > 1.0 + margin
+    return entry_speedup(entry, default_ms) < 1.0 - margin
+
+
+def _single_changes(space: Sequence[SpaceKnob], stage1: Iterable[CacheEntry]) -> list[tuple[CacheEntry, str, str]]:
+    """Stage-1 entries that changed one combinable knob and passed accuracy: (entry, knob, value)."""
+    names = {k.name for k in space if not k.exclusive}
+    found = []
+    for entry in stage1:
+        changed = [(k, v) for k, v in entry.knobs.items() if k in names]
+        if len(changed) == 1 and entry.passed:
+            found.append((entry, *changed[0]))
+    return found
+
+
 def improving_values(
     space: Sequence[SpaceKnob], stage1: Iterable, default_ms: float, margin: float
 ) -> dict[str, list[tuple[str, float]]]:
@@ -228,16 +251,51 @@ def improving_values(
     batch baseline). Exclusive knobs are left out: they are never combined. Returns
     knob -> [(value, speedup)], best first.
     """
-    names = {k.name for k in space if not k.exclusive}
     found: dict[str, list[tuple[str, float]]] = {}
-    for entry in stage1:
-        changed = [(k, v) for k, v in entry.knobs.items() if k in names]
-        if len(changed) != 1 or not entry.passed:
-            continue
+    for entry, knob, value in _single_changes(space, stage1):
         if clearly_faster(entry, default_ms, margin):
-            knob, value = changed[0]
             found.setdefault(knob, []).append((value, entry_speedup(entry, default_ms)))
     return {k: sorted(v, key=lambda item: -item[1]) for k, v in found.items()}
+
+
+def beside_launch_free(
+    space: Sequence[SpaceKnob],
+    stage1: Iterable[CacheEntry],
+    default: CacheEntry,
+    margin: float,
+    pinned: dict[str, str] | None = None,
+) -> tuple[CacheEntry | None, list[Route]]:
+    """On a GPU whose default route is host-bound (launch overhead sets its pace) while stage 1's
+    fastest combinable change is not (it removed the overhead, as CUDA graphs do): that change with
+    each other knob's value that was neither clearly faster nor clearly slower. Those values were
+    timed behind the default's launch overhead, where a change to the kernels shows little: resnet50
+    on an H100 (session 41), coordinate descent measured 1.030x alone, inside the noise margin, and
+    with CUDA graphs ran 2.7% faster than CUDA graphs alone, full search's winner that mixed never
+    built. Returns that fastest entry and the routes, the neutral values' best first; (None, []) where
+    the default is not host-bound, not on a GPU (a CPU engine's calling thread does the work: there
+    is no launch overhead to take away), or nothing qualifies."""
+    measured, versions, default_ms = default.measurements, default.versions, default.median_ms
+    if measured is None or not measured.host_bound or versions is None or versions.compute_capability is None:
+        return None, []
+    if default_ms is None:
+        return None, []
+    singles = _single_changes(space, stage1)
+    faster = [s for s in singles if clearly_faster(s[0], default_ms, margin)]
+    if not faster:
+        return None, []
+    best, knob, value = max(faster, key=lambda s: entry_speedup(s[0], default_ms))
+    if best.measurements is None or best.measurements.host_bound is not False:
+        return None, []
+    neutral = [
+        s
+        for s in singles
+        if s[1] != knob
+        and not clearly_faster(s[0], default_ms, margin)
+        and not clearly_slower(s[0], default_ms, margin)
+    ]
+    neutral.sort(key=lambda s: (-entry_speedup(s[0], default_ms), s[1], s[2]))
+    defaults = _defaults(space)
+    return best, [Route.of({**(pinned or {}), knob: value, k: v}, defaults) for _, k, v in neutral]
 
 
 def plan_mixed_stage2(
