@@ -7,7 +7,8 @@ graphs alone, full search's winner, which mixed search did not build."""
 
 from enginewright.api.cache import CacheEntry, Measurements, Outcome, Paired, TimingStats, Versions
 from enginewright.api.routes import Knob, Route
-from enginewright.search.flow import FlowSpec, Observed, RunBatches, next_step
+from enginewright.search.flow import Decided, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
+from enginewright.search.planners import clearly_slower
 
 GRAPHS, AUTOTUNE, DESCENT, FREEZING, PADDING = (
     "triton.cudagraphs",
@@ -39,11 +40,11 @@ def entry(knob: str | None, ms: float, paired=None, host_ms=None, versions=H100)
     )
 
 
-def stage1(default_host_ms=3.5, graphs_host_ms=0.45, versions=H100) -> list[CacheEntry]:
+def stage1(default_host_ms=3.5, graphs_host_ms=0.45, versions=H100, autotune=(0.710, 0.700, 0.719)):
     return [
         entry(None, 3.385, host_ms=default_host_ms, versions=versions),  # host-bound: 3.5 of 3.385 ms a call
         entry(GRAPHS, 1.617, (0.345, 0.341, 0.349), graphs_host_ms, versions),  # 2.899x
-        entry(AUTOTUNE, 1.974, (0.710, 0.700, 0.719), 1.9, versions),  # 1.409x: improving
+        entry(AUTOTUNE, 1.974, autotune, 1.9, versions),  # 1.409x: improving
         entry(DESCENT, 3.142, (0.971, 0.962, 0.978), 3.1, versions),  # 1.030x: inside the margin
         entry(FREEZING, 3.002, (1.021, 1.012, 1.030), 3.0, versions),  # 0.979x: inside the margin
         entry(PADDING, 4.100, (1.210, 1.150, 1.260), 4.0, versions),  # clearly slower
@@ -68,7 +69,29 @@ def test_the_launch_free_route_is_tried_with_each_knob_that_was_neither_faster_n
         "-freezing=true -triton.cudagraphs=true",
     ]  # shape padding was clearly slower: not combined
     assert step.planned == 6 + 3
-    assert "the default is host-bound and -triton.cudagraphs=true is not: 2 of them" in step.note
+    assert "the default is host-bound and -triton.cudagraphs=true is not: 2 of 2 routes pair it" in step.note
+
+
+def test_where_only_the_launch_free_knob_improved_stage_2_is_no_longer_empty():
+    step = stage2(stage1(autotune=(0.99, 0.98, 1.0)))  # max-autotune inside the margin too
+    assert routes(step) == [  # best first: 1.030x, 1.010x, 0.979x alone
+        "-coordinate_descent_tuning=true -triton.cudagraphs=true",
+        "-max_autotune=true -triton.cudagraphs=true",
+        "-freezing=true -triton.cudagraphs=true",
+    ]
+    assert step.note.startswith("stage 2: 1 improving knobs (triton.cudagraphs) -> 0 combined routes; ")
+
+
+def test_the_plan_holds_while_stage_2_is_measured_and_its_routes_are_confirmed():
+    first = stage2(stage1())
+    done = [entry(None, 1.60 + i / 100, (0.5, 0.49, 0.51), 0.4) for i in range(3)]
+    done = [
+        e.model_copy(update={"route_id": r.id, "route": r.canonical, "knobs": dict(r.knobs), "stage": "stage2"})
+        for e, r in zip(done, [r for b in first.batches for r in b.routes])
+    ]
+    assert stage2(stage1() + done[:1]).planned == first.planned  # a batch half measured asks for the rest
+    step = next_step(MIXED, Observed(KNOBS, {e.route_id: e for e in stage1() + done}))
+    assert isinstance(step, RunConfirmation) and step.planned == first.planned == 9, step
 
 
 def test_nothing_more_where_the_default_is_not_host_bound_or_the_best_route_still_is():
@@ -91,4 +114,19 @@ def test_max_routes_keeps_the_improving_combinations_first_and_the_note_counts_w
         "-max_autotune=true -triton.cudagraphs=true",
         "-coordinate_descent_tuning=true -triton.cudagraphs=true",
     ]
-    assert "1 of them try it" in step.note
+    assert "1 of 2 routes pair it" in step.note
+    cut = next_step(FlowSpec(mode="mixed", max_routes=6, top_k=0), Observed(KNOBS, {e.route_id: e for e in stage1()}))
+    assert isinstance(cut, Decided), cut
+    assert cut.cut_short == (
+        "spec.search.maxRoutes=6 kept 0 of 1 stage-2 combinations (the most promising) and 0 of 2 routes "
+        "pairing -triton.cudagraphs=true with a neutral knob"
+    )
+
+
+def test_a_slower_route_is_clearly_slower_by_the_same_line_paired_or_not():
+    margin = 0.03
+    assert clearly_slower(entry(FREEZING, 3.2, (1.05, 1.031, 1.07)), 3.0, margin)
+    assert not clearly_slower(entry(FREEZING, 3.2, (1.05, 1.029, 1.07)), 3.0, margin)
+    # unpaired: its time over the default's beyond 1 + margin, as the paired rule's
+    assert clearly_slower(entry(FREEZING, 3.0 * 1.031), 3.0, margin)
+    assert not clearly_slower(entry(FREEZING, 3.0 * 1.029), 3.0, margin)

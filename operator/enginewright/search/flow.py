@@ -372,24 +372,24 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         improving = improving_values(space, measured, default_ms, margin)
         budget = max(0, spec.max_routes - len(stage1))
         combined = plan_mixed_stage2(space, improving, dict(spec.pinned))
+        # (a value beside the launch-free route was neither faster nor slower: never one of `combined`)
         launch_free, beside = beside_launch_free(space, measured, default_entry, margin, dict(spec.pinned))
-        beside = [r for r in beside if r.id not in {c.id for c in combined}]
-        combined += beside
-        stage2 = combined[:budget]
-        if len(combined) > len(stage2):
-            cut.append(
-                f"spec.search.maxRoutes={spec.max_routes} kept {len(stage2)} of {len(combined)} stage-2 "
-                f"combinations (the most promising)"
-            )
-        planned += stage2
+        stage2 = (combined + beside)[:budget]
+        kept = min(len(combined), budget)
+        kept_beside = len(stage2) - kept
         names = ", ".join(sorted(improving)) or "none"
-        note = f"stage 2: {len(improving)} improving knobs ({names}) -> {len(stage2)} combined routes"
-        tried = sum(r.id in {b.id for b in beside} for r in stage2)
-        if tried and launch_free is not None:
+        note = f"stage 2: {len(improving)} improving knobs ({names}) -> {kept} combined routes"
+        route = launch_free.route if launch_free is not None else ""
+        if beside:
             note += (
-                f"; the default is host-bound and {launch_free.route} is not: {tried} of them try it with "
-                f"the knobs that were neither faster nor slower behind the default's launch overhead"
+                f"; the default is host-bound and {route} is not: {kept_beside} of {len(beside)} routes pair it "
+                f"with a knob that was neither faster nor slower behind the default's launch overhead"
             )
+        if len(combined) + len(beside) > len(stage2):
+            parts = [f"{kept} of {len(combined)} stage-2 combinations (the most promising)"] if combined else []
+            parts += [f"{kept_beside} of {len(beside)} routes pairing {route} with a neutral knob"] if beside else []
+            cut.append(f"spec.search.maxRoutes={spec.max_routes} kept " + " and ".join(parts))
+        planned += stage2
         notes.append(note)
         pending = _open(make_batches(stage2, spec.routes_per_batch, "stage2"), observed)
         if pending and not observed.out_of_time:

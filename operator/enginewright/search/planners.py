@@ -228,7 +228,7 @@ def clearly_slower(entry, default_ms: float, margin: float) -> bool:
     baseline by more than the margin."""
     if entry.paired is not None:
         return entry.paired.low > 1.0 + margin
-    return entry_speedup(entry, default_ms) < 1.0 - margin
+    return entry_speedup(entry, default_ms) < 1.0 / (1.0 + margin)
 
 
 def _single_changes(space: Sequence[SpaceKnob], stage1: Iterable[CacheEntry]) -> list[tuple[CacheEntry, str, str]]:
