@@ -5,10 +5,11 @@ slower. The figures are resnet50's stage 1 on an H100 (session 41, docs/benchmar
 coordinate descent 1.030x alone (inside the 3% margin), and with CUDA graphs 2.7% faster than CUDA
 graphs alone, full search's winner, which mixed search did not build."""
 
-from enginewright.api.cache import CacheEntry, Measurements, Outcome, Paired, TimingStats, Versions
+from enginewright.api.cache import CacheEntry, Measurements, Paired, Versions
 from enginewright.api.routes import Knob, Route
 from enginewright.search.flow import Decided, FlowSpec, Observed, RunBatches, RunConfirmation, next_step
 from enginewright.search.planners import clearly_slower
+from tests.unit.entries import measured
 
 GRAPHS, AUTOTUNE, DESCENT, FREEZING, PADDING = (
     "triton.cudagraphs",
@@ -23,31 +24,31 @@ HOST = Versions(compiler="inductor-torch-2.11.0", gpu_name="cpu-x86_64")
 MIXED = FlowSpec(mode="mixed", max_routes=10, routes_per_batch=16, top_k=1)
 
 
-def entry(knob: str | None, ms: float, paired=None, host_ms=None, versions=H100) -> CacheEntry:
-    knobs = {knob: "true"} if knob else {}
-    route = Route.of(knobs)
-    return CacheEntry(
+def entry(knobs: dict, ms: float, paired=None, host_ms=None, versions=H100, **fields) -> CacheEntry:
+    return measured(
+        knobs,
+        ms,
         target="NVIDIA-H100",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        outcome=Outcome.ok,
-        timing=TimingStats(median_ms=ms, mean_ms=ms, p90_ms=ms, min_ms=ms, n=10),
         paired=Paired(ratio=paired[0], low=paired[1], high=paired[2], rounds=5, stopped="x") if paired else None,
         measurements=Measurements(latency_ms=ms, throughput_ms=ms, gpu_time_ms=ms, host_cpu_ms=host_ms),
         versions=versions,
-        engine_uri=f"file:///{route.id}",
+        engine_uri=f"file:///{Route.of(knobs).id}",
+        **fields,
     )
+
+
+def on(knob: str) -> dict:
+    return {knob: "true"}
 
 
 def stage1(default_host_ms=3.5, graphs_host_ms=0.45, versions=H100, autotune=(0.710, 0.700, 0.719)):
     return [
-        entry(None, 3.385, host_ms=default_host_ms, versions=versions),  # host-bound: 3.5 of 3.385 ms a call
-        entry(GRAPHS, 1.617, (0.345, 0.341, 0.349), graphs_host_ms, versions),  # 2.899x
-        entry(AUTOTUNE, 1.974, autotune, 1.9, versions),  # 1.409x: improving
-        entry(DESCENT, 3.142, (0.971, 0.962, 0.978), 3.1, versions),  # 1.030x: inside the margin
-        entry(FREEZING, 3.002, (1.021, 1.012, 1.030), 3.0, versions),  # 0.979x: inside the margin
-        entry(PADDING, 4.100, (1.210, 1.150, 1.260), 4.0, versions),  # clearly slower
+        entry({}, 3.385, host_ms=default_host_ms, versions=versions),  # host-bound: 3.5 of 3.385 ms a call
+        entry(on(GRAPHS), 1.617, (0.345, 0.341, 0.349), graphs_host_ms, versions),  # 2.899x
+        entry(on(AUTOTUNE), 1.974, autotune, 1.9, versions),  # 1.409x: improving
+        entry(on(DESCENT), 3.142, (0.971, 0.962, 0.978), 3.1, versions),  # 1.030x: inside the margin
+        entry(on(FREEZING), 3.002, (1.021, 1.012, 1.030), 3.0, versions),  # 0.979x: inside the margin
+        entry(on(PADDING), 4.100, (1.210, 1.150, 1.260), 4.0, versions),  # clearly slower
     ]
 
 
@@ -84,11 +85,8 @@ def test_where_only_the_launch_free_knob_improved_stage_2_is_no_longer_empty():
 
 def test_the_plan_holds_while_stage_2_is_measured_and_its_routes_are_confirmed():
     first = stage2(stage1())
-    done = [entry(None, 1.60 + i / 100, (0.5, 0.49, 0.51), 0.4) for i in range(3)]
-    done = [
-        e.model_copy(update={"route_id": r.id, "route": r.canonical, "knobs": dict(r.knobs), "stage": "stage2"})
-        for e, r in zip(done, [r for b in first.batches for r in b.routes])
-    ]
+    planned = [r for b in first.batches for r in b.routes]
+    done = [entry(dict(r.knobs), 1.60 + i / 100, (0.5, 0.49, 0.51), 0.4, stage="stage2") for i, r in enumerate(planned)]
     assert stage2(stage1() + done[:1]).planned == first.planned  # a batch half measured asks for the rest
     step = next_step(MIXED, Observed(KNOBS, {e.route_id: e for e in stage1() + done}))
     assert isinstance(step, RunConfirmation) and step.planned == first.planned == 9, step
@@ -125,8 +123,8 @@ def test_max_routes_keeps_the_improving_combinations_first_and_the_note_counts_w
 
 def test_a_slower_route_is_clearly_slower_by_the_same_line_paired_or_not():
     margin = 0.03
-    assert clearly_slower(entry(FREEZING, 3.2, (1.05, 1.031, 1.07)), 3.0, margin)
-    assert not clearly_slower(entry(FREEZING, 3.2, (1.05, 1.029, 1.07)), 3.0, margin)
+    assert clearly_slower(entry(on(FREEZING), 3.2, (1.05, 1.031, 1.07)), 3.0, margin)
+    assert not clearly_slower(entry(on(FREEZING), 3.2, (1.05, 1.029, 1.07)), 3.0, margin)
     # unpaired: its time over the default's beyond 1 + margin, as the paired rule's
-    assert clearly_slower(entry(FREEZING, 3.0 * 1.031), 3.0, margin)
-    assert not clearly_slower(entry(FREEZING, 3.0 * 1.029), 3.0, margin)
+    assert clearly_slower(entry(on(FREEZING), 3.0 * 1.031, baseline_ms=3.0), 3.0, margin)
+    assert not clearly_slower(entry(on(FREEZING), 3.0 * 1.029, baseline_ms=3.0), 3.0, margin)
