@@ -40,7 +40,7 @@ from enginewright.api.names import (
 from enginewright.api.policy import RUNS_KEPT, PolicyTargetStatus, Stack, Triggers
 from enginewright.api.routes import canonical_route, parse_route
 from enginewright.controller.children import child_name, controller_reference, label_value
-from enginewright.controller.status import conditions, now
+from enginewright.controller.status import conditions, now, stamp
 from enginewright.search.winner import rank_candidates
 
 ANNOTATION_STACK = f"{GROUP}/stack"  # on a started run: the stack (JSON) it was started for
@@ -352,7 +352,7 @@ def next_remeasure(
         return None
     if not re_measurable(current, default_runners_up):
         return None
-    return due.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return stamp(due.timestamp())
 
 
 def re_measurable(current: RunOutcome | None, default_runners_up: tuple[str, ...]) -> bool:
