@@ -4,7 +4,7 @@
     python bench/gpu_tuning.py docs RESULTS.json... --docs docs   # writes docs/benchmarks.md
 
 `run` tunes each workload with the product's own flow (`enginewright.cli.tune`):
-  1. mixed search over KNOBS (its stage 1 is exactly the fast search; the fast winner is read from
+  1. mixed search over KNOBS (or BENCH_KNOBS; its stage 1 is exactly the fast search; the fast winner is read from
      stage 1 with the same noise-margin rule), with the confirmation round;
   2. full search over the three knobs of FULL_KNOBS (every combination), sharing the cache, with no
      confirmation round (top_k 0, to fit the call's budget): its winner is its sweep's, and only
@@ -35,7 +35,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
-KNOBS = ["compile", "triton.cudagraphs", "max_autotune", "coordinate_descent_tuning", "freezing"]
+# mixed search's knobs; BENCH_KNOBS (comma-separated) names others, as a call too short for all five does
+KNOBS = os.environ.get(
+    "BENCH_KNOBS", "compile,triton.cudagraphs,max_autotune,coordinate_descent_tuning,freezing"
+).split(",")
 FULL_KNOBS = ["triton.cudagraphs", "coordinate_descent_tuning", "freezing"]
 TIMING = {"objective": os.environ.get("BENCH_OBJECTIVE", "gpuTime")}  # the rest: api.models.Timing's defaults
 MODES = os.environ.get("BENCH_MODES", "mixed,full").split(",")  # mixed always runs (its stage 1 is fast)
@@ -201,6 +204,7 @@ def run_workload(name: str, out: Path, say) -> dict:
         "cpus": len(os.sched_getaffinity(0)),
         "default_ms": by_id[default].median_ms,
         "planned": planned,
+        "mixed_knobs": [k for k, _ in knobs],
         "side_by_side_rounds": side_rounds,
         "phase_wall_s": {
             "mixed": round(mixed_wall, 1),
