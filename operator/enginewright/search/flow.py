@@ -379,15 +379,16 @@ def next_step(spec: FlowSpec, observed: Observed) -> Step:
         kept_beside = len(stage2) - kept
         names = ", ".join(sorted(improving)) or "none"
         note = f"stage 2: {len(improving)} improving knobs ({names}) -> {kept} combined routes"
-        route = launch_free.route if launch_free is not None else ""
         if beside:
             note += (
-                f"; the default is host-bound and {route} is not: {kept_beside} of {len(beside)} routes pair it "
+                f"; the default is host-bound and {launch_free} is not: {kept_beside} of {len(beside)} routes pair it "
                 f"with a knob that was neither faster nor slower behind the default's launch overhead"
             )
         if len(combined) + len(beside) > len(stage2):
             parts = [f"{kept} of {len(combined)} stage-2 combinations (the most promising)"] if combined else []
-            parts += [f"{kept_beside} of {len(beside)} routes pairing {route} with a neutral knob"] if beside else []
+            parts += (
+                [f"{kept_beside} of {len(beside)} routes pairing {launch_free} with a neutral knob"] if beside else []
+            )
             cut.append(f"spec.search.maxRoutes={spec.max_routes} kept " + " and ".join(parts))
         planned += stage2
         notes.append(note)

@@ -264,28 +264,28 @@ def beside_launch_free(
     default: CacheEntry,
     margin: float,
     pinned: dict[str, str] | None = None,
-) -> tuple[CacheEntry | None, list[Route]]:
+) -> tuple[str, list[Route]]:
     """On a GPU whose default route is host-bound (launch overhead sets its pace) while stage 1's
     fastest combinable change is not (it removed the overhead, as CUDA graphs do): that change with
     each other knob's value that was neither clearly faster nor clearly slower. Those values were
     timed behind the default's launch overhead, where a change to the kernels shows little: resnet50
     on an H100 (session 41), coordinate descent measured 1.030x alone, inside the noise margin, and
     with CUDA graphs ran 2.7% faster than CUDA graphs alone, full search's winner that mixed never
-    built. Returns that fastest entry and the routes, the neutral values' best first; (None, []) where
+    built. Returns that fastest change's route and the routes, the neutral values' best first; ("", []) where
     the default is not host-bound, not on a GPU (a CPU engine's calling thread does the work: there
     is no launch overhead to take away), or nothing qualifies."""
     measured, versions, default_ms = default.measurements, default.versions, default.median_ms
     if measured is None or not measured.host_bound or versions is None or versions.compute_capability is None:
-        return None, []
+        return "", []
     if default_ms is None:
-        return None, []
+        return "", []
     singles = _single_changes(space, stage1)
     faster = [s for s in singles if clearly_faster(s[0], default_ms, margin)]
     if not faster:
-        return None, []
+        return "", []
     best, knob, value = max(faster, key=lambda s: entry_speedup(s[0], default_ms))
     if best.measurements is None or best.measurements.host_bound is not False:
-        return None, []
+        return "", []
     neutral = [
         s
         for s in singles
@@ -295,7 +295,7 @@ def beside_launch_free(
     ]
     neutral.sort(key=lambda s: (-entry_speedup(s[0], default_ms), s[1], s[2]))
     defaults = _defaults(space)
-    return best, [Route.of({**(pinned or {}), knob: value, k: v}, defaults) for _, k, v in neutral]
+    return best.route, [Route.of({**(pinned or {}), knob: value, k: v}, defaults) for _, k, v in neutral]
 
 
 def plan_mixed_stage2(
