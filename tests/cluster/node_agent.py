@@ -18,6 +18,10 @@ kube-scheduler binds to its nodes, in one of two modes chosen when the agent sta
   host processes: a test that asks for images gets images or a clear failure;
 
 in both modes env from value, secretKeyRef, configMapKeyRef, fieldRef, envFrom are resolved;
+- a ConfigMap or Secret (or key) that a volume or the env needs and that is not there (yet) holds
+  the pod Pending, retried until it appears, as the kubelet does: the container waits in
+  `ContainerCreating` ("MountVolume.SetUp failed: ...") for a volume, in
+  `CreateContainerConfigError` for the env; an `optional` one that is missing is left out;
 - emptyDir volumes are per-pod temp dirs (secret, configMap and projected volumes are written
   there too); in host-process mode a volume's mountPath is rewritten to that dir wherever it
   appears in command, args, env values and workingDir (no mount namespaces needed);
@@ -102,6 +106,15 @@ class Spawner:
                 reply.put(exc)
 
 
+class NotThereYet(Exception):
+    """A ConfigMap or Secret (or a key of one) that a pod needs and that is not there (yet). The
+    kubelet keeps such a pod waiting and tries again until it appears or the pod is deleted:
+    FailedMount (the container `ContainerCreating`) for a volume, `CreateContainerConfigError` for
+    the environment. Before, the agent failed the pod for good: a pod created in a fresh namespace
+    before the controller-manager had published its `kube-root-ca.crt`, which the ServiceAccount
+    admission projects into every pod, failed so on CI (test_node_agent_pod_environment)."""
+
+
 def api_server_away(exc: Exception) -> bool:
     """The API server did not answer (refused, reset, timed out) or is not ready yet (429, 5xx): it is
     restarting, and the same request can succeed later."""
@@ -169,14 +182,11 @@ class PodRunner(threading.Thread):
         for volume in self.pod.spec.volumes or []:
             path = self.dir / "volumes" / volume.name
             path.mkdir(parents=True, exist_ok=True)
-            if volume.secret:
-                secret = self.core.read_namespaced_secret(volume.secret.secret_name, self.pod.metadata.namespace)
-                for key, value in (secret.data or {}).items():
-                    (path / key).write_bytes(base64.b64decode(value))
-            elif volume.config_map:
-                cm = self.core.read_namespaced_config_map(volume.config_map.name, self.pod.metadata.namespace)
-                for key, value in (cm.data or {}).items():
-                    (path / key).write_text(value)
+            if volume.secret or volume.config_map:
+                kind, ref = ("secret", volume.secret) if volume.secret else ("configmap", volume.config_map)
+                name = ref.secret_name if kind == "secret" else ref.name
+                data = self._source(kind, name, bool(ref.optional)) or {}
+                self._write_items(data, ref.items, path, kind, name, bool(ref.optional))
             elif volume.projected:
                 self._projected(volume.projected, path)
             if self.agent.images is not None:
@@ -214,18 +224,8 @@ class PodRunner(threading.Thread):
             for kind, ref in (("configmap", source.config_map), ("secret", source.secret)):
                 if ref is None:
                     continue
-                data = (
-                    (self.core.read_namespaced_config_map(ref.name, ns).data or {})
-                    if kind == "configmap"
-                    else {
-                        k: base64.b64decode(v).decode()
-                        for k, v in (self.core.read_namespaced_secret(ref.name, ns).data or {}).items()
-                    }
-                )
-                items = ref.items or [client.V1KeyToPath(key=k, path=k) for k in data]
-                for item in items:
-                    (path / item.path).parent.mkdir(parents=True, exist_ok=True)
-                    (path / item.path).write_text(data[item.key])
+                data = self._source(kind, ref.name, bool(ref.optional)) or {}
+                self._write_items(data, ref.items, path, kind, ref.name, bool(ref.optional))
             if source.downward_api:
                 for item in source.downward_api.items or []:
                     if item.field_ref:
@@ -249,24 +249,40 @@ class PodRunner(threading.Thread):
             return ((meta.labels if match.group(1) == "labels" else meta.annotations) or {}).get(match.group(2), "")
         raise ValueError(f"unsupported fieldRef {path!r}")
 
-    def _key_ref(self, kind: str, name: str, key: str, optional: bool) -> str | None:
+    def _source(self, kind: str, name: str, optional: bool) -> dict[str, bytes] | None:
+        """The data of ConfigMap or Secret NAME in the pod's namespace, as bytes; None where it is not
+        there and OPTIONAL; NotThereYet where it is not there and needed."""
         ns = self.pod.metadata.namespace
         try:
             if kind == "secret":
                 data = self.core.read_namespaced_secret(name, ns).data or {}
-                return base64.b64decode(data[key]).decode() if key in data else self._missing(kind, name, key, optional)
-            data = self.core.read_namespaced_config_map(name, ns).data or {}
-            return data[key] if key in data else self._missing(kind, name, key, optional)
+                return {k: base64.b64decode(v) for k, v in data.items()}
+            return {k: v.encode() for k, v in (self.core.read_namespaced_config_map(name, ns).data or {}).items()}
         except ApiException as exc:
-            if exc.status == 404 and optional:
+            if exc.status != 404:
+                raise ValueError(f"{kind} {ns}/{name} not readable: {exc.reason}") from exc
+            if optional:
                 return None
-            raise ValueError(f"{kind} {ns}/{name} not readable: {exc.reason}") from exc
+            raise NotThereYet(f'{kind} "{name}" not found') from exc
 
-    @staticmethod
-    def _missing(kind, name, key, optional):
+    def _key_ref(self, kind: str, name: str, key: str, optional: bool) -> str | None:
+        data = self._source(kind, name, optional)
+        if data is not None and key in data:
+            return data[key].decode()
         if optional:
             return None
-        raise ValueError(f"{kind} {name} has no key {key!r}")
+        raise NotThereYet(f"couldn't find key {key} in {kind} {self.pod.metadata.namespace}/{name}")
+
+    def _write_items(self, data: dict[str, bytes], items, path: Path, kind: str, name: str, optional: bool) -> None:
+        """A configMap or secret volume (or projected source): every key as a file, or the ITEMS named
+        (key -> path); a named key that is not there is NotThereYet unless the source is optional."""
+        for item in items or [client.V1KeyToPath(key=k, path=k) for k in data]:
+            if item.key not in data:
+                if optional:
+                    continue
+                raise NotThereYet(f"{kind} {name}: configured to use key {item.key} that is not there")
+            (path / item.path).parent.mkdir(parents=True, exist_ok=True)
+            (path / item.path).write_bytes(data[item.key])
 
     def _env(self, container, rewrite, image=None) -> dict[str, str]:
         if image is None:
@@ -286,16 +302,10 @@ class PodRunner(threading.Thread):
                 "KUBERNETES_SERVICE_PORT": self.agent.api_port,
             }
         for source in container.env_from or []:
-            prefix = source.prefix or ""
-            if source.secret_ref:
-                data = self.core.read_namespaced_secret(source.secret_ref.name, self.pod.metadata.namespace).data or {}
-                env.update({prefix + k: base64.b64decode(v).decode() for k, v in data.items()})
-            if source.config_map_ref:
-                data = (
-                    self.core.read_namespaced_config_map(source.config_map_ref.name, self.pod.metadata.namespace).data
-                    or {}
-                )
-                env.update({prefix + k: v for k, v in data.items()})
+            for kind, ref in (("secret", source.secret_ref), ("configmap", source.config_map_ref)):
+                if ref is not None:
+                    data = self._source(kind, ref.name, bool(ref.optional)) or {}
+                    env.update({(source.prefix or "") + k: v.decode() for k, v in data.items()})
         for var in container.env or []:
             value = var.value
             ref = var.value_from
@@ -386,28 +396,56 @@ class PodRunner(threading.Thread):
             if exc.status != 404:
                 log.warning("status of %s: %s", self.name, exc.reason)
 
-    def _run_container(self, container, volumes, init: bool) -> int:
-        mounts = {m.mount_path: volumes[m.name] for m in container.volume_mounts or [] if m.name in volumes}
+    def _until_there(self, attempt, waiting):
+        """ATTEMPT's result, tried again (back-off 0.5 s doubling to 5 s) while it raises NotThereYet,
+        after WAITING(message) has said so in the pod's status; None when the pod is deleted first."""
+        delay = 0.5
+        while not self.deleted.is_set():
+            try:
+                return attempt()
+            except NotThereYet as exc:
+                waiting(str(exc))
+                self.deleted.wait(delay)
+                delay = min(2 * delay, 5.0)
+        return None
+
+    def _prepare(self, container, mounts: dict[str, Path]) -> tuple[list[str], dict[str, str], Path]:
+        """argv, env and host cwd that run CONTAINER (NotThereYet while what its env names is not there)."""
         if self.agent.images is not None:
-            argv, env, cwd = self._in_image(container, mounts)
-        else:
+            return self._in_image(container, mounts)
 
-            def rewrite(text: str) -> str:
-                for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
-                    text = text.replace(mount_path, str(local))
-                return text
+        def rewrite(text: str) -> str:
+            for mount_path, local in sorted(mounts.items(), key=lambda kv: -len(kv[0])):
+                text = text.replace(mount_path, str(local))
+            return text
 
-            argv = [rewrite(a) for a in (container.command or []) + (container.args or [])]
-            if not container.command:
-                raise ValueError(
-                    f"container {container.name!r} has no command: this node agent runs commands "
-                    f"as local processes and cannot run image entrypoints (start it with --images "
-                    f"to run images)"
-                )
-            env = self._env(container, rewrite)
-            argv = [_expand(a, env) for a in argv]
-            cwd = Path(rewrite(container.working_dir)) if container.working_dir else self.dir / "work" / container.name
-            cwd.mkdir(parents=True, exist_ok=True)
+        argv = [rewrite(a) for a in (container.command or []) + (container.args or [])]
+        if not container.command:
+            raise ValueError(
+                f"container {container.name!r} has no command: this node agent runs commands "
+                f"as local processes and cannot run image entrypoints (start it with --images "
+                f"to run images)"
+            )
+        env = self._env(container, rewrite)
+        argv = [_expand(a, env) for a in argv]
+        cwd = Path(rewrite(container.working_dir)) if container.working_dir else self.dir / "work" / container.name
+        cwd.mkdir(parents=True, exist_ok=True)
+        return argv, env, cwd
+
+    def _run_container(self, container, volumes, init: bool) -> int:
+        """CONTAINER's exit code once it has ended for good (128 + SIGKILL where the pod was deleted
+        while it waited for what its env names)."""
+        mounts = {m.mount_path: volumes[m.name] for m in container.volume_mounts or [] if m.name in volumes}
+
+        def config_error(message: str) -> None:
+            self._container_state(container.name, reason="CreateContainerConfigError", message=message, init=init)
+            running = any("running" in s["state"] for s in self.statuses.values())
+            self._report("Running" if running else "Pending")
+
+        prepared = self._until_there(lambda: self._prepare(container, mounts), config_error)
+        if prepared is None:
+            return 128 + signal.SIGKILL
+        argv, env, cwd = prepared
         logfile = (
             self.agent.workdir / "logs" / f"{self.pod.metadata.namespace}_{self.pod.metadata.name}_{container.name}.log"
         )
@@ -502,9 +540,25 @@ class PodRunner(threading.Thread):
         try:
             if self.agent.images is not None and not self._wait_for_images():
                 return
-            volumes = self._volumes()
-            for container in self.pod.spec.init_containers or []:
+            inits = self.pod.spec.init_containers or []
+
+            def mount_failed(message: str) -> None:
+                for c in [*inits, *self.pod.spec.containers]:
+                    self._container_state(
+                        c.name,
+                        reason="ContainerCreating",
+                        message=f"MountVolume.SetUp failed: {message}",
+                        init=c in inits,
+                    )
+                self._report("Pending")
+
+            volumes = self._until_there(self._volumes, mount_failed)
+            if volumes is None:
+                return
+            for container in inits:
                 code = self._run_container(container, volumes, init=True)
+                if self.deleted.is_set():
+                    return
                 if code != 0:
                     self._report("Failed", "InitContainerFailed", f"init container {container.name} exited {code}")
                     return
