@@ -2,7 +2,7 @@
 
     python bench/parallel_build_effect.py --out OUT [--workload mlp] [--device cuda] [--reps 3]
         [--routes ';coordinate_descent_tuning=true;triton.cudagraphs=true;compile=false']
-        [--rounds 5] [--loads 2] [--export DIR]
+        [--rounds 5] [--loads 2] [--build-budget-s S] [--export DIR]
 
 `tune --build-parallelism auto` builds up to 4 routes at once (0.82-0.94x tune's wall time on an
 H100, session 31). Timing never overlaps a build, but a build that times kernels to choose among
@@ -21,6 +21,13 @@ chose. This measures what that does to the engines, with the product's own code:
    mean over the reps with a 95% interval across reps, and how many distinct engine digests each way
    (equal bytes: the builds chose alike); and `pooled`, the same over every rep of every route whose
    builds did not all give the same bytes (identical engines cannot differ by how they were built).
+
+4. per route, how far its builds run apart (`build_spread`: alone, beside, all): a one-way analysis
+   of variance over the loads' times, builds as groups, that separates a build's lasting offset
+   (`between_builds`) from a load's (`between_loads`), with F's p-value; the slowest build over the
+   fastest. Session 42 built coordinate descent + CUDA graphs on resnet50 twice, 1.578 and 1.803 ms
+   (14% apart), while CUDA graphs alone ran 1.616 and 1.622: this says whether a tuned route rebuilds
+   to the same speed (a route built to the same bytes every time, as the eager one, is the control).
 
 A ratio whose interval holds 1 says no effect was seen at that precision. OUT/parallel_build_effect.json
 (and --export) is written after each step, from this run's own measurements.
@@ -43,7 +50,7 @@ sys.path[:0] = [str(REPO / "operator"), str(REPO / "bench")]
 
 from enginewright.api.routes import Route  # noqa: E402
 from enginewright.measure.paired import load_key  # noqa: E402
-from enginewright.measure.stats import t_quantile  # noqa: E402
+from enginewright.measure.stats import f_sf, t_quantile  # noqa: E402
 from gpu_tuning import geomean  # noqa: E402
 
 
@@ -92,6 +99,39 @@ def pooled_ratio(by_route: dict) -> dict | None:
     return {"routes": names, **ratio_across_reps(beside, alone)}
 
 
+def build_spread(rounds: dict[str, list[float]], engines: list[str], loads: int) -> dict | None:
+    """How far one route's builds (ENGINES, the same recipe each) run apart beyond what loading one
+    engine again does. Each load's time is the geometric mean of its rounds; a one-way analysis of
+    variance on their logs, builds as groups and loads as replicates, splits the spread into
+    `between_builds` (the standard deviation of a build's lasting offset, ~ its coefficient of
+    variation) and `between_loads` (a load's, the per-load offset the protocol already averages),
+    with F and its p-value (small: the builds differ by more than their loads do). `max_over_min`:
+    the slowest build's time over the fastest's. None with fewer than 2 builds or 2 loads."""
+    if len(engines) < 2 or loads < 2:
+        return None
+    logs = [[math.log(geomean(rounds[load_key(e, i)])) for i in range(loads)] for e in engines]
+    means = [statistics.fmean(y) for y in logs]
+    grand = statistics.fmean(means)
+    between = loads * sum((m - grand) ** 2 for m in means) / (len(engines) - 1)
+    df_within = len(engines) * (loads - 1)
+    within = sum((v - m) ** 2 for y, m in zip(logs, means, strict=True) for v in y) / df_within
+    f = between / within if within > 0 else (math.inf if between > 0 else math.nan)  # nan: all alike
+    return {
+        "builds": len(engines),
+        "max_over_min": round(math.exp(max(means) - min(means)), 4),
+        "between_builds": round(math.sqrt(max(0.0, (between - within) / loads)), 4),
+        "between_loads": round(math.sqrt(within), 4),
+        "f": round(f, 3) if math.isfinite(f) else None,
+        "p": 1.0 if math.isnan(f) else round(f_sf(f, len(engines) - 1, df_within), 4),
+    }
+
+
+def rep_fits(spent: float, longest_rep: float, budget: float) -> bool:
+    """Whether another rep of builds fits --build-budget-s: the first always, then while the seconds
+    spent plus the longest rep so far stay within it (0: no budget)."""
+    return budget <= 0 or spent + longest_rep <= budget
+
+
 def engine_ms(rounds: dict[str, list[float]], engine: str, loads: int) -> float:
     """An engine's ms per call: the geometric mean over all its loads' rounds."""
     return geomean([ms for index in range(loads) for ms in rounds[load_key(engine, index)]])
@@ -114,6 +154,13 @@ def main() -> int:
     parser.add_argument("--routes", default=";coordinate_descent_tuning=true;triton.cudagraphs=true;compile=false")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--loads", type=int, default=2, help="loads of each engine in the rounds")
+    parser.add_argument(
+        "--build-budget-s",
+        type=float,
+        default=0.0,
+        help="start another rep only while the seconds since the first build plus the longest rep "
+        "so far fit in this (0: all --reps); the engines built are then timed as usual",
+    )
     parser.add_argument("--export", type=Path)
     args = parser.parse_args()
     routes = parse_routes(args.routes)
@@ -151,7 +198,9 @@ def main() -> int:
         figures["builds"].append({"engine": name, "build_s": built.entry.build_seconds, "sha256": digests[name]})
         save(args, figures)
 
-    for rep in range(args.reps):
+    first, longest, reps = time.monotonic(), 0.0, 0
+    while reps < args.reps and rep_fits(time.monotonic() - first, longest, args.build_budget_s):
+        rep, rep_began = reps, time.monotonic()
         with Builders(args.out / "builds" / f"alone-{rep}", 1) as builders:
             for index, knobs in enumerate(routes):
                 keep(build(ctx, Route.of(knobs), "bench", f"alone-{rep}", builders), index, "alone", rep)
@@ -161,7 +210,14 @@ def main() -> int:
                 group = list(pool.map(lambda k: build(ctx, Route.of(k), "bench", f"beside-{rep}", builders), routes))
         for index, built in enumerate(group):
             keep(built, index, "beside", rep)
-        bench.say(f"rep {rep}: built {len(routes)} routes alone, then side by side ({time.monotonic() - began:.1f} s)")
+        reps, longest = reps + 1, max(longest, time.monotonic() - rep_began)
+        figures["reps_built"] = reps
+        bench.say(
+            f"rep {rep}: {len(routes)} routes built alone in {began - rep_began:.1f} s, "
+            f"then side by side in {time.monotonic() - began:.1f} s"
+        )
+    if reps < args.reps:
+        bench.say(f"built {reps} of {args.reps} reps: another would pass --build-budget-s {args.build_budget_s:.0f}")
 
     bench.say(f"timing {len(engines)} engines, {args.loads} loads each, in {args.rounds} interleaved rounds")
     rounds = interleave(ctx, engines, args.rounds, args.out / "interleave", loads=args.loads)
@@ -169,7 +225,7 @@ def main() -> int:
     figures["by_route"] = {}
     for index, knobs in enumerate(routes):
         name = str(Route.of(knobs))
-        alone, beside = ([engine_name(index, how, rep) for rep in range(args.reps)] for how in ("alone", "beside"))
+        alone, beside = ([engine_name(index, how, rep) for rep in range(reps)] for how in ("alone", "beside"))
         built_alike = {how: {digests[e] for e in keys} for how, keys in (("alone", alone), ("beside", beside))}
         alone_ms, beside_ms = ([figures["ms"][e] for e in keys] for keys in (alone, beside))
         figures["by_route"][name] = {
@@ -178,8 +234,13 @@ def main() -> int:
             "beside_ms": beside_ms,
             "distinct_digests": {how: len(d) for how, d in built_alike.items()},
             "shared_digests": len(built_alike["alone"] & built_alike["beside"]),
+            "build_spread": {
+                how: build_spread(rounds, keys, args.loads)
+                for how, keys in (("alone", alone), ("beside", beside), ("all", alone + beside))
+            },
         }
         bench.say(f"{name}: built beside others / alone {json.dumps(figures['by_route'][name]['beside_over_alone'])}")
+        bench.say(f"{name}: spread across its builds {json.dumps(figures['by_route'][name]['build_spread'])}")
     figures["pooled"] = pooled_ratio(figures["by_route"])
     bench.say(f"pooled: built beside others / alone {json.dumps(figures['pooled'])}")
     save(args, figures)

@@ -2,6 +2,7 @@
 load mark, and the ratio of engines built beside others to engines built alone is taken rep by rep,
 with an interval that holds the ratio."""
 
+import math
 import sys
 from pathlib import Path
 
@@ -58,3 +59,56 @@ def test_the_pooled_ratio_leaves_out_routes_whose_builds_gave_the_same_bytes():
     pooled = pooled_ratio(by_route)
     assert pooled["routes"] == ["(default)", "-x=1"] and pooled["per_rep"] == [1.1, 1.0, 1.1]
     assert pooled_ratio({"-compile=false": same}) is None
+
+
+def _rounds(per_engine_loads: dict[str, list[float]]) -> dict[str, list[float]]:
+    """Rounds as `interleave` keys them: each engine's loads (first unmarked), two equal rounds a load."""
+    from enginewright.measure.paired import load_key
+
+    return {load_key(e, i): [ms, ms] for e, loads in per_engine_loads.items() for i, ms in enumerate(loads)}
+
+
+def test_builds_that_run_apart_beyond_their_loads_show_a_spread():
+    from parallel_build_effect import build_spread
+
+    # three builds 1.0, 1.2, 1.4 ms; each build's two loads 2% apart
+    rounds = _rounds({"a": [0.99, 1.01], "b": [1.188, 1.212], "c": [1.386, 1.414]})
+    spread = build_spread(rounds, ["a", "b", "c"], 2)
+    assert spread["builds"] == 3 and spread["max_over_min"] == pytest.approx(1.4, abs=0.01)
+    assert spread["between_builds"] == pytest.approx(0.168, abs=0.01)  # the sd of log(1.0, 1.2, 1.4)
+    assert spread["between_loads"] < 0.02 and spread["p"] < 0.001
+
+
+def test_builds_whose_differences_are_only_their_loads_show_none():
+    from parallel_build_effect import build_spread
+
+    # loads 20% apart within each build, the builds' means alike: what a load does, not a build
+    rounds = _rounds({"a": [0.9, 1.1], "b": [1.1, 0.9], "c": [0.95, 1.05]})
+    spread = build_spread(rounds, ["a", "b", "c"], 2)
+    assert spread["between_builds"] == 0.0 and spread["p"] > 0.5
+    assert spread["between_loads"] > 0.1
+
+
+def test_the_same_bytes_every_time_is_no_spread_and_one_build_or_load_is_none():
+    from parallel_build_effect import build_spread
+
+    rounds = _rounds({"a": [1.0, 1.0], "b": [1.0, 1.0]})
+    spread = build_spread(rounds, ["a", "b"], 2)
+    assert spread["max_over_min"] == 1.0 and spread["between_builds"] == spread["between_loads"] == 0.0
+    assert spread["f"] is None and spread["p"] == 1.0
+    assert build_spread(rounds, ["a"], 2) is None and build_spread(rounds, ["a", "b"], 1) is None
+
+
+def test_the_f_tail_meets_the_tables_critical_values():
+    from enginewright.measure.stats import f_sf
+
+    for f, df1, df2 in ((4.10, 2, 10), (3.49, 3, 12), (6.59, 3, 4), (161.4, 1, 1)):
+        assert f_sf(f, df1, df2) == pytest.approx(0.05, abs=0.001)
+    assert f_sf(1.0, 5, 5) == pytest.approx(0.5) and f_sf(0.0, 2, 3) == 1.0 and f_sf(math.inf, 2, 3) == 0.0
+
+
+def test_another_rep_starts_only_while_it_fits_the_build_budget():
+    from parallel_build_effect import rep_fits
+
+    assert rep_fits(0.0, 0.0, 100.0) and rep_fits(500.0, 400.0, 0.0)  # the first rep; no budget
+    assert rep_fits(150.0, 140.0, 300.0) and not rep_fits(170.0, 140.0, 300.0)

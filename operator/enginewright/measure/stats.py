@@ -1,4 +1,5 @@
-"""Student's t distribution: the quantiles the interval rules need (no scipy in the worker image)."""
+"""Student's t distribution: the quantiles the interval rules need (no scipy in the worker image); and
+the F distribution's upper tail, for the benchmarks' one-way analyses of variance."""
 
 from __future__ import annotations
 
@@ -50,3 +51,12 @@ def t_quantile(p: float, df: int) -> float:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
     return (lo + hi) / 2
+
+
+def f_sf(f: float, df1: int, df2: int) -> float:
+    """F distribution's upper tail P(F > f) with (df1, df2) degrees of freedom."""
+    if f <= 0.0:
+        return 1.0
+    if math.isinf(f):
+        return 0.0
+    return _incomplete_beta(df2 / 2.0, df1 / 2.0, df2 / (df2 + df1 * f))
