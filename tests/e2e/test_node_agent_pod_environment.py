@@ -8,6 +8,23 @@ import json
 from tests.conftest import get_json, wait_for
 
 
+def apply_pod(cluster, namespace: str, name: str, script: str, container: dict, volumes=(), labels=None) -> None:
+    """A pod of one container that runs SCRIPT with python3 on the cpu node (host-process mode: no image
+    is run), CONTAINER's other fields (env, mounts, workingDir) and VOLUMES as given."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
+            "volumes": list(volumes),
+            "containers": [{"name": "main", "image": "none", "command": ["python3", "-c", script], **container}],
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+
+
 def test_env_sources_volumes_and_working_dir(cluster, namespace, tmp_path):
     out = tmp_path / "env.json"
     cluster.kubectl(
@@ -19,34 +36,26 @@ def test_env_sources_volumes_and_working_dir(cluster, namespace, tmp_path):
         f"json.dump({{'env': dict(os.environ), 'cwd': os.getcwd(), "
         f"'scratch': pathlib.Path(os.environ['SCRATCH'], 'x').read_text()}}, open('{out}', 'w'))"
     )
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "env", "namespace": namespace, "labels": {"app": "x"}},
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
-            "volumes": [{"name": "scratch", "emptyDir": {}}],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "none",
-                    "command": ["python3", "-c", script],
-                    "workingDir": "/scratch/work",
-                    "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
-                    "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"}],
-                    "env": [
-                        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
-                        {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
-                        {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
-                        {"name": "SCRATCH", "value": "/scratch"},
-                        {"name": "COMBINED", "value": "$(MODE)-$(APP)"},
-                    ],
-                }
+    apply_pod(
+        cluster,
+        namespace,
+        "env",
+        script,
+        {
+            "workingDir": "/scratch/work",
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+            "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "CFG_"}],
+            "env": [
+                {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode"}}},
+                {"name": "APP", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['app']"}}},
+                {"name": "NS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}},
+                {"name": "SCRATCH", "value": "/scratch"},
+                {"name": "COMBINED", "value": "$(MODE)-$(APP)"},
             ],
         },
-    }
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        volumes=[{"name": "scratch", "emptyDir": {}}],
+        labels={"app": "x"},
+    )
     status = _finished(cluster, namespace, "env")
     assert status["phase"] == "Succeeded", status
     seen = json.loads(out.read_text())
@@ -97,37 +106,26 @@ def test_a_pod_whose_volumes_name_a_config_map_not_there_yet_waits_for_it(cluste
         f"json.dump({{'plain': open(os.environ['V'] + '/mode').read(), "
         f"'projected': open(os.environ['P'] + '/m').read()}}, open('{out}', 'w'))"
     )
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "mounts", "namespace": namespace},
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
-            "volumes": [
-                {"name": "plain", "configMap": {"name": "later"}},
-                {
-                    "name": "projected",
-                    "projected": {
-                        "sources": [{"configMap": {"name": "later", "items": [{"key": "mode", "path": "m"}]}}]
-                    },
-                },
+    apply_pod(
+        cluster,
+        namespace,
+        "mounts",
+        script,
+        {
+            "volumeMounts": [
+                {"name": "plain", "mountPath": "/plain"},
+                {"name": "projected", "mountPath": "/projected"},
             ],
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "none",
-                    "command": ["python3", "-c", script],
-                    "volumeMounts": [
-                        {"name": "plain", "mountPath": "/plain"},
-                        {"name": "projected", "mountPath": "/projected"},
-                    ],
-                    "env": [{"name": "V", "value": "/plain"}, {"name": "P", "value": "/projected"}],
-                }
-            ],
+            "env": [{"name": "V", "value": "/plain"}, {"name": "P", "value": "/projected"}],
         },
-    }
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+        volumes=[
+            {"name": "plain", "configMap": {"name": "later"}},
+            {
+                "name": "projected",
+                "projected": {"sources": [{"configMap": {"name": "later", "items": [{"key": "mode", "path": "m"}]}}]},
+            },
+        ],
+    )
     status = _waiting(cluster, namespace, "mounts", "ContainerCreating", 'configmap "later" not found')
     assert status["phase"] == "Pending", status
     cluster.kubectl("create", "configmap", "later", "-n", namespace, "--from-literal=mode=slow")
@@ -142,34 +140,22 @@ def test_a_container_whose_env_names_a_key_not_there_yet_waits_for_it(cluster, n
     Failed; an optional one that is missing is left out."""
     out = tmp_path / "env.json"
     script = f"import json, os; json.dump(dict(os.environ), open('{out}', 'w'))"
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "config", "namespace": namespace},
-        "spec": {
-            "restartPolicy": "Never",
-            "nodeSelector": {"nvidia.com/gpu.product": "cpu"},
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "none",
-                    "command": ["python3", "-c", script],
-                    "envFrom": [
-                        {"configMapRef": {"name": "absent", "optional": True}, "prefix": "ABSENT_"},
-                        {"configMapRef": {"name": "later"}, "prefix": "ALL_"},
-                    ],
-                    "env": [
-                        {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "mode"}}},
-                        {
-                            "name": "GONE",
-                            "valueFrom": {"configMapKeyRef": {"name": "later", "key": "gone", "optional": True}},
-                        },
-                    ],
-                }
+    apply_pod(
+        cluster,
+        namespace,
+        "config",
+        script,
+        {
+            "envFrom": [
+                {"configMapRef": {"name": "absent", "optional": True}, "prefix": "ABSENT_"},
+                {"configMapRef": {"name": "later"}, "prefix": "ALL_"},
+            ],
+            "env": [
+                {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "mode"}}},
+                {"name": "GONE", "valueFrom": {"configMapKeyRef": {"name": "later", "key": "gone", "optional": True}}},
             ],
         },
-    }
-    cluster.kubectl("apply", "-f", "-", input=json.dumps(pod))
+    )
     status = _waiting(cluster, namespace, "config", "CreateContainerConfigError", 'configmap "later" not found')
     assert status["phase"] == "Pending", status
     cluster.kubectl("create", "configmap", "later", "-n", namespace, "--from-literal=other=1")
