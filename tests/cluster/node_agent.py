@@ -112,7 +112,8 @@ class NotThereYet(Exception):
     FailedMount (the container `ContainerCreating`) for a volume, `CreateContainerConfigError` for
     the environment. Before, the agent failed the pod for good: a pod created in a fresh namespace
     before the controller-manager had published its `kube-root-ca.crt`, which the ServiceAccount
-    admission projects into every pod, failed so on CI (test_node_agent_pod_environment)."""
+    admission projects into every pod, would fail so. CI once saw test_node_agent_pod_environment's
+    pod Failed without its cause printed; this is one way that can happen, not shown to be it."""
 
 
 def api_server_away(exc: Exception) -> bool:

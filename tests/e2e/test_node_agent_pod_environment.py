@@ -99,7 +99,8 @@ def test_a_pod_whose_volumes_name_a_config_map_not_there_yet_waits_for_it(cluste
     ConfigMap that is not there yet holds the pod Pending until it is created. Before, the agent
     failed the pod for good (StartError): a pod created in a fresh namespace before the
     controller-manager had published its `kube-root-ca.crt` (projected into every pod's service
-    account volume) failed so on CI, beside two other clusters."""
+    account volume) would fail so (CI once saw the test above fail with its pod Failed, cause not
+    printed: possibly this)."""
     out = tmp_path / "files.json"
     script = (
         "import json, os; "
