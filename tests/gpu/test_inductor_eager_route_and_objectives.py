@@ -87,6 +87,7 @@ def test_eager_engine_builds_without_compiling_and_serves_what_the_compiled_defa
         "fxgraph_cache_hit": 0,
         "fxgraph_cache_miss": 0,
         "tuned_placed": 0,
+        "tuned_by_descent": 0,
         "tuned_here": 0,
     }
     assert set(eager_out) == set(compiled_out) == {"output"}

@@ -31,7 +31,7 @@ def triton_kernel(caches, key: str) -> None:
     (folder / "__grp__triton_poi_fused_0.json").write_text(json.dumps({"child_paths": paths}))
 
 
-def as_tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> tarfile.TarFile:
+def tar_bytes(members: dict[str, bytes], links: dict[str, str] | None = None) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, data in members.items():
@@ -42,8 +42,11 @@ def as_tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> ta
             info = tarfile.TarInfo(name)
             info.type, info.linkname = tarfile.SYMTYPE, target
             tar.addfile(info)
-    buffer.seek(0)
-    return tarfile.open(fileobj=buffer, mode="r")
+    return buffer.getvalue()
+
+
+def as_tar(members: dict[str, bytes], links: dict[str, str] | None = None) -> tarfile.TarFile:
+    return tarfile.open(fileobj=io.BytesIO(tar_bytes(members, links)), mode="r")
 
 
 def test_a_build_that_tuned_nothing_brings_nothing(tmp_path):
@@ -189,3 +192,28 @@ def test_a_load_extracts_only_the_engine_s_own_files(tmp_path):
         InductorBackend(device="cpu").load(buffer.getvalue(), tmp_path / "load")
     written = sorted(p.relative_to(tmp_path / "load").as_posix() for p in (tmp_path / "load").rglob("*") if p.is_file())
     assert written == ["caches.bin", "program.pt2", "settings.json"], written
+
+
+def test_an_engines_tuned_configs_are_read_as_its_build_chose_them(tmp_path):
+    """What provenance and bench/parallel_build_effect.py compare across builds of one route: each
+    kernel's config by its path, how it was chosen, and none of Inductor's bookkeeping; a member that
+    is not a config where a load would place one (a link, another path, not a JSON object) is none."""
+    from enginewright.backends.inductor import tuned_configs
+
+    config = {"XBLOCK": 1024, "num_warps": 8, "num_stages": 1, "found_by_coordesc": True}
+    bookkeeping = {"configs_hash": "3ca5", "time_taken_ms": 694, "triton_cache_hash": None}
+    engine = tar_bytes(
+        {
+            "program.pt2": b"program",
+            "autotuned/inductor/zw/k2.best_config": json.dumps({"XBLOCK": 8, "found_by_coordesc": False}).encode(),
+            "autotuned/inductor/xy/k1.best_config": json.dumps({**config, **bookkeeping}).encode(),
+            "autotuned/inductor/ab/k3.best_config": b"not json",
+            "autotuned/inductor/cd/k4.best_config": b"[1, 2]",
+            "autotuned/k5.best_config": json.dumps(config).encode(),
+        },
+        links={"autotuned/inductor/ef/k6.best_config": "/etc/passwd"},
+    )
+    configs = tuned_configs(engine)
+    assert configs == {"xy/k1.best_config": config, "zw/k2.best_config": {"XBLOCK": 8, "found_by_coordesc": False}}
+    assert list(configs) == sorted(configs)
+    assert tuned_configs(tar_bytes({"program.pt2": b"program"})) == {}  # a build that tuned nothing

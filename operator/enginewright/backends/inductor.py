@@ -312,6 +312,37 @@ def _json_field(data: bytes, key: str):
         return None
 
 
+# a tuned config's own fields: how the kernel runs (its block sizes, warps, stages) and how it was chosen;
+# the rest (Inductor's digest of the configs it chose among, the seconds it took, a Triton cache key)
+# says nothing of the kernel that runs
+_CONFIG_BOOKKEEPING = ("configs_hash", "time_taken_ms", "triton_cache_hash")
+
+
+def tuned_configs(engine: bytes) -> dict[str, dict]:
+    """The kernel configs an Inductor engine's build chose by timing, by the kernel's path under its
+    Inductor cache (`<2 characters>/<key>.best_config`, the same for the same kernel source in every
+    build): each config's fields, with `found_by_coordesc` (chosen by coordinate descent, else the
+    best of a kernel's few configs), without Inductor's bookkeeping. Empty where the build tuned
+    nothing by timing (an eager engine, a CPU build). Two builds of one route choose again: on an H100
+    resnet50's builds of one route chose differently for 14 of 18 kernels (CUDA graphs) and 24 of 24
+    (coordinate descent), and ran up to 1.18x apart (`docs/benchmarks.md`, session 44)."""
+    configs: dict[str, dict] = {}
+    with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
+        for found, data in _members(tar, _BEST_CONFIG):
+            fields = _json_object(data)
+            if fields is not None:
+                configs[found.group(1)] = {k: v for k, v in fields.items() if k not in _CONFIG_BOOKKEEPING}
+    return dict(sorted(configs.items()))
+
+
+def _json_object(data: bytes) -> dict | None:
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def _place_autotuned(tar: tarfile.TarFile, caches: Path) -> dict[str, bytes]:
     """The engine's tuned configs and their kernels into the load's cache folders, where Inductor and
     Triton look before they tune or compile: regular files named as they name them, nothing else (no
@@ -656,7 +687,14 @@ class InductorRunner(Runner):
         folder, which the process's Inductor writes to until another engine loads: asked after the
         first call, as the serving process does, it is this load's."""
         if self.eager:
-            return {"compiled": 0, "fxgraph_cache_hit": 0, "fxgraph_cache_miss": 0, "tuned_placed": 0, "tuned_here": 0}
+            return {
+                "compiled": 0,
+                "fxgraph_cache_hit": 0,
+                "fxgraph_cache_miss": 0,
+                "tuned_placed": 0,
+                "tuned_by_descent": 0,
+                "tuned_here": 0,
+            }
         from torch._dynamo.utils import counters
 
         inductor = counters["inductor"]
@@ -674,6 +712,8 @@ class InductorRunner(Runner):
             # tuned itself (a config written beside them that is not one the engine brought): 0 for an
             # engine that serves what was measured
             "tuned_placed": len(placed),
+            # of those, the ones its build chose by coordinate descent (the rest: the best of a few)
+            "tuned_by_descent": sum(_json_field(data, "found_by_coordesc") is True for data in placed.values()),
             "tuned_here": sum(placed.get(name) != path.read_bytes() for name, path in found.items()),
         }
 
