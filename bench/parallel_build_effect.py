@@ -27,7 +27,9 @@ chose. This measures what that does to the engines, with the product's own code:
    (`between_builds`) from a load's (`between_loads`), with F's p-value; the slowest build over the
    fastest. Session 42 built coordinate descent + CUDA graphs on resnet50 twice, 1.578 and 1.803 ms
    (14% apart), while CUDA graphs alone ran 1.616 and 1.622: this says whether a tuned route rebuilds
-   to the same speed (a route built to the same bytes every time, as the eager one, is the control).
+   to the same speed (a route built to the same bytes every time, as the eager one, is the control);
+   and `config_spread`, how many of its kernels' configs, chosen by timing while building, differ
+   among its builds (on an H100, session 44: all 24 of resnet50's with coordinate descent).
 
 A ratio whose interval holds 1 says no effect was seen at that precision. OUT/parallel_build_effect.json
 (and --export) is written after each step, from this run's own measurements.
@@ -126,6 +128,20 @@ def build_spread(rounds: dict[str, list[float]], engines: list[str], loads: int)
     }
 
 
+def config_spread(builds: list[dict[str, dict]]) -> dict:
+    """How one route's builds chose their kernels' configs by timing (`inductor.tuned_configs` of each
+    build's engine): the kernels any build tuned, how many each tuned (and of those by coordinate
+    descent), and `differ`, the kernels whose config is not the same in every build (one a build did
+    not tune counts). Builds that choose alike every time would show no spread of this kind."""
+    kernels = sorted(set().union(*builds)) if builds else []
+    return {
+        "kernels": len(kernels),
+        "tuned": [len(b) for b in builds],
+        "by_descent": [sum(c.get("found_by_coordesc") is True for c in b.values()) for b in builds],
+        "differ": sum(len({json.dumps(b.get(k), sort_keys=True) for b in builds}) > 1 for k in kernels),
+    }
+
+
 def rep_fits(spent: float, longest_rep: float, budget: float) -> bool:
     """Whether another rep of builds fits --build-budget-s: the first always, then while the seconds
     spent plus the longest rep so far stay within it (0: no budget)."""
@@ -165,6 +181,7 @@ def main() -> int:
     args = parser.parse_args()
     routes = parse_routes(args.routes)
 
+    from enginewright.backends.inductor import tuned_configs
     from enginewright.worker.measure import build, interleave
     from enginewright.worker.process import Builders
     from inductor_cost import known_workloads
@@ -187,6 +204,7 @@ def main() -> int:
     }
     engines: dict[str, Path] = {}
     digests: dict[str, str | None] = {}
+    configs: dict[str, dict[str, dict]] = {}
 
     def keep(built, index: int, how: str, rep: int) -> None:
         if built.engine_path is None:
@@ -195,6 +213,7 @@ def main() -> int:
         engines[name] = engines_dir / f"{name}{ctx.engine_suffix}"
         shutil.copyfile(built.engine_path, engines[name])
         digests[name] = built.entry.engine_sha256  # (the build's own digest of these bytes)
+        configs[name] = tuned_configs(engines[name].read_bytes())  # (this bench's workloads are Inductor's)
         figures["builds"].append({"engine": name, "build_s": built.entry.build_seconds, "sha256": digests[name]})
         save(args, figures)
 
@@ -238,6 +257,7 @@ def main() -> int:
                 how: build_spread(rounds, keys, args.loads)
                 for how, keys in (("alone", alone), ("beside", beside), ("all", alone + beside))
             },
+            "config_spread": config_spread([configs[e] for e in alone + beside]),
         }
         bench.say(f"{name}: built beside others / alone {json.dumps(figures['by_route'][name]['beside_over_alone'])}")
         bench.say(f"{name}: spread across its builds {json.dumps(figures['by_route'][name]['build_spread'])}")

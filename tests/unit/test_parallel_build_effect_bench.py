@@ -112,3 +112,16 @@ def test_another_rep_starts_only_while_it_fits_the_build_budget():
 
     assert rep_fits(0.0, 0.0, 100.0) and rep_fits(500.0, 400.0, 0.0)  # the first rep; no budget
     assert rep_fits(150.0, 140.0, 300.0) and not rep_fits(170.0, 140.0, 300.0)
+
+
+def test_the_config_spread_counts_kernels_chosen_differently_in_any_build():
+    from parallel_build_effect import config_spread
+
+    a = {"k1": {"XBLOCK": 1024, "found_by_coordesc": True}, "k2": {"XBLOCK": 8, "found_by_coordesc": False}}
+    same = {k: dict(v) for k, v in a.items()}
+    other = {**a, "k1": {"XBLOCK": 512, "found_by_coordesc": True}}
+    fewer = {"k2": a["k2"]}
+    assert config_spread([a, same]) == {"kernels": 2, "tuned": [2, 2], "by_descent": [1, 1], "differ": 0}
+    assert config_spread([a, same, other])["differ"] == 1  # k1 chosen otherwise in one build of three
+    assert config_spread([a, fewer])["differ"] == 1  # k1 tuned in one build only
+    assert config_spread([{}, {}]) == {"kernels": 0, "tuned": [0, 0], "by_descent": [0, 0], "differ": 0}  # eager
