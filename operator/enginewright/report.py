@@ -220,8 +220,35 @@ def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
     host = (summary.get("headline") or {}).get("host")
     if host:
         lines.append(f"host: {host}")
+    built = build_choices(winner, default)
+    if built:
+        lines.append(f"builds: {built}")
     lines.append(f"decision: {summary.get('decision', '')}")
     return "\n".join(lines)
+
+
+def build_choices(winner: CacheEntry | None, default: CacheEntry | None) -> str | None:
+    """What the winner's and the default's builds chose by timing, where either did: Inductor times a
+    kernel's few configs (or descends through them) while building and the engine keeps its choice, so
+    a build is one draw. The times and the speedup are of these engines, which are what is published;
+    a rebuild of the route draws again (on an H100, resnet50's builds of one route ran up to 1.18x
+    apart: `docs/benchmarks.md`, session 44). None where neither build chose anything by timing."""
+
+    def chosen(entry: CacheEntry | None, name: str) -> str | None:
+        tuned = entry.tuned_at_build if entry is not None else None
+        if not tuned or not tuned[0]:
+            return None
+        kernels, descent = tuned
+        return f"{name} {kernels} kernel configs" + (f" ({descent} by coordinate descent)" if descent else "")
+
+    named = ([(winner, "winner")] if winner is not default else []) + [(default, "default")]
+    parts = [c for c in (chosen(entry, name) for entry, name in named) if c]
+    if not parts:
+        return None
+    return (
+        ", ".join(parts) + " chosen by timing while building: the times are of these engines (what is "
+        "published); a rebuild of the route chooses again and need not run alike"
+    )
 
 
 def other_measurements(entries: Sequence[CacheEntry]) -> list[list[str]]:
@@ -258,6 +285,10 @@ def markdown(summary: dict, entries: Sequence[CacheEntry]) -> str:
     host = (summary.get("headline") or {}).get("host")
     if host:
         lines.append(f"- **host**: {host}")
+    by_id: dict[str | None, CacheEntry] = {e.route_id: e for e in entries}
+    built = build_choices(by_id.get(summary.get("winner_id")), by_id.get(summary["default_id"]))
+    if built:
+        lines.append(f"- **builds**: {built}")
     if summary.get("confirmation"):
         routes = {e.route_id: e.route or "(default)" for e in entries}
         lines.append(

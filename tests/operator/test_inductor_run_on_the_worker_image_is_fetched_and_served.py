@@ -149,6 +149,9 @@ def test_mixed_run_with_the_eager_route_on_the_inductor_image_is_fetched_and_ser
         "mixed",
         3,
     )
+    # what the build chose by timing, read from the engine's load: nothing on a CPU (no Triton kernels)
+    tuned = provenance.engine.tuned_at_build
+    assert tuned is not None and (tuned.kernels, tuned.by_coordinate_descent) == (0, 0), tuned
 
     # the fetched engine, loaded in this process, reproduces the reference outputs
     runner = get_backend("inductor").load(engine, tmp_path / "load")

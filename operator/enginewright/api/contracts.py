@@ -189,10 +189,22 @@ class CatalogIndex(CatalogModel):
     entries: list[IndexEntry] = Field(default_factory=list)
 
 
+class TunedAtBuild(CatalogModel):
+    """What the engine's build chose by timing (Inductor: a kernel's config, the best of a few or by
+    coordinate descent), which the engine keeps and a rebuild of its route chooses again."""
+
+    kernels: int = Field(description="Kernels that run a config the build chose by timing them.")
+    by_coordinate_descent: int | None = Field(None, description="Of those, chosen by coordinate descent.")
+    note: str
+
+
 class EngineFacts(CatalogModel):
     uri: str
     sha256: str
     size: int | None = None
+    tuned_at_build: TunedAtBuild | None = Field(
+        None, description="Absent where the backend does not say (ONNX Runtime, TensorRT) and before session 44."
+    )
 
 
 class ModelFacts(CatalogModel):
