@@ -8,32 +8,16 @@ anything or the backend does not say."""
 
 import json
 
-from enginewright.api.cache import CacheEntry, Outcome, TimingStats
 from enginewright.api.contracts import EngineFacts
-from enginewright.api.routes import Route, route_id
+from enginewright.api.routes import route_id
 from enginewright.catalog.writer import tuned_at_build
 from enginewright.report import headline, markdown
-
-
-def entry(knobs: dict, median: float, load_info: dict | None) -> CacheEntry:
-    route = Route.of(knobs)
-    return CacheEntry(
-        target="local",
-        route_id=route.id,
-        route=route.canonical,
-        knobs=knobs,
-        stage="stage1",
-        batch="stage1-b000",
-        outcome=Outcome.ok,
-        baseline_ms=3.0,
-        timing=TimingStats(median_ms=median, mean_ms=median, p90_ms=median, min_ms=median, n=5),
-        load_info=load_info,
-    )
+from tests.unit.entries import measured
 
 
 def run(winner_info: dict | None, default_info: dict | None, winner: bool = True):
-    default = entry({}, 3.0, default_info)
-    tuned = entry({"coordinate_descent_tuning": "true", "triton.cudagraphs": "true"}, 1.6, winner_info)
+    default = measured({}, 3.0, load_info=default_info)
+    tuned = measured({"coordinate_descent_tuning": "true", "triton.cudagraphs": "true"}, 1.6, load_info=winner_info)
     summary = {
         "model": "resnet50.pt2",
         "default_id": route_id(""),
