@@ -28,6 +28,7 @@ from enginewright.api.contracts import (
     RunFacts,
     SearchFacts,
     TimingFacts,
+    TunedAtBuild,
 )
 from enginewright.catalog.reader import Catalog
 from enginewright.catalog.site import model_page, read_model, write_site
@@ -52,6 +53,7 @@ def publish(
     namespace: str = "team",
     winner_route: str = "-graph_optimization_level=all",
     default_kept: bool = False,
+    tuned: TunedAtBuild | None = None,
 ):
     """One engine as the operator publishes it (engine, provenance, routes.json, index entry)."""
     keys = CatalogKeys(model, gpu, version, "ab" * 32, "cd" * 6, uid)
@@ -60,7 +62,7 @@ def publish(
     uri = store.uri(keys.engine(".ort.tar"))
     store.put(keys.engine(".ort.tar"), engine)
     provenance = Provenance(
-        engine=EngineFacts(uri=uri, sha256=sha, size=len(engine)),
+        engine=EngineFacts(uri=uri, sha256=sha, size=len(engine), tuned_at_build=tuned),
         model=ModelFacts(
             uri="s3://models/mlp.onnx", sha256="ab" * 32, format="onnx", name=model, input_shapes={"x": [16, 64]}
         ),
@@ -347,3 +349,32 @@ def test_an_engine_the_index_marks_superseded_for_another_stack_says_which(tmp_p
     text = model_page(view, catalog, "2026-12-02T00:00:00Z")
     article = text[text.index(f'id="{old.anchor}"') :]
     assert f"for {ORT_NEW}, driver 550; still the engine for its own stack" in Page(article).words
+
+
+def test_an_engine_whose_build_chose_kernel_configs_by_timing_says_so(tmp_path):
+    store = LocalStore(tmp_path / "bucket")
+    note = "a rebuild of its route chooses these configs again and need not run as fast"
+    publish(
+        store,
+        MODEL,
+        "NVIDIA-H100",
+        ORT_NEW,
+        "uid-tuned",
+        "01",
+        2.0,
+        tuned=TunedAtBuild(kernels=24, by_coordinate_descent=24, note=note),
+    )
+    publish(
+        store,
+        MODEL,
+        "NVIDIA-H200",
+        ORT_NEW,
+        "uid-none",
+        "02",
+        1.5,
+        tuned=TunedAtBuild(kernels=0, by_coordinate_descent=0, note="none"),
+    )
+    write_site(Catalog.from_uri(str(tmp_path / "bucket")), tmp_path / "site")
+    page = Page((tmp_path / "site" / site_page(MODEL)).read_text())
+    said = f"build choices 24 kernel configs chosen by timing while building (24 by coordinate descent): {note}"
+    assert page.words.count(said) == 1 and page.words.count("build choices") == 1  # not for the build that chose none

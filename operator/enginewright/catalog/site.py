@@ -462,6 +462,16 @@ def _pairs_table(mapping: dict, caption: str, key: str, value: str) -> str:
     )
 
 
+def _build_choices(p: Provenance) -> str:
+    """What the engine's build chose by timing (a rebuild of its route chooses again); nothing where
+    it chose nothing or the provenance does not say."""
+    tuned = p.engine.tuned_at_build
+    if tuned is None or not tuned.kernels:
+        return ""
+    descent = f" ({tuned.by_coordinate_descent} by coordinate descent)" if tuned.by_coordinate_descent else ""
+    return _e(f"{tuned.kernels} kernel configs chosen by timing while building{descent}: {tuned.note}")
+
+
 def provenance_section(engine: Engine, catalog: Catalog) -> str:
     p = engine.provenance
     key = catalog.provenance_key(engine.entry.wire())
@@ -512,6 +522,7 @@ def provenance_section(engine: Engine, catalog: Catalog) -> str:
                     + (f"; cut short: {_e(p.search.cut_short)}" if p.search.cut_short else ""),
                 ),
                 ("how measured", _e(p.timing.how_measured)),
+                ("build choices", _build_choices(p)),
                 ("host", _e((p.timing.host or {}).get("note"))),
                 ("operator", f"{_e(p.operator_version)} · published {_e(p.published_at)}"),
             ]
