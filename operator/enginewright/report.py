@@ -228,26 +228,20 @@ def headline(summary: dict, entries: Sequence[CacheEntry]) -> str:
 
 
 def build_choices(winner: CacheEntry | None, default: CacheEntry | None) -> str | None:
-    """What the winner's and the default's builds chose by timing, where either did: Inductor times a
+    """What the winner's and the default's builds autotuned, where either did: Inductor times a
     kernel's few configs (or descends through them) while building and the engine keeps its choice, so
-    a build is one draw. The times and the speedup are of these engines, which are what is published;
-    a rebuild of the route draws again (on an H100, resnet50's builds of one route ran up to 1.18x
-    apart: `docs/benchmarks.md`, session 44). None where neither build chose anything by timing."""
-
-    def chosen(entry: CacheEntry | None, name: str) -> str | None:
-        tuned = entry.tuned_at_build if entry is not None else None
-        if not tuned or not tuned[0]:
-            return None
-        kernels, descent = tuned
-        return f"{name} {kernels} kernel configs" + (f" ({descent} by coordinate descent)" if descent else "")
+    a build is one draw (`TunedAtBuild`). None where neither build kept an autotuned config or the
+    backend does not say."""
+    from enginewright.api.contracts import TunedAtBuild
 
     named = ([(winner, "winner")] if winner is not default else []) + [(default, "default")]
-    parts = [c for c in (chosen(entry, name) for entry, name in named) if c]
+    tuned = [(name, TunedAtBuild.of(entry)) for entry, name in named if entry is not None]
+    parts = [f"{name} {t.brief()}" for name, t in tuned if t is not None and t.kernels]
     if not parts:
         return None
     return (
-        ", ".join(parts) + " chosen by timing while building: the times are of these engines (what is "
-        "published); a rebuild of the route chooses again and need not run alike"
+        "kernel configs autotuned while building: " + ", ".join(parts) + "; the published engine is the "
+        "winner's as measured, and a rebuild of a route autotunes again and need not run alike"
     )
 
 

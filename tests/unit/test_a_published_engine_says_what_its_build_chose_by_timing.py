@@ -8,9 +8,8 @@ anything or the backend does not say."""
 
 import json
 
-from enginewright.api.contracts import EngineFacts
+from enginewright.api.contracts import EngineFacts, TunedAtBuild
 from enginewright.api.routes import route_id
-from enginewright.catalog.writer import tuned_at_build
 from enginewright.report import headline, markdown
 from tests.unit.entries import measured
 
@@ -33,19 +32,21 @@ def test_the_headline_and_the_report_say_what_both_builds_chose_by_timing():
         {"compiled": 1, "tuned_placed": 18, "tuned_by_descent": 0, "tuned_here": 0},
     )
     said = (
-        "winner 24 kernel configs (24 by coordinate descent), default 18 kernel configs chosen by timing while "
-        "building: the times are of these engines (what is published); a rebuild of the route chooses again"
+        "kernel configs autotuned while building: winner 24 (24 by coordinate descent), default 18; the "
+        "published engine is the winner's as measured, and a rebuild of a route autotunes again"
     )
     assert f"builds: {said}" in headline(summary, entries)
     assert f"- **builds**: {said}" in markdown(summary, entries)
-    facts = tuned_at_build(entries[1])
+    facts = TunedAtBuild.of(entries[1])
     assert (facts.kernels, facts.by_coordinate_descent) == (24, 24) and "rebuild" in facts.note
+    assert "max_autotune" in facts.note  # what is not counted: choices compiled into the code
 
 
 def test_a_kept_default_is_named_the_default():
     summary, entries = run(None, {"compiled": 1, "tuned_placed": 18, "tuned_by_descent": 0}, winner=False)
     line = next(x for x in headline(summary, entries).splitlines() if x.startswith("builds:"))
-    assert line.startswith("builds: default 18 kernel configs chosen by timing") and "winner" not in line
+    assert line.startswith("builds: kernel configs autotuned while building: default 18;"), line
+    assert "winner 18" not in line and "winner 0" not in line
 
 
 def test_nothing_is_said_where_no_build_chose_by_timing_or_the_backend_does_not_say():
@@ -57,16 +58,18 @@ def test_nothing_is_said_where_no_build_chose_by_timing_or_the_backend_does_not_
         assert "builds:" not in headline(summary, entries)
         assert "**builds**" not in markdown(summary, entries)
     summary, entries = run({"compiled": 1, "tuned_placed": 0, "tuned_by_descent": 0}, None)
-    assert tuned_at_build(entries[1]).kernels == 0  # the provenance still says none were
+    untuned = TunedAtBuild.of(entries[1])
+    assert untuned.kernels == 0 and "no autotuned kernel config" in untuned.note  # said so, what is not counted too
+    assert "max_autotune" in untuned.note
     summary, entries = run(None, None)
-    assert tuned_at_build(entries[1]) is None
+    assert TunedAtBuild.of(entries[1]) is None
     summary, entries = run({"compiled": 1, "tuned_placed": 3}, None)  # a load before tuned_by_descent
-    assert tuned_at_build(entries[1]).by_coordinate_descent is None
+    assert TunedAtBuild.of(entries[1]).by_coordinate_descent is None
 
 
 def test_the_provenance_field_is_camel_case_and_optional():
     summary, entries = run({"compiled": 1, "tuned_placed": 2, "tuned_by_descent": 1}, None)
-    facts = EngineFacts(uri="s3://b/e", sha256="1" * 64, tuned_at_build=tuned_at_build(entries[1]))
+    facts = EngineFacts(uri="s3://b/e", sha256="1" * 64, tuned_at_build=TunedAtBuild.of(entries[1]))
     wire = json.loads(facts.model_dump_json(by_alias=True))
     assert wire["tunedAtBuild"]["kernels"] == 2 and wire["tunedAtBuild"]["byCoordinateDescent"] == 1
     assert EngineFacts.model_validate(wire).tuned_at_build.kernels == 2

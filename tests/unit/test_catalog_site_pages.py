@@ -351,30 +351,15 @@ def test_an_engine_the_index_marks_superseded_for_another_stack_says_which(tmp_p
     assert f"for {ORT_NEW}, driver 550; still the engine for its own stack" in Page(article).words
 
 
-def test_an_engine_whose_build_chose_kernel_configs_by_timing_says_so(tmp_path):
+def test_an_engine_whose_build_autotuned_kernel_configs_says_so(tmp_path):
+    from enginewright.api.contracts import TUNED_NOTE
+
     store = LocalStore(tmp_path / "bucket")
-    note = "a rebuild of its route chooses these configs again and need not run as fast"
-    publish(
-        store,
-        MODEL,
-        "NVIDIA-H100",
-        ORT_NEW,
-        "uid-tuned",
-        "01",
-        2.0,
-        tuned=TunedAtBuild(kernels=24, by_coordinate_descent=24, note=note),
-    )
-    publish(
-        store,
-        MODEL,
-        "NVIDIA-H200",
-        ORT_NEW,
-        "uid-none",
-        "02",
-        1.5,
-        tuned=TunedAtBuild(kernels=0, by_coordinate_descent=0, note="none"),
-    )
+    tuned = TunedAtBuild(kernels=24, by_coordinate_descent=24, note=TUNED_NOTE)
+    publish(store, MODEL, "NVIDIA-H100", ORT_NEW, "uid-tuned", "01", 2.0, tuned=tuned)
+    none = TunedAtBuild(kernels=0, by_coordinate_descent=0, note="none")
+    publish(store, MODEL, "NVIDIA-H200", ORT_NEW, "uid-none", "02", 1.5, tuned=none)
     write_site(Catalog.from_uri(str(tmp_path / "bucket")), tmp_path / "site")
     page = Page((tmp_path / "site" / site_page(MODEL)).read_text())
-    said = f"build choices 24 kernel configs chosen by timing while building (24 by coordinate descent): {note}"
-    assert page.words.count(said) == 1 and page.words.count("build choices") == 1  # not for the build that chose none
+    said = "build choices kernel configs autotuned while building: 24 (24 by coordinate descent); the engine keeps"
+    assert page.words.count(said) == 1 and page.words.count("build choices") == 1  # not for the build that kept none

@@ -305,17 +305,15 @@ def _kernel_group(data: bytes, path_of) -> bytes:
 
 
 def _json_field(data: bytes, key: str):
-    """`key` of the JSON object `data`, or None where it is not one (a cache file not written as expected)."""
-    try:
-        return json.loads(data).get(key)
-    except (ValueError, AttributeError):
-        return None
+    """`key` of the JSON object `data`, or None where it is not one."""
+    value = _json_object(data)
+    return None if value is None else value.get(key)
 
 
 # a tuned config's own fields: how the kernel runs (its block sizes, warps, stages) and how it was chosen;
 # the rest (Inductor's digest of the configs it chose among, the seconds it took, a Triton cache key)
 # says nothing of the kernel that runs
-_CONFIG_BOOKKEEPING = ("configs_hash", "time_taken_ms", "triton_cache_hash")
+CONFIG_BOOKKEEPING = ("configs_hash", "time_taken_ms", "triton_cache_hash")
 
 
 def tuned_configs(engine: bytes) -> dict[str, dict]:
@@ -323,19 +321,19 @@ def tuned_configs(engine: bytes) -> dict[str, dict]:
     Inductor cache (`<2 characters>/<key>.best_config`, the same for the same kernel source in every
     build): each config's fields, with `found_by_coordesc` (chosen by coordinate descent, else the
     best of a kernel's few configs), without Inductor's bookkeeping. Empty where the build tuned
-    nothing by timing (an eager engine, a CPU build). Two builds of one route choose again: on an H100
-    resnet50's builds of one route chose differently for 14 of 18 kernels (CUDA graphs) and 24 of 24
-    (coordinate descent), and ran up to 1.18x apart (`docs/benchmarks.md`, session 44)."""
+    nothing by timing (an eager engine, a CPU build). Two builds of one route choose again
+    (`api.contracts.TunedAtBuild`)."""
     configs: dict[str, dict] = {}
     with tarfile.open(fileobj=io.BytesIO(engine), mode="r") as tar:
         for found, data in _members(tar, _BEST_CONFIG):
             fields = _json_object(data)
             if fields is not None:
-                configs[found.group(1)] = {k: v for k, v in fields.items() if k not in _CONFIG_BOOKKEEPING}
+                configs[found.group(1)] = {k: v for k, v in fields.items() if k not in CONFIG_BOOKKEEPING}
     return dict(sorted(configs.items()))
 
 
 def _json_object(data: bytes) -> dict | None:
+    """`data` as a JSON object, or None where it is not one (a cache file not written as expected)."""
     try:
         value = json.loads(data)
     except ValueError:

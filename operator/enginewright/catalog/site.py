@@ -463,13 +463,12 @@ def _pairs_table(mapping: dict, caption: str, key: str, value: str) -> str:
 
 
 def _build_choices(p: Provenance) -> str:
-    """What the engine's build chose by timing (a rebuild of its route chooses again); nothing where
-    it chose nothing or the provenance does not say."""
+    """What the engine's build autotuned (a rebuild of its route tunes again); nothing where it kept
+    no autotuned config or the provenance does not say."""
     tuned = p.engine.tuned_at_build
     if tuned is None or not tuned.kernels:
         return ""
-    descent = f" ({tuned.by_coordinate_descent} by coordinate descent)" if tuned.by_coordinate_descent else ""
-    return _e(f"{tuned.kernels} kernel configs chosen by timing while building{descent}: {tuned.note}")
+    return _e(f"kernel configs autotuned while building: {tuned.brief()}; {tuned.note}")
 
 
 def provenance_section(engine: Engine, catalog: Catalog) -> str:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from typing import Callable
 
 from enginewright import failpoints
-from enginewright.api.cache import CacheEntry, Versions
+from enginewright.api.cache import Versions
 from enginewright.api.contracts import (
     AccuracyFacts,
     CompilerFacts,
@@ -92,21 +92,6 @@ def how_measured(reason: str, spec: TuningRunSpec) -> str:
     )
 
 
-def tuned_at_build(winner: CacheEntry) -> TunedAtBuild | None:
-    """What the published engine's build chose by timing, with what that means for its route."""
-    tuned = winner.tuned_at_build
-    if tuned is None:
-        return None
-    kernels, descent = tuned
-    note = (
-        "its build chose no kernel config by timing"
-        if not kernels
-        else "the times measured are this engine's, which is what is published; a rebuild of its route "
-        "chooses these configs again and need not run as fast"
-    )
-    return TunedAtBuild(kernels=kernels, by_coordinate_descent=descent, note=note)
-
-
 def provenance(
     *,
     run: dict,
@@ -127,7 +112,7 @@ def provenance(
     versions = winner.versions or default.versions or probe.versions
     return Provenance(
         engine=EngineFacts(
-            uri=engine_uri, sha256=winner.engine_sha256, size=winner.engine_size, tuned_at_build=tuned_at_build(winner)
+            uri=engine_uri, sha256=winner.engine_sha256, size=winner.engine_size, tuned_at_build=TunedAtBuild.of(winner)
         ),
         model=ModelFacts(
             uri=spec.model.uri,

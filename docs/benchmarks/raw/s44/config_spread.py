@@ -1,9 +1,9 @@
 """Session 44: how resnet50's builds chose their kernels' configs, read from call 2's serving loads.
-Each load placed its engine's tuned configs (`.best_config`) in its own Inductor cache folder, the
-same files the engine carries (`tuned_here` 0); best-configs.tgz holds them as the call left them in
+Each load placed its engine's tuned configs (`.best_config`) in its own Inductor cache folder (the
+same in both loads of each engine: `second_load_alike`); best-configs.tgz holds them as the call left them in
 /tmp/pbe2/interleave/serve/load-<engine>[@2]/caches-load/inductor/. Run from the repository's root:
 
-    python3 docs/benchmarks/raw/s44/config_spread.py > docs/benchmarks/raw/s44/call2/config_spread.json
+    ~/.cache/enginewright/venv-*/bin/python docs/benchmarks/raw/s44/config_spread.py > docs/benchmarks/raw/s44/call2/config_spread.json
 """
 
 import io
@@ -15,10 +15,11 @@ from collections import defaultdict
 from pathlib import Path
 
 RAW = Path(__file__).resolve().parent
-sys.path.insert(0, str(RAW.parents[3] / "bench"))
+sys.path[:0] = [str(RAW.parents[3] / "bench"), str(RAW.parents[3] / "operator")]
 from parallel_build_effect import config_spread  # noqa: E402
 
-BOOKKEEPING = ("configs_hash", "time_taken_ms", "triton_cache_hash")  # as inductor.tuned_configs drops them
+from enginewright.backends.inductor import CONFIG_BOOKKEEPING  # noqa: E402
+
 LOAD = re.compile(r"\./interleave/serve/load-(r\d)-(alone|beside)(\d)(@2)?/caches-load/inductor/(.+\.best_config)")
 
 loads: dict[str, dict[str, dict]] = defaultdict(dict)
@@ -29,7 +30,7 @@ with tarfile.open(fileobj=io.BytesIO((RAW / "call2" / "best-configs.tgz").read_b
             route, how, rep, again, kernel = found.groups()
             config = json.loads(tar.extractfile(member).read())
             loads[f"{route}-{how}{rep}{again or ''}"][kernel] = {
-                k: v for k, v in config.items() if k not in BOOKKEEPING
+                k: v for k, v in config.items() if k not in CONFIG_BOOKKEEPING
             }
 routes = json.loads((RAW / "call2" / "pbe" / "parallel_build_effect.json").read_text())["routes"]
 figures = {}
