@@ -29,7 +29,8 @@ chose. This measures what that does to the engines, with the product's own code:
    (14% apart), while CUDA graphs alone ran 1.616 and 1.622: this says whether a tuned route rebuilds
    to the same speed (a route built to the same bytes every time, as the eager one, is the control);
    and `config_spread`, how many of its kernels' configs, chosen by timing while building, differ
-   among its builds (on an H100, session 44: all 24 of resnet50's with coordinate descent).
+   among its builds (on an H100, session 44: all 24 of resnet50's with coordinate descent), and
+   `best_of_two`, what keeping the faster of two builds would give over one build.
 
 A ratio whose interval holds 1 says no effect was seen at that precision. OUT/parallel_build_effect.json
 (and --export) is written after each step, from this run's own measurements.
@@ -38,6 +39,7 @@ A ratio whose interval holds 1 says no effect was seen at that precision. OUT/pa
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import shutil
@@ -139,6 +141,23 @@ def config_spread(builds: list[dict[str, dict]]) -> dict:
         "tuned": [len(b) for b in builds],
         "by_descent": [sum(c.get("found_by_coordesc") is True for c in b.values()) for b in builds],
         "differ": sum(len({json.dumps(b.get(k), sort_keys=True) for b in builds}) > 1 for k in kernels),
+    }
+
+
+def best_of_two(ms: list[float]) -> dict | None:
+    """What keeping the faster of two builds of one route would give over taking one build, from
+    builds already timed side by side (MS, one time per build): over every pair of them, the mean of
+    the faster one's time against the mean of one build's, and the worst build over the best. None
+    with fewer than 2 builds. (It takes the times as known; a product that keeps the faster of two
+    must also measure which one is, in the same rounds.)"""
+    if len(ms) < 2:
+        return None
+    pairs = list(itertools.combinations(ms, 2))
+    faster = statistics.fmean(min(pair) for pair in pairs)
+    return {
+        "builds": len(ms),
+        "one_over_faster_of_two": round(statistics.fmean(ms) / faster, 4),
+        "worst_over_best": round(max(ms) / min(ms), 4),
     }
 
 
@@ -258,6 +277,7 @@ def main() -> int:
                 for how, keys in (("alone", alone), ("beside", beside), ("all", alone + beside))
             },
             "config_spread": config_spread([configs[e] for e in alone + beside]),
+            "best_of_two": best_of_two(alone_ms + beside_ms),
         }
         bench.say(f"{name}: built beside others / alone {json.dumps(figures['by_route'][name]['beside_over_alone'])}")
         bench.say(f"{name}: spread across its builds {json.dumps(figures['by_route'][name]['build_spread'])}")

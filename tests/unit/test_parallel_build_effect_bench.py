@@ -125,3 +125,12 @@ def test_the_config_spread_counts_kernels_chosen_differently_in_any_build():
     assert config_spread([a, same, other])["differ"] == 1  # k1 chosen otherwise in one build of three
     assert config_spread([a, fewer])["differ"] == 1  # k1 tuned in one build only
     assert config_spread([{}, {}]) == {"kernels": 0, "tuned": [0, 0], "by_descent": [0, 0], "differ": 0}  # eager
+
+
+def test_the_faster_of_two_builds_is_taken_over_every_pair():
+    from parallel_build_effect import best_of_two
+
+    # pairs of (1, 2, 4): faster 1, 1, 2 -> mean 4/3; one build's mean 7/3
+    assert best_of_two([1.0, 2.0, 4.0]) == {"builds": 3, "one_over_faster_of_two": 1.75, "worst_over_best": 4.0}
+    assert best_of_two([1.5, 1.5])["one_over_faster_of_two"] == 1.0  # builds alike: nothing to gain
+    assert best_of_two([1.5]) is None
