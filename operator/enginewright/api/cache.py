@@ -196,17 +196,6 @@ class CacheEntry(WireModel):
     def reused(self) -> bool:
         return self.reused_from is not None
 
-    @property
-    def tuned_at_build(self) -> tuple[int, int | None] | None:
-        """How many of the engine's kernels run configs its build chose by timing them (Inductor's
-        `.best_config`s the engine brought to its load, `tuned_placed`), and how many of those by
-        coordinate descent (None where the load did not say); None where the backend says nothing."""
-        info = self.load_info or {}
-        if "tuned_placed" not in info:
-            return None
-        descent = info.get("tuned_by_descent")
-        return int(info["tuned_placed"]), None if descent is None else int(descent)
-
     @field_validator("loss")
     @classmethod
     def _finite_or_null(cls, loss: dict[str, float | None] | None) -> dict[str, float | None] | None:

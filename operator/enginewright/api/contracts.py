@@ -202,12 +202,18 @@ class TunedAtBuild(CatalogModel):
 
     @classmethod
     def of(cls, entry: CacheEntry) -> TunedAtBuild | None:
-        """From the engine's load (`loadInfo`); None where the backend does not say."""
-        tuned = entry.tuned_at_build
-        if tuned is None:
+        """From the engine's load (`loadInfo`: `tuned_placed`, the `.best_config`s the engine brought,
+        and `tuned_by_descent`, None where a load before it did not say); None where the backend says
+        nothing."""
+        info = entry.load_info or {}
+        if "tuned_placed" not in info:
             return None
-        kernels, descent = tuned
-        return cls(kernels=kernels, by_coordinate_descent=descent, note=TUNED_NOTE if kernels else UNTUNED_NOTE)
+        kernels, descent = int(info["tuned_placed"]), info.get("tuned_by_descent")
+        return cls(
+            kernels=kernels,
+            by_coordinate_descent=None if descent is None else int(descent),
+            note=TUNED_NOTE if kernels else UNTUNED_NOTE,
+        )
 
     def brief(self) -> str:
         """`24 (24 by coordinate descent)`."""
