@@ -2,9 +2,8 @@
 # Session 45's device call, on whichever GPU comes: usage call.sh LIMIT_S (the call's timeout less ~40 s).
 # On an H200: ask 8's resnet50 (s33/resnet50.sh, BUDGET = LIMIT_S - 60; call it again on the same warm
 # machine to resume /tmp/bench, then render as docs/benchmarks.md says).
-# Otherwise, with less device time left than session 44 planned for: tests/gpu whole first (the GPU lines
-# of session 44's tunedAtBuild are unrun; ~125 s on an H100), then s44/default_spread.sh with what is
-# left (its timing takes up to 280 s after the builds).
+# Otherwise: tests/gpu whole first (~100-125 s on an H100; session 45's run of it: 12 passed, 5 skipped),
+# then s44/default_spread.sh with what is left (its timing takes up to 280 s after the builds).
 set -u
 T0=$SECONDS; LIMIT=$1
 export PYTHONPATH=$PWD/operator:$PWD/bench:$PWD/out/devpkgs PYTHONUNBUFFERED=1
