@@ -20,20 +20,81 @@ if os.environ.get("CI") == "true":
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failed test that used an operator process shows what that operator logged: the lines about
-    the test's namespace and the log's tail (CI keeps only pytest's output, not the log files)."""
+    """A failed test that used the local cluster shows its namespaces' pods, Jobs and container logs
+    (`cluster_state`), and one that used an operator process what that operator logged: the lines
+    about the test's namespace and the log's tail (CI keeps only pytest's output, not the log files)."""
     report = yield
     if report.failed and call.when == "call":
-        for name, value in getattr(item, "funcargs", {}).items():
+        funcargs = getattr(item, "funcargs", {})
+        local = funcargs.get("cluster")
+        if isinstance(local, LocalCluster):
+            report.sections.append(("pods and Jobs of the test's namespaces", cluster_state(local, funcargs)))
+        for name, value in funcargs.items():
             if callable(getattr(value, "log_text", None)):
-                report.sections.append(
-                    (f"operator log ({name})", operator_log_excerpt(value.log_text(), item.funcargs))
-                )
+                report.sections.append((f"operator log ({name})", operator_log_excerpt(value.log_text(), funcargs)))
     return report
 
 
+def namespaces_of(funcargs: dict) -> list[str]:
+    return [v for k, v in funcargs.items() if "namespace" in k and isinstance(v, str)]
+
+
+def cluster_state(local: LocalCluster, funcargs: dict, tail: int = 25) -> str:
+    """What ran in the test's namespaces when it failed: each pod (phase, deletion, its containers'
+    states) and Job (counts, conditions) in one line, then the end of each pod's container log as the
+    node agent wrote it (CI keeps only pytest's output: a wait that timed out on a run's status alone
+    cannot say whether its pod never started, hung or was never replaced)."""
+    lines: list[str] = []
+    for namespace in namespaces_of(funcargs):
+        try:
+            listed = json.loads(local.kubectl("get", "pods,jobs", "-n", namespace, "-o", "json").stdout)["items"]
+        except Exception as exc:  # often why the test failed (the API server is down): keep its own error
+            lines.append(f"{namespace}: could not be read: {exc}")
+            listed = []
+        for obj in listed:
+            meta, status = obj["metadata"], obj.get("status") or {}
+            if obj["kind"] == "Pod":
+                states = [_container_state(c) for c in status.get("containerStatuses") or []]
+                lines.append(
+                    f"pod {meta['name']}: {status.get('phase')} on {obj['spec'].get('nodeName')}, "
+                    f"created {meta.get('creationTimestamp')}, deleted {meta.get('deletionTimestamp')}, "
+                    f"finalizers {meta.get('finalizers')}; {' '.join(states) or 'no containers started'}"
+                )
+            else:
+                conditions = [
+                    f"{c['type']}={c['status']}({c.get('reason', '')})" for c in status.get("conditions") or []
+                ]
+                lines.append(
+                    f"job {meta['name']}: active {status.get('active', 0)}, failed {status.get('failed', 0)}, "
+                    f"succeeded {status.get('succeeded', 0)}, terminating {status.get('terminating', 0)}, "
+                    f"uncounted {status.get('uncountedTerminatedPods')}; {' '.join(conditions) or 'no conditions'}"
+                )
+        for log_file in sorted((local.workdir / "pods" / "logs").glob(f"{namespace}_*.log")):
+            text = log_file.read_text(errors="replace").splitlines()
+            lines += [f"-- {log_file.name}: the last {min(tail, len(text))} of {len(text)} lines"]
+            lines += [line[:300] for line in text[-tail:]]
+    agent = [line for line in _read(local.log_path("node-agent")).splitlines() if "registered node" not in line]
+    lines += [f"-- node agent: the last {min(tail, len(agent))} of {len(agent)} lines", *agent[-tail:]]
+    return "\n".join(lines)
+
+
+def _container_state(container: dict) -> str:
+    """`worker=terminated(Error, exit 143)`, `worker=running`."""
+    (kind, detail), *_ = (container.get("state") or {"unknown": {}}).items()
+    said = [detail.get("reason")] if detail.get("reason") else []
+    said += [f"exit {detail['exitCode']}"] if "exitCode" in detail else []
+    return f"{container['name']}={kind}" + (f"({', '.join(said)})" if said else "")
+
+
+def _read(path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError as exc:
+        return f"({exc})"
+
+
 def operator_log_excerpt(text: str, funcargs: dict, tail: int = 80, about: int = 120) -> str:
-    namespaces = [v for k, v in funcargs.items() if "namespace" in k and isinstance(v, str)]
+    namespaces = namespaces_of(funcargs)
     lines = text.splitlines()
     mentioned = [line for line in lines if any(n in line for n in namespaces)][-about:]
     return "\n".join(

@@ -132,8 +132,14 @@ class PatientApi:
     Succeeded/Failed report) while kube-apiserver restarted was never run or never reported, and its
     Job stayed active for good (tests/faults/test_api_server_restart_mid_run.py, 300 s at 0/3)."""
 
-    def __init__(self, api, runner: "PodRunner"):
-        self._api, self._runner = api, runner
+    def __init__(self, api, runner: "PodRunner", past_deletion: bool = False):
+        """`past_deletion`: the requests that end a deleted pod (its Failed report, its final delete)
+        are retried after the deletion too, as the kubelet's are: before, a deleted pod whose Failed
+        report found the API server away stayed Running with its deletion pending, and a Job (whose
+        pod failure policy replaces a pod only once it is Failed) never made its next pod. One way
+        CI's test_deleted_worker_pod_resumes can have waited 300 s at 2 of 6 routes with its Job
+        active (not shown to be it: CI kept no pod states then; tests/conftest.py prints them now)."""
+        self._api, self._runner, self._past_deletion = api, runner, past_deletion
 
     def __getattr__(self, name: str):
         call = getattr(self._api, name)
@@ -145,7 +151,8 @@ class PatientApi:
                     return call(*args, **kwargs)
                 except Exception as exc:
                     runner = self._runner
-                    if not api_server_away(exc) or runner.deleted.is_set() or runner.agent.stop.is_set():
+                    deleted = runner.deleted.is_set() and not self._past_deletion
+                    if not api_server_away(exc) or deleted or runner.agent.stop.is_set():
                         raise
                     log.warning(
                         "%s for %s: the API server is away (%s); again in %.1fs",
@@ -154,7 +161,7 @@ class PatientApi:
                         type(exc).__name__,
                         delay,
                     )
-                    runner.deleted.wait(delay)
+                    (runner.agent.stop if self._past_deletion else runner.deleted).wait(delay)
                     delay = min(2 * delay, 5.0)
 
         return patient
@@ -365,7 +372,7 @@ class PodRunner(threading.Thread):
             "started": running,
         }
 
-    def _report(self, phase: str, reason: str | None = None, message: str | None = None) -> None:
+    def _report(self, phase: str, reason: str | None = None, message: str | None = None, core=None) -> None:
         running = phase == "Running"
         all_ready = running and all(s["ready"] for s in self.statuses.values())
         conditions = [
@@ -390,7 +397,7 @@ class PodRunner(threading.Thread):
         if message:
             status["message"] = message
         try:
-            self.core.patch_namespaced_pod_status(
+            (core or self.core).patch_namespaced_pod_status(
                 self.pod.metadata.name, self.pod.metadata.namespace, {"status": status}
             )
         except ApiException as exc:
@@ -786,20 +793,22 @@ class Agent:
     def _delete(self, pod, runner: PodRunner, grace: float) -> None:
         runner.kill(grace)
         # As the kubelet does, a pod stopped by its deletion ends in a terminal phase before it is
-        # removed: the Job controller (podReplacementPolicy Failed) replaces it only then.
+        # removed: the Job controller (podReplacementPolicy Failed) replaces it only then. Both
+        # requests ride out an API server that is away (`past_deletion`).
+        final = PatientApi(self.core, runner, past_deletion=True)
         try:
             for container in runner.pod.spec.containers:
                 runner._container_state(
                     container.name, exit_code=143, reason="Error", message="stopped by the pod's deletion"
                 )
-            runner._report("Failed", "Terminated", "the pod was deleted")
+            runner._report("Failed", "Terminated", "the pod was deleted", core=final)
         except Exception as exc:  # the pod may already be gone
-            log.info("final status of %s: %s", pod.metadata.name, exc)
-        self._finalize_delete(pod)
+            log.warning("final status of %s: %s", pod.metadata.name, exc)
+        self._finalize_delete(pod, final)
 
-    def _finalize_delete(self, pod) -> None:
+    def _finalize_delete(self, pod, core=None) -> None:
         try:
-            self.core.delete_namespaced_pod(
+            (core or self.core).delete_namespaced_pod(
                 pod.metadata.name,
                 pod.metadata.namespace,
                 body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": pod.metadata.uid}),

@@ -56,6 +56,8 @@ class Operators:
     def logs(self) -> str:
         return "\n".join(o.log_text() for o in self.started)
 
+    log_text = logs  # what tests/conftest.py shows of a failed test's operators
+
     def stop_all(self) -> None:
         for operator in self.started:
             operator.stop()
