@@ -53,10 +53,9 @@ class Operators:
         self.started.append(operator)
         return operator
 
-    def logs(self) -> str:
+    def log_text(self) -> str:
+        """Every operator's log, one after another (tests/conftest.py shows it when a test fails)."""
         return "\n".join(o.log_text() for o in self.started)
-
-    log_text = logs  # what tests/conftest.py shows of a failed test's operators
 
     def stop_all(self) -> None:
         for operator in self.started:

@@ -29,4 +29,4 @@ def test_api_server_restart(cluster, operators, fault_namespace):
     status = wait_condition(cluster, fault_namespace, "restarted", "Ready", 300)
     entries = cached_entries(cluster, fault_namespace, status)
     assert len(entries) == len({e.route_id for e in entries}) == status["targets"][0]["planned"] == 3
-    assert "Traceback" not in operators.logs()
+    assert "Traceback" not in operators.log_text()

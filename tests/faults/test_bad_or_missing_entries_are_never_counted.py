@@ -27,7 +27,7 @@ def test_a_truncated_entry_is_refused_and_its_route_unmeasured(cluster, operator
         if e["involvedObject"]["name"] == "truncated" and e["reason"] == "EntryRefused"
     ]
     assert events and events[0]["type"] == "Warning"
-    assert "Traceback" not in operators.logs()
+    assert "Traceback" not in operators.log_text()
 
 
 def test_a_worker_that_writes_nothing_fails_the_target_clearly(cluster, operators, fault_namespace):
@@ -38,4 +38,4 @@ def test_a_worker_that_writes_nothing_fails_the_target_clearly(cluster, operator
     assert stalled["reason"] == "DefaultRouteNotMeasured", stalled
     assert "ended without writing the default route's entry" in stalled["message"]
     assert status["targets"][0]["done"] == 0 and status["phase"] == "Failed"
-    assert "Traceback" not in operators.logs()
+    assert "Traceback" not in operators.log_text()

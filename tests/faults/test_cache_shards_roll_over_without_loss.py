@@ -27,4 +27,4 @@ def test_shards_roll_over(cluster, operators, fault_namespace):
     for name in target["cacheConfigMaps"]:
         data = get_json(cluster, "configmap", name, "-n", fault_namespace)["data"]
         assert 0 < sum(len(k.encode()) + len(v.encode()) for k, v in data.items()) <= LIMIT
-    assert "Traceback" not in operators.logs()
+    assert "Traceback" not in operators.log_text()

@@ -75,5 +75,5 @@ def test_five_kills_lose_and_double_nothing(cluster, operators, fault_namespace,
     assert names == ["engine.ort.tar", "provenance.json", "report.md", "routes.json"]
     index = json.loads(s3.get_object(RUNS_BUCKET, "catalog/killed/index.json").read())
     assert [e["sha256"] for e in index["entries"]] == [target["engineSha256"]]
-    for log_text in operators.logs().split("\n"):
+    for log_text in operators.log_text().split("\n"):
         assert "Traceback" not in log_text

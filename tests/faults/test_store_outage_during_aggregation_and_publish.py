@@ -75,4 +75,4 @@ def test_store_outages(cluster, operators, fault_namespace, s3, tmp_path):
     assert [e["sha256"] for e in index["entries"]] == [target["engineSha256"]]
     # the catalog site was written once the store was back (the pass that publishes retries it)
     assert target["engineSha256"] in s3.get_object(RUNS_BUCKET, "catalog/outage/index.html").read().decode()
-    assert "Traceback" not in operators.logs()
+    assert "Traceback" not in operators.log_text()
