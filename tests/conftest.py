@@ -47,7 +47,9 @@ def cluster_state(local: LocalCluster, funcargs: dict, tail: int = 25) -> str:
     lines: list[str] = []
     for namespace in namespaces_of(funcargs):
         try:
-            listed = json.loads(local.kubectl("get", "pods,jobs", "-n", namespace, "-o", "json").stdout)["items"]
+            listed = json.loads(
+                local.kubectl("get", "pods,jobs", "-n", namespace, "-o", "json", "--request-timeout=20s").stdout
+            )["items"]
         except Exception as exc:  # often why the test failed (the API server is down): keep its own error
             lines.append(f"{namespace}: could not be read: {exc}")
             listed = []
@@ -101,7 +103,7 @@ def operator_log_excerpt(text: str, funcargs: dict, tail: int = 80, about: int =
         [
             f"-- lines naming {', '.join(namespaces) or '(no namespace)'}: {len(mentioned)}",
             *mentioned,
-            f"-- the last {tail} of {len(lines)} lines",
+            f"-- the last {min(tail, len(lines))} of {len(lines)} lines",
             *lines[-tail:],
         ]
     )
