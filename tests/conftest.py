@@ -28,7 +28,11 @@ def pytest_runtest_makereport(item, call):
         funcargs = getattr(item, "funcargs", {})
         local = funcargs.get("cluster")
         if isinstance(local, LocalCluster):
-            report.sections.append(("pods and Jobs of the test's namespaces", cluster_state(local, funcargs)))
+            try:
+                state = cluster_state(local, funcargs)
+            except Exception as exc:  # the report of a failure must not fail pytest itself
+                state = f"(could not be gathered: {type(exc).__name__}: {exc})"
+            report.sections.append(("pods and Jobs of the test's namespaces", state))
         for name, value in funcargs.items():
             if callable(getattr(value, "log_text", None)):
                 report.sections.append((f"operator log ({name})", operator_log_excerpt(value.log_text(), funcargs)))
