@@ -132,14 +132,17 @@ class PatientApi:
     Succeeded/Failed report) while kube-apiserver restarted was never run or never reported, and its
     Job stayed active for good (tests/faults/test_api_server_restart_mid_run.py, 300 s at 0/3)."""
 
-    def __init__(self, api, runner: "PodRunner", past_deletion: bool = False):
-        """`past_deletion`: the requests that end a deleted pod (its Failed report, its final delete)
-        are retried after the deletion too, as the kubelet's are: before, a deleted pod whose Failed
-        report found the API server away stayed Running with its deletion pending, and a Job (whose
-        pod failure policy replaces a pod only once it is Failed) never made its next pod. One way
-        CI's test_deleted_worker_pod_resumes can have waited 300 s at 2 of 6 routes with its Job
-        active (not shown to be it: CI kept no pod states then; tests/conftest.py prints them now)."""
-        self._api, self._runner, self._past_deletion = api, runner, past_deletion
+    def __init__(self, api, runner: "PodRunner", until: threading.Event | None = None):
+        """`until`: the event that ends the retries (besides the agent's stop), the pod's deletion by
+        default. The requests that end a deleted pod (its Failed report, its final delete) pass the
+        agent's stop, so they are retried after the deletion too, as the kubelet's are: before, a
+        deleted pod whose Failed report found the API server away stayed Running with its deletion
+        pending, and a Job (whose pod failure policy replaces a pod only once it is Failed) never made
+        its next pod. One way CI's test_deleted_worker_pod_resumes can have waited 300 s at 2 of 6
+        routes with its Job active (not shown to be it: CI kept no pod states then; tests/conftest.py
+        prints them now)."""
+        self._api, self._runner = api, runner
+        self._until = runner.deleted if until is None else until
 
     def __getattr__(self, name: str):
         call = getattr(self._api, name)
@@ -151,8 +154,7 @@ class PatientApi:
                     return call(*args, **kwargs)
                 except Exception as exc:
                     runner = self._runner
-                    deleted = runner.deleted.is_set() and not self._past_deletion
-                    if not api_server_away(exc) or deleted or runner.agent.stop.is_set():
+                    if not api_server_away(exc) or self._until.is_set() or runner.agent.stop.is_set():
                         raise
                     log.warning(
                         "%s for %s: the API server is away (%s); again in %.1fs",
@@ -161,7 +163,7 @@ class PatientApi:
                         type(exc).__name__,
                         delay,
                     )
-                    (runner.agent.stop if self._past_deletion else runner.deleted).wait(delay)
+                    self._until.wait(delay)
                     delay = min(2 * delay, 5.0)
 
         return patient
@@ -794,8 +796,8 @@ class Agent:
         runner.kill(grace)
         # As the kubelet does, a pod stopped by its deletion ends in a terminal phase before it is
         # removed: the Job controller (podReplacementPolicy Failed) replaces it only then. Both
-        # requests ride out an API server that is away (`past_deletion`).
-        final = PatientApi(self.core, runner, past_deletion=True)
+        # requests ride out an API server that is away, until the agent stops.
+        final = PatientApi(self.core, runner, until=self.stop)
         try:
             for container in runner.pod.spec.containers:
                 runner._container_state(
