@@ -75,7 +75,7 @@ def cluster_state(local: LocalCluster, funcargs: dict, tail: int = 25) -> str:
                     f"succeeded {status.get('succeeded', 0)}, terminating {status.get('terminating', 0)}, "
                     f"uncounted {status.get('uncountedTerminatedPods')}; {' '.join(conditions) or 'no conditions'}"
                 )
-        for log_file in sorted((local.workdir / "pods" / "logs").glob(f"{namespace}_*.log")):
+        for log_file in sorted(local.pod_logs.glob(f"{namespace}_*.log")):
             text = log_file.read_text(errors="replace").splitlines()
             lines += [f"-- {log_file.name}: the last {min(tail, len(text))} of {len(text)} lines"]
             lines += [line[:300] for line in text[-tail:]]

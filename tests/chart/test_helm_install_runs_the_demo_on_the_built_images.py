@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -52,10 +51,7 @@ def test_helm_install_runs_the_demo_to_ready_on_the_built_images(image_cluster):
     }
 
     def operator_log() -> str:
-        return "\n".join(
-            p.read_text(errors="replace")
-            for p in Path(cluster.workdir / "pods" / "logs").glob(f"{RELEASE_NS}_*_operator.log")
-        )
+        return "\n".join(p.read_text(errors="replace") for p in cluster.pod_logs.glob(f"{RELEASE_NS}_*_operator.log"))
 
     installed = helm(
         cluster,

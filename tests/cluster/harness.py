@@ -319,6 +319,16 @@ class LocalCluster:
     def log_path(self, name: str) -> Path:
         return self.workdir / "logs" / f"{name}.log"
 
+    @property
+    def pods_dir(self) -> Path:
+        """The node agent's work directory (its --workdir): each pod's volumes and work folders."""
+        return self.workdir / "pods"
+
+    @property
+    def pod_logs(self) -> Path:
+        """Where the node agent writes each container's log, `<namespace>_<pod>_<container>.log`."""
+        return self.pods_dir / "logs"
+
     # ------------------------------------------------------------------ lifecycle
     def _spawn(self, name: str, argv: list[str], env: dict | None = None) -> Process:
         log = self.log_path(name)
@@ -612,7 +622,7 @@ class LocalCluster:
                 "--nodes",
                 str(nodes),
                 "--workdir",
-                str(self.workdir / "pods"),
+                str(self.pods_dir),
                 *self.node_agent_args(),
             ],
             env=env,

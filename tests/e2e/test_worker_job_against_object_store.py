@@ -132,7 +132,7 @@ def test_a_model_that_does_not_match_its_pin_fails_the_job_clearly(cluster, name
     assert wait_for(lambda: finished(cluster, namespace, "pinned"), 120, "the Job to finish", 0.5) == "Failed"
     pod = get_json(cluster, "pods", "-n", namespace, "-l", "job-name=pinned")["items"][0]
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 2
-    log = (cluster.workdir / "pods" / "logs" / f"{namespace}_{pod['metadata']['name']}_worker.log").read_text()
+    log = (cluster.pod_logs / f"{namespace}_{pod['metadata']['name']}_worker.log").read_text()
     assert "spec.model.sha256 pins 0000" in log
     assert not list(s3.list_objects("enginewright", prefix=f"runs/{namespace}/pinned/", recursive=True))
 

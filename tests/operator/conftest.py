@@ -96,7 +96,7 @@ def manifest(name: str, *, mode: str = "fast", targets=("cpu",), knobs=None, **s
 
 def pod_log(cluster, namespace: str, job: str) -> str:
     """The node agent's log files of the Job's pods."""
-    return "".join(p.read_text() for p in sorted((cluster.workdir / "pods" / "logs").glob(f"{namespace}_{job}-*")))
+    return "".join(p.read_text() for p in sorted(cluster.pod_logs.glob(f"{namespace}_{job}-*")))
 
 
 def apply(cluster, namespace: str, doc: dict) -> None:

@@ -70,7 +70,7 @@ def test_the_init_container_fetches_the_engine_published_for_its_nodes_gpu(clust
     )
     assert "deployment.apps/mlp-inference created (server dry run)" in checked.stdout
     apply(cluster, run_namespace, example_for_this_cluster(cluster, "NVIDIA-H200"))
-    logs = cluster.workdir / "pods" / "logs"
+    logs = cluster.pod_logs
     seen: dict = {}
 
     def serving() -> bool:
