@@ -731,9 +731,15 @@ class Agent:
         if capacity:
             status["capacity"] = capacity
             status["allocatable"] = capacity
-        self.core.patch_node_status(name, {"status": status})
+        self.core.patch_node_status(name, {"status": status}, _request_timeout=HEARTBEAT_SECONDS)
 
     def heartbeat_forever(self) -> None:
+        """Renew each node's lease and post its status every HEARTBEAT_SECONDS. Each request is bounded
+        by HEARTBEAT_SECONDS, as the kubelet's heartbeat client is (its timeout: the status update
+        frequency or the lease duration, the lesser): before, a request the API server accepted and
+        never answered held this thread for good, the nodes' leases lapsed, the controller-manager
+        tainted them not-ready, and no new pod was scheduled (one way a Job's next pod can wait for
+        good; tests/unit/test_node_agent_heartbeat_is_bounded.py)."""
         specs = {n["name"]: n for n in self.nodes}
         while not self.stop.wait(HEARTBEAT_SECONDS):
             for name in specs:
@@ -753,11 +759,11 @@ class Agent:
             },
         }
         try:
-            self.coordination.patch_namespaced_lease(name, "kube-node-lease", body)
+            self.coordination.patch_namespaced_lease(name, "kube-node-lease", body, _request_timeout=HEARTBEAT_SECONDS)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            self.coordination.create_namespaced_lease("kube-node-lease", body)
+            self.coordination.create_namespaced_lease("kube-node-lease", body, _request_timeout=HEARTBEAT_SECONDS)
 
     # ---------------------------------------------------------------- pods
     def watch_pods_forever(self) -> None:
