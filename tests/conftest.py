@@ -32,7 +32,7 @@ def pytest_runtest_makereport(item, call):
                 state = cluster_state(local, funcargs)
             except Exception as exc:  # the report of a failure must not fail pytest itself
                 state = f"(could not be gathered: {type(exc).__name__}: {exc})"
-            report.sections.append(("pods and Jobs of the test's namespaces", state))
+            report.sections.append(("pods, Jobs, events and nodes of the test's namespaces", state))
         for name, value in funcargs.items():
             if callable(getattr(value, "log_text", None)):
                 report.sections.append((f"operator log ({name})", operator_log_excerpt(value.log_text(), funcargs)))
@@ -44,28 +44,33 @@ def namespaces_of(funcargs: dict) -> list[str]:
 
 
 def cluster_state(local: LocalCluster, funcargs: dict, tail: int = 25) -> str:
-    """What ran in the test's namespaces when it failed: each pod (phase, deletion, its containers'
-    states) and Job (counts, conditions) in one line, then the end of each pod's container log as the
-    node agent wrote it (CI keeps only pytest's output: a wait that timed out on a run's status alone
-    cannot say whether its pod never started, hung or was never replaced)."""
+    """What ran in the test's namespaces when it failed: each pod (phase, deletion, why it is not
+    scheduled where it is not, its containers' states) and Job (counts, conditions) in one line, the namespace's
+    events (the Job controller's pod creations, the scheduler's refusals) and the controller-manager's
+    and scheduler's log lines naming it, the end of each pod's container log as the node agent wrote
+    it, and each node (Ready, its status's and its lease's last posting, taints).
+    CI keeps only pytest's output: a wait that timed out on a run's status alone cannot say whether
+    its pod never started, was never scheduled, hung or was never replaced."""
     lines: list[str] = []
     for namespace in namespaces_of(funcargs):
-        try:
-            listed = json.loads(
-                local.kubectl("get", "pods,jobs", "-n", namespace, "-o", "json", "--request-timeout=20s").stdout
-            )["items"]
-        except Exception as exc:  # often why the test failed (the API server is down): keep its own error
-            lines.append(f"{namespace}: could not be read: {exc}")
-            listed = []
+        listed = _listed(local, lines, namespace, "pods,jobs,events", "-n", namespace)
         for obj in listed:
             meta, status = obj["metadata"], obj.get("status") or {}
             if obj["kind"] == "Pod":
                 states = [_container_state(c) for c in status.get("containerStatuses") or []]
+                waiting = [
+                    f"{c['type']}={c['status']}({c.get('reason', '')}: {c.get('message', '')})"
+                    for c in status.get("conditions") or []
+                    if c.get("status") != "True" and c["type"] == "PodScheduled"
+                ]
                 lines.append(
                     f"pod {meta['name']}: {status.get('phase')} on {obj['spec'].get('nodeName')}, "
                     f"created {meta.get('creationTimestamp')}, deleted {meta.get('deletionTimestamp')}, "
                     f"finalizers {meta.get('finalizers')}; {' '.join(states) or 'no containers started'}"
+                    + "".join(f"; {w}" for w in waiting)
                 )
+            elif obj["kind"] == "Event":
+                continue
             else:
                 conditions = [
                     f"{c['type']}={c['status']}({c.get('reason', '')})" for c in status.get("conditions") or []
@@ -75,13 +80,57 @@ def cluster_state(local: LocalCluster, funcargs: dict, tail: int = 25) -> str:
                     f"succeeded {status.get('succeeded', 0)}, terminating {status.get('terminating', 0)}, "
                     f"uncounted {status.get('uncountedTerminatedPods')}; {' '.join(conditions) or 'no conditions'}"
                 )
+        events = sorted(
+            (e for e in listed if e["kind"] == "Event"),
+            key=lambda e: (e.get("lastTimestamp") or e.get("eventTime") or "", int(e["metadata"]["resourceVersion"])),
+        )
+        lines += [f"-- events: the last {min(tail, len(events))} of {len(events)}"]
+        lines += [_event_line(e) for e in events[-tail:]]
+        for component in ("kube-controller-manager", "kube-scheduler"):
+            said = [line for line in _read(local.log_path(component)).splitlines() if namespace in line]
+            lines += [f"-- {component}: the last {min(tail, len(said))} of its {len(said)} lines naming {namespace}"]
+            lines += [line[:300] for line in said[-tail:]]
         for log_file in sorted(local.pod_logs.glob(f"{namespace}_*.log")):
             text = log_file.read_text(errors="replace").splitlines()
             lines += [f"-- {log_file.name}: the last {min(tail, len(text))} of {len(text)} lines"]
             lines += [line[:300] for line in text[-tail:]]
     agent = [line for line in _read(local.log_path("node-agent")).splitlines() if "registered node" not in line]
     lines += [f"-- node agent: the last {min(tail, len(agent))} of {len(agent)} lines", *agent[-tail:]]
+    leases = {
+        lease["metadata"]["name"]: (lease.get("spec") or {}).get("renewTime")
+        for lease in _listed(local, lines, "node leases", "leases", "-n", "kube-node-lease")
+    }
+    lines.append("-- nodes")
+    for node in _listed(local, lines, "nodes", "nodes"):
+        name, spec = node["metadata"]["name"], node.get("spec") or {}
+        ready = next((c for c in node.get("status", {}).get("conditions") or [] if c["type"] == "Ready"), {})
+        taints = [f"{t['key']}:{t['effect']}" for t in spec.get("taints") or []]
+        lines.append(
+            f"node {name}: Ready={ready.get('status')}({ready.get('reason', '')}), status posted "
+            f"{ready.get('lastHeartbeatTime')}, taints {taints}, unschedulable {bool(spec.get('unschedulable'))}, "
+            f"lease renewed {leases.get(name)}"
+        )
     return "\n".join(lines)
+
+
+def _listed(local: LocalCluster, lines: list[str], what: str, kinds: str, *args: str) -> list[dict]:
+    """`kubectl get KINDS ARGS` as dicts; an error (often why the test failed: the API server is down)
+    is a line of the report instead, in its own words."""
+    try:
+        return json.loads(local.kubectl("get", kinds, *args, "-o", "json", "--request-timeout=20s").stdout)["items"]
+    except Exception as exc:
+        lines.append(f"{what}: could not be read: {exc}")
+        return []
+
+
+def _event_line(event: dict) -> str:
+    """`22:30:21 Job/resumed-cpu-stage1-b000 SuccessfulCreate (x1): Created pod: ...`"""
+    when = event.get("lastTimestamp") or event.get("eventTime") or ""
+    about = event.get("involvedObject") or {}
+    return (
+        f"{when[11:19]} {about.get('kind')}/{about.get('name')} {event.get('reason')} "
+        f"(x{event.get('count') or 1}): {(event.get('message') or '')[:300]}"
+    )
 
 
 def _container_state(container: dict) -> str:
