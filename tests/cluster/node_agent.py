@@ -62,6 +62,10 @@ from tests.cluster.images import ImageStore, container_argv, parse_user
 
 log = logging.getLogger("node-agent")
 LEASE_SECONDS = 40
+# A pod's request (its status, a ConfigMap it names, its final delete) waits this long for an answer:
+# past the API server's own 60 s request timeout, so only a request it accepted and will never answer
+# (a stopped server, a connection lost without a reset) runs into it, and is then tried again.
+REQUEST_SECONDS = 70
 HEARTBEAT_SECONDS = 10
 
 
@@ -127,7 +131,8 @@ def api_server_away(exc: Exception) -> bool:
 class PatientApi:
     """The agent's CoreV1Api as one pod's runner uses it: a request that finds the API server away is
     retried (back-off up to 5 s) until it is answered, the pod is deleted or the agent stops, as the
-    kubelet retries its pod syncs and status updates. Before, the first such request raised out of the
+    kubelet retries its pod syncs and status updates. A request left unanswered for REQUEST_SECONDS
+    counts as away (the kubelet's HTTP/2 connections are health-checked; these are not). Before, the first such request raised out of the
     runner's thread: a pod being started (its Pending report, its secretKeyRef reads) or ending (its
     Succeeded/Failed report) while kube-apiserver restarted was never run or never reported, and its
     Job stayed active for good (tests/faults/test_api_server_restart_mid_run.py, 300 s at 0/3)."""
@@ -148,6 +153,7 @@ class PatientApi:
         call = getattr(self._api, name)
 
         def patient(*args, **kwargs):
+            kwargs.setdefault("_request_timeout", REQUEST_SECONDS)
             delay = 0.5
             while True:
                 try:
@@ -820,6 +826,7 @@ class Agent:
                 pod.metadata.name,
                 pod.metadata.namespace,
                 body=client.V1DeleteOptions(grace_period_seconds=0, preconditions={"uid": pod.metadata.uid}),
+                _request_timeout=REQUEST_SECONDS,  # called from the pod watch too: it must not hold it
             )
         except ApiException as exc:
             if exc.status not in (404, 409):
