@@ -45,10 +45,10 @@ def namespaces_of(funcargs: dict) -> list[str]:
 
 def cluster_state(local: LocalCluster, funcargs: dict, tail: int = 25) -> str:
     """What ran in the test's namespaces when it failed: each pod (phase, deletion, why it is not
-    scheduled where it is not, its containers' states) and Job (counts, conditions) in one line, the namespace's
-    events (the Job controller's pod creations, the scheduler's refusals) and the controller-manager's
-    and scheduler's log lines naming it, the end of each pod's container log as the node agent wrote
-    it, and each node (Ready, its status's and its lease's last posting, taints).
+    scheduled where it is not, its containers' states) and Job (counts, conditions) in one line, the
+    namespace's events (the Job controller's pod creations, the scheduler's refusals) and the
+    controller-manager's and scheduler's log lines naming it, the end of each pod's container log as
+    the node agent wrote it, and each node (Ready, its status's and its lease's last posting, taints).
     CI keeps only pytest's output: a wait that timed out on a run's status alone cannot say whether
     its pod never started, was never scheduled, hung or was never replaced."""
     lines: list[str] = []

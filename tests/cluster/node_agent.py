@@ -132,10 +132,11 @@ class PatientApi:
     """The agent's CoreV1Api as one pod's runner uses it: a request that finds the API server away is
     retried (back-off up to 5 s) until it is answered, the pod is deleted or the agent stops, as the
     kubelet retries its pod syncs and status updates. A request left unanswered for REQUEST_SECONDS
-    counts as away (the kubelet's HTTP/2 connections are health-checked; these are not). Before, the first such request raised out of the
-    runner's thread: a pod being started (its Pending report, its secretKeyRef reads) or ending (its
-    Succeeded/Failed report) while kube-apiserver restarted was never run or never reported, and its
-    Job stayed active for good (tests/faults/test_api_server_restart_mid_run.py, 300 s at 0/3)."""
+    counts as away (the kubelet's HTTP/2 connections are health-checked; these are not). Before, the
+    first such request raised out of the runner's thread: a pod being started (its Pending report, its
+    secretKeyRef reads) or ending (its Succeeded/Failed report) while kube-apiserver restarted was never
+    run or never reported, and its Job stayed active for good
+    (tests/faults/test_api_server_restart_mid_run.py, 300 s at 0/3)."""
 
     def __init__(self, api, runner: "PodRunner", until: threading.Event | None = None):
         """`until`: the event that ends the retries (besides the agent's stop), the pod's deletion by
@@ -745,7 +746,7 @@ class Agent:
         frequency or the lease duration, the lesser): before, a request the API server accepted and
         never answered held this thread for good, the nodes' leases lapsed, the controller-manager
         tainted them not-ready, and no new pod was scheduled (one way a Job's next pod can wait for
-        good; tests/unit/test_node_agent_heartbeat_is_bounded.py)."""
+        good; tests/e2e/test_the_node_agent_outlives_an_unanswered_request.py)."""
         specs = {n["name"]: n for n in self.nodes}
         while not self.stop.wait(HEARTBEAT_SECONDS):
             for name in specs:
